@@ -1,0 +1,152 @@
+// The nxlock command line: the one place where errors become exit statuses.
+#include "cli/app.hpp"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "store/make_store.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::cli {
+
+namespace {
+
+constexpr Command k_commands[] = {
+    {"setnx", "Set KEY to VALUE if KEY does not exist (prints 1 or 0)",
+     "nxlock setnx deploy-owner \"$HOSTNAME\"", setup_setnx},
+    {"get", "Print the value of KEY", "nxlock get deploy-owner", setup_get},
+    {"getset", "Set KEY to VALUE and print the old value", "nxlock getset counter 0",
+     setup_getset},
+    {"del", "Delete keys (prints how many were removed)", "nxlock del deploy-owner", setup_del},
+    {"lock", "Take the lock KEY and print its value (pass it to unlock/renew)",
+     "v=$(nxlock lock -w 30 deploy) && trap 'nxlock unlock deploy \"$v\"' EXIT", setup_lock},
+    {"unlock", "Release the lock KEY if it still holds VALUE",
+     "nxlock unlock deploy \"$v\"", setup_unlock},
+    {"renew", "Extend the lock KEY that still holds VALUE (prints the new value)",
+     "v=$(nxlock renew -t 300 deploy \"$v\")", setup_renew},
+    {"status", "Show whether the lock KEY is held, until when and by whom",
+     "nxlock status --json nightly-backup", setup_status},
+    {"run-locked", "Run COMMAND while holding the lock KEY, then release it",
+     "nxlock run-locked -n nightly-backup /usr/local/bin/backup", setup_run_locked},
+};
+
+std::string version_text() {
+  return std::string("nxlock ") + NXLOCK_VERSION + "\nbackends: " + store::builtin_backends();
+}
+
+// CLI11's messages are multi-line at times; the contract wants one line.
+std::string one_line(std::string text) {
+  for (auto& c : text) {
+    if (c == '\n') {
+      c = ' ';
+    }
+  }
+  while (!text.empty() && text.back() == ' ') {
+    text.pop_back();
+  }
+  return text;
+}
+
+}  // namespace
+
+std::span<const Command> command_table() { return k_commands; }
+
+void add_clock_option(CLI::App& sub, std::string& clock) {
+  sub.add_option("--clock", clock,
+                 "Whose clock decides expiry: server (Redis TIME) or local (this host)")
+      ->check(CLI::IsMember({"server", "local"}))
+      ->capture_default_str();
+}
+
+void add_lock_options(CLI::App& sub, LockArgs& args) {
+  sub.add_option("-t,--ttl", args.ttl, "Seconds the lock holds without renewal")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->capture_default_str();
+  auto* nonblock = sub.add_flag("-n,--nonblock", args.nonblock, "Try once; do not wait");
+  sub.add_option("-w,--wait", args.wait, "Give up after SECONDS (fractions allowed)")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes(nonblock);
+  sub.add_option("-E,--conflict-exit-code", args.conflict_exit,
+                 "Exit status when the lock is busy")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
+  add_clock_option(sub, args.clock);
+}
+
+int run(int argc, char** argv) {
+  // A server that goes away must be an error message, not a silent SIGPIPE death.
+  signal(SIGPIPE, SIG_IGN);
+
+  Context context;
+  GlobalOptions& g = context.globals;
+  CLI::App app{"nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
+               "(Redis or an embedded store)",
+               "nxlock"};
+  app.set_help_all_flag("--help-all", "Show help for every command");
+  app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+  app.require_subcommand(1);
+  app.add_option("-u,--url", g.url,
+                 "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], "
+                 "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)")
+      ->envname("NXLOCK_URL");
+  app.add_option("--password-file", g.password_file,
+                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)");
+  app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--prefix", g.prefix, "Prepended to every key")->envname("NXLOCK_PREFIX");
+  app.add_flag("--json", g.json, "Print one JSON object on stdout");
+  auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
+  app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
+
+  Runner runner;
+  for (const Command& command : k_commands) {
+    CLI::App* sub = app.add_subcommand(command.name, command.summary);
+    sub->fallthrough();  // global options may also follow the command name
+    sub->footer(std::string("Example:\n  ") + command.example);
+    auto setup_runner = command.setup(*sub);
+    sub->callback([&runner, setup_runner] { runner = setup_runner; });
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version: printed, exit 0
+  } catch (const CLI::ParseError& e) {
+    context.out.json = g.json;
+    context.out.error(k_exit_usage, "usage", one_line(e.what()) + " (see 'nxlock --help')");
+    context.out.flush(k_exit_usage);
+    return k_exit_usage;
+  }
+
+  context.out.json = g.json;
+  context.out.quiet = g.quiet;
+  if (g.verbose) {
+    util::set_trace_sink([](std::string_view line) {
+      std::string text = "nxlock: ";
+      text.append(line);
+      text.push_back('\n');
+      std::fwrite(text.data(), 1, text.size(), stderr);
+    });
+  }
+
+  int status = k_exit_internal;
+  try {
+    status = runner(context);
+  } catch (const util::Error& e) {
+    status = exit_status_for(e.kind());
+    context.out.error(status, e.subject(), e.reason());
+  } catch (const std::exception& e) {
+    status = k_exit_internal;
+    context.out.error(status, "internal error", e.what());
+  }
+  context.out.flush(status);
+  return status;
+}
+
+}  // namespace nxlock::cli

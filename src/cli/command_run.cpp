@@ -1,0 +1,137 @@
+// run-locked: take the lock, run COMMAND under it, release it, exit with COMMAND's status.
+#include <unistd.h>
+
+#include <memory>
+
+#include "cli/acquire.hpp"
+#include "cli/exit_status.hpp"
+#include "run/supervisor.hpp"
+
+namespace nxlock::cli {
+
+namespace {
+
+std::string join(const std::vector<std::string>& words) {
+  std::string text;
+  for (const auto& word : words) {
+    text += text.empty() ? "" : " ";
+    text += word;
+  }
+  return text;
+}
+
+run::OnLost parse_on_lost(const std::string& text) {
+  if (text == "kill") {
+    return run::OnLost::kill;
+  }
+  if (text == "ignore") {
+    return run::OnLost::ignore;
+  }
+  return run::OnLost::term;
+}
+
+}  // namespace
+
+Runner setup_run_locked(CLI::App& sub) {
+  struct Args {
+    std::string key;
+    LockArgs lock;
+    bool no_renew = false;
+    std::string on_lost = "term";
+    double kill_after = 10;
+  };
+  auto args = std::make_shared<Args>();
+  add_lock_options(sub, args->lock);
+  sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
+  sub.add_option("--on-lost", args->on_lost,
+                 "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
+      ->check(CLI::IsMember({"term", "kill", "ignore"}))
+      ->capture_default_str();
+  sub.add_option("--kill-after", args->kill_after,
+                 "Seconds between SIGTERM and SIGKILL when the lock is lost")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
+  // As with flock(1) and timeout(1), everything after KEY is the child's command
+  // line, untouched: CLI11 stops parsing at the first word it does not know.
+  sub.prefix_command();
+
+  return [args, &sub](Context& ctx) {
+    std::vector<std::string> command = sub.remaining();
+    if (!command.empty() && command.front() == "--") {
+      command.erase(command.begin());
+    }
+    if (command.empty()) {
+      throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");
+    }
+
+    auto& store = ctx.store();
+    auto clock = make_clock(ctx, args->lock.clock);
+    lock::Lock lock(store, *clock, ctx.key(args->key));
+    run::SignalChannel signals;
+    const auto acquired = acquire_for_cli(ctx, lock, args->lock, signals);
+    if (!acquired.value) {
+      return acquired.exit_status;
+    }
+    std::string value = *acquired.value;
+
+    run::RunOptions options;
+    options.command = command;
+    options.ttl = args->lock.ttl;
+    options.renew = !args->no_renew;
+    options.on_lost = parse_on_lost(args->on_lost);
+    options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
+    options.command_line = join(command);
+    lock::record_holder(store, lock.key(),
+                        lock::describe_holder(value, getpid(), options.command_line,
+                                              util::whole_seconds(clock->now())));
+
+    run::RunOutcome outcome;
+    try {
+      outcome = run::supervise(lock, value, options, signals,
+                               [&ctx](std::string_view text) { ctx.out.note(text); });
+    } catch (...) {
+      try {
+        lock.release(value);  // never leave the lock behind on our own failure
+      } catch (const util::Error&) {
+      }
+      throw;
+    }
+
+    if (!outcome.lost) {
+      // The child's status is what cron reports; a failed release is a warning
+      // (the lock then simply expires at its timestamp).
+      try {
+        const auto verdict = lock.release(value);
+        if (verdict != lock::Verdict::done) {
+          ctx.out.note("lock '" + lock.key() + "': not released at exit (" +
+                       (verdict == lock::Verdict::expired ? "expired" : "no longer ours") + ")");
+        }
+      } catch (const util::Error& e) {
+        ctx.out.note(std::string("lock not released at exit: ") + e.what());
+      }
+    }
+
+    ctx.out.bytes_field("key", lock.key());
+    ctx.out.field("acquired", true);
+    ctx.out.field("lost", outcome.lost);
+    switch (outcome.ending) {
+      case run::RunOutcome::Ending::not_found:
+        ctx.out.error(outcome.status, command.front(), "command not found");
+        return outcome.status;
+      case run::RunOutcome::Ending::not_executable:
+        ctx.out.error(outcome.status, command.front(), outcome.detail);
+        return outcome.status;
+      case run::RunOutcome::Ending::exited:
+      case run::RunOutcome::Ending::signaled:
+        break;
+    }
+    ctx.out.field("child_status", outcome.status);
+    if (outcome.lost && options.on_lost != run::OnLost::ignore) {
+      return k_exit_lock_lost;
+    }
+    return outcome.status;
+  };
+}
+
+}  // namespace nxlock::cli

@@ -1,0 +1,50 @@
+// The command table: name, summary, example and setup of every subcommand.
+// Help, the man page and the completions are checked against it by the tests.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <span>
+
+#include "cli/context.hpp"
+
+namespace nxlock::cli {
+
+// Runs a parsed command and returns its exit status; throws util::Error.
+using Runner = std::function<int(Context&)>;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* example;
+  // Adds the command's options and arguments to `sub`; the runner reads them.
+  Runner (*setup)(CLI::App& sub);
+};
+
+// Every command, in the order `nxlock --help` lists them.
+std::span<const Command> command_table();
+
+// One setup per command (commands_kv.cpp, commands_lock.cpp, command_run.cpp).
+Runner setup_setnx(CLI::App& sub);
+Runner setup_get(CLI::App& sub);
+Runner setup_getset(CLI::App& sub);
+Runner setup_del(CLI::App& sub);
+Runner setup_lock(CLI::App& sub);
+Runner setup_unlock(CLI::App& sub);
+Runner setup_renew(CLI::App& sub);
+Runner setup_status(CLI::App& sub);
+Runner setup_run_locked(CLI::App& sub);
+
+// Options shared by lock and run-locked.
+struct LockArgs {
+  std::int64_t ttl = 60;
+  bool nonblock = false;
+  double wait = -1;  // seconds; negative: wait forever
+  int conflict_exit = 75;
+  std::string clock = "server";
+};
+void add_lock_options(CLI::App& sub, LockArgs& args);
+void add_clock_option(CLI::App& sub, std::string& clock);
+
+}  // namespace nxlock::cli

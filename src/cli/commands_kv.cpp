@@ -1,0 +1,86 @@
+// setnx, get, getset, del: one Store call each, with the Redis commands' semantics.
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+
+namespace nxlock::cli {
+
+namespace {
+struct KeyValue {
+  std::string key;
+  std::string value;
+};
+
+std::shared_ptr<KeyValue> add_key_value(CLI::App& sub, bool with_value) {
+  auto args = std::make_shared<KeyValue>();
+  sub.add_option("KEY", args->key, "The key (use -- before one that starts with '-')")
+      ->required();
+  if (with_value) {
+    sub.add_option("VALUE", args->value, "The value")->required();
+  }
+  return args;
+}
+}  // namespace
+
+Runner setup_setnx(CLI::App& sub) {
+  auto args = add_key_value(sub, true);
+  return [args](Context& ctx) {
+    const auto key = ctx.key(args->key);
+    const bool set = ctx.store().set_if_absent(key, args->value);
+    ctx.out.line(set ? "1" : "0");
+    ctx.out.bytes_field("key", key);
+    ctx.out.field("set", set);
+    return set ? k_exit_ok : k_exit_no;
+  };
+}
+
+Runner setup_get(CLI::App& sub) {
+  auto args = add_key_value(sub, false);
+  return [args](Context& ctx) {
+    const auto key = ctx.key(args->key);
+    const auto value = ctx.store().get(key);
+    ctx.out.bytes_field("key", key);
+    ctx.out.field("found", value.has_value());
+    if (!value) {
+      return k_exit_no;
+    }
+    ctx.out.line(*value);
+    ctx.out.bytes_field("value", *value);
+    return k_exit_ok;
+  };
+}
+
+Runner setup_getset(CLI::App& sub) {
+  auto args = add_key_value(sub, true);
+  return [args](Context& ctx) {
+    const auto key = ctx.key(args->key);
+    const auto old = ctx.store().get_and_set(key, args->value);
+    ctx.out.bytes_field("key", key);
+    ctx.out.field("found", old.has_value());
+    if (!old) {
+      return k_exit_no;
+    }
+    ctx.out.line(*old);
+    ctx.out.bytes_field("old_value", *old);
+    return k_exit_ok;
+  };
+}
+
+Runner setup_del(CLI::App& sub) {
+  auto keys = std::make_shared<std::vector<std::string>>();
+  sub.add_option("KEY", *keys, "The keys to delete")->required();
+  return [keys](Context& ctx) {
+    std::vector<std::string> full;
+    full.reserve(keys->size());
+    for (const auto& key : *keys) {
+      full.push_back(ctx.key(key));
+    }
+    const std::size_t removed = ctx.store().del(full);
+    ctx.out.line(std::to_string(removed));
+    ctx.out.field("removed", removed);
+    return removed > 0 ? k_exit_ok : k_exit_no;
+  };
+}
+
+}  // namespace nxlock::cli

@@ -1,0 +1,259 @@
+// lock, unlock, renew, status: the documented lock from a shell.
+#include <unistd.h>
+
+#include <memory>
+
+#include "cli/acquire.hpp"
+#include "cli/exit_status.hpp"
+#include "util/process.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::cli {
+
+namespace {
+
+using lock::Verdict;
+
+nlohmann::json holder_json(const lock::Holder& holder) {
+  return {{"host", holder.host},
+          {"pid", holder.pid},
+          {"command", holder.command},
+          {"acquired_at", holder.acquired_at}};
+}
+
+std::string holder_text(const lock::Holder& holder) {
+  std::string text = "pid " + std::to_string(holder.pid) + " on " + holder.host;
+  if (!holder.command.empty()) {
+    text += " (" + holder.command + ")";
+  }
+  return text;
+}
+
+const char* verdict_reason(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::done:
+      return "done";
+    case Verdict::expired:
+      return "expired";
+    case Verdict::taken_over:
+      return "taken over by another value";
+    case Verdict::absent:
+      return "no such lock";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string describe_distance(std::int64_t from, std::int64_t to) {
+  const std::int64_t delta = to - from;
+  return delta >= 0 ? "in " + std::to_string(delta) + "s" : std::to_string(-delta) + "s ago";
+}
+
+std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_option) {
+  if (clock_option == "local") {
+    return std::make_unique<lock::LocalClock>();
+  }
+  return std::make_unique<lock::StoreClock>(ctx.store());
+}
+
+CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
+                           run::SignalChannel& signals) {
+  lock::WaitPolicy policy;
+  if (args.nonblock) {
+    policy.wait_for = util::Micros(0);
+  } else if (args.wait >= 0) {
+    policy.wait_for = util::Micros(static_cast<std::int64_t>(args.wait * 1e6));
+  }
+  policy.interrupt_fd = signals.fd();
+
+  const auto result = lock.acquire(args.ttl, policy);
+  switch (result.outcome) {
+    case lock::AcquireResult::Outcome::acquired:
+      return {result.value, k_exit_ok};
+    case lock::AcquireResult::Outcome::interrupted: {
+      const int signo = signals.take().value_or(SIGTERM);
+      ctx.out.note("lock '" + lock.key() + "': interrupted by " + util::signal_name(signo) +
+                   " while waiting; nothing was taken");
+      ctx.out.field("acquired", false);
+      ctx.out.field("interrupted_by", util::signal_name(signo));
+      return {std::nullopt, 128 + signo};
+    }
+    case lock::AcquireResult::Outcome::busy:
+      break;
+  }
+  const auto holder = lock::read_holder(ctx.store(), lock.key(), result.held_value);
+  const auto now = util::whole_seconds(util::wall_now());
+  std::string message = "lock '" + lock.key() + "': busy, held until " +
+                        util::format_local_time(result.held_until);
+  if (holder) {
+    message += " by " + holder_text(*holder);
+  }
+  ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
+  ctx.out.bytes_field("key", lock.key());
+  ctx.out.field("acquired", false);
+  ctx.out.field("held_until", result.held_until);
+  ctx.out.field("seconds_left", result.held_until - now + 1);
+  if (holder) {
+    ctx.out.field("holder", holder_json(*holder));
+  }
+  return {std::nullopt, args.conflict_exit};
+}
+
+Runner setup_lock(CLI::App& sub) {
+  struct Args {
+    std::string key;
+    LockArgs lock;
+  };
+  auto args = std::make_shared<Args>();
+  add_lock_options(sub, args->lock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  return [args](Context& ctx) {
+    auto& store = ctx.store();
+    auto clock = make_clock(ctx, args->lock.clock);
+    lock::Lock lock(store, *clock, ctx.key(args->key));
+    run::SignalChannel signals;
+    const auto acquired = acquire_for_cli(ctx, lock, args->lock, signals);
+    if (!acquired.value) {
+      return acquired.exit_status;
+    }
+    // The lock outlives this process: describe the shell or script that asked.
+    const pid_t owner = getppid();
+    lock::record_holder(store, lock.key(),
+                        lock::describe_holder(*acquired.value, owner,
+                                              util::process_command_line(owner),
+                                              util::whole_seconds(clock->now())));
+    ctx.out.line(*acquired.value);
+    ctx.out.bytes_field("key", lock.key());
+    ctx.out.field("acquired", true);
+    ctx.out.field("value", *acquired.value);
+    ctx.out.field("expires_at", std::stoll(*acquired.value));
+    return k_exit_ok;
+  };
+}
+
+Runner setup_unlock(CLI::App& sub) {
+  struct Args {
+    std::string key;
+    std::string value;
+    bool force = false;
+    std::string clock = "server";
+  };
+  auto args = std::make_shared<Args>();
+  auto* force = sub.add_flag("-f,--force", args->force, "Delete whatever the key holds");
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
+  return [args](Context& ctx) {
+    if (!args->force && args->value.empty()) {
+      throw util::Error(util::ErrorKind::usage, "unlock",
+                        "give the VALUE that `lock` printed, or --force");
+    }
+    auto clock = make_clock(ctx, args->clock);
+    lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
+    ctx.out.bytes_field("key", lock.key());
+    if (args->force) {
+      const bool deleted = lock.force_release();
+      ctx.out.field("released", deleted);
+      if (!deleted) {
+        ctx.out.note("lock '" + lock.key() + "': not released: no such lock");
+        ctx.out.field("reason", "absent");
+      }
+      return deleted ? k_exit_ok : k_exit_no;
+    }
+    const Verdict verdict = lock.release(args->value);
+    ctx.out.field("released", verdict == Verdict::done);
+    if (verdict != Verdict::done) {
+      ctx.out.note("lock '" + lock.key() + "': not released: " + verdict_reason(verdict));
+      ctx.out.field("reason", verdict_reason(verdict));
+      return k_exit_no;
+    }
+    return k_exit_ok;
+  };
+}
+
+Runner setup_renew(CLI::App& sub) {
+  struct Args {
+    std::string key;
+    std::string value;
+    std::int64_t ttl = 60;
+    std::string clock = "server";
+  };
+  auto args = std::make_shared<Args>();
+  sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->capture_default_str();
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")
+      ->required();
+  return [args](Context& ctx) {
+    auto clock = make_clock(ctx, args->clock);
+    lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
+    std::string renewed;
+    const Verdict verdict = lock.renew(args->value, args->ttl, renewed);
+    ctx.out.bytes_field("key", lock.key());
+    ctx.out.field("renewed", verdict == Verdict::done);
+    if (verdict != Verdict::done) {
+      ctx.out.note("lock '" + lock.key() + "': not renewed: " + verdict_reason(verdict));
+      ctx.out.field("reason", verdict_reason(verdict));
+      return k_exit_no;
+    }
+    ctx.out.line(renewed);
+    ctx.out.field("value", renewed);
+    ctx.out.field("expires_at", std::stoll(renewed));
+    return k_exit_ok;
+  };
+}
+
+Runner setup_status(CLI::App& sub) {
+  struct Args {
+    std::string key;
+    std::string clock = "server";
+  };
+  auto args = std::make_shared<Args>();
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  return [args](Context& ctx) {
+    auto clock = make_clock(ctx, args->clock);
+    lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
+    const auto status = lock.status();
+    ctx.out.bytes_field("key", lock.key());
+    ctx.out.field("now", status.now_seconds);
+    switch (status.state) {
+      case lock::Status::State::free:
+        ctx.out.line("free");
+        ctx.out.field("state", "free");
+        ctx.out.field("held", false);
+        return k_exit_no;
+      case lock::Status::State::expired:
+        ctx.out.line("expired " + util::format_local_time(status.expires_at) + " (" +
+                     describe_distance(status.now_seconds, status.expires_at) + "), value " +
+                     status.value);
+        ctx.out.field("state", "expired");
+        ctx.out.field("held", false);
+        ctx.out.field("value", status.value);
+        ctx.out.field("expires_at", status.expires_at);
+        return k_exit_no;
+      case lock::Status::State::held:
+        break;
+    }
+    // Held through the whole second named by the value, so +1.
+    const std::int64_t left = status.expires_at - status.now_seconds + 1;
+    ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
+                 std::to_string(left) + "s left), value " + status.value);
+    if (status.holder) {
+      ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
+                   util::format_local_time(status.holder->acquired_at));
+      ctx.out.field("holder", holder_json(*status.holder));
+    }
+    ctx.out.field("state", "held");
+    ctx.out.field("held", true);
+    ctx.out.field("value", status.value);
+    ctx.out.field("expires_at", status.expires_at);
+    ctx.out.field("seconds_left", left);
+    return k_exit_ok;
+  };
+}
+
+}  // namespace nxlock::cli

@@ -1,0 +1,89 @@
+// Context: the backend a command works on, opened lazily.
+#include "cli/context.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "store/make_store.hpp"
+#include "store/url.hpp"
+#include "util/error.hpp"
+
+namespace nxlock::cli {
+
+namespace {
+
+using util::Error;
+using util::ErrorKind;
+
+std::string read_password_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    const int error = errno;
+    throw Error(error == EACCES ? ErrorKind::permission : ErrorKind::usage,
+                "password file '" + path + "'", std::strerror(error));
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  std::string password = text.str();
+  // Files written by editors and `echo` end in a newline that is not part of the secret.
+  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
+    password.pop_back();
+  }
+  return password;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
+}  // namespace
+
+store::Store& Context::store() {
+  if (m_store) {
+    return *m_store;
+  }
+  store::Url url;
+  if (globals.url.empty()) {
+    url.scheme = store::Url::Scheme::file;
+    url.path = store::default_store_path();
+    url.redacted = url.path;
+    url.is_default_store = true;
+    if (url.path.empty() || url.path[0] != '/') {
+      throw Error(ErrorKind::usage, "store '" + url.path + "'", "NXLOCK_STORE must be absolute");
+    }
+  } else {
+    url = store::parse_url(globals.url);
+  }
+
+  store::ConnectOptions options;
+  options.timeout_seconds = globals.timeout;
+  // The most explicit source wins: a file named on the command line, then the
+  // URL itself, then the environment (NXLOCK_PASSWORD, redis-cli's REDISCLI_AUTH).
+  if (!globals.password_file.empty()) {
+    options.password = read_password_file(globals.password_file);
+  } else if (!url.password) {
+    options.password = env("NXLOCK_PASSWORD");
+    if (!options.password) {
+      options.password = env("REDISCLI_AUTH");
+    }
+  }
+  m_store = store::make_store(url, options);
+  return *m_store;
+}
+
+std::string Context::key(std::string_view user_key) const {
+  if (user_key.empty()) {
+    throw Error(ErrorKind::usage, "key ''",
+                "the empty key is refused (an unset variable in a script?)");
+  }
+  return globals.prefix + std::string(user_key);
+}
+
+}  // namespace nxlock::cli

@@ -1,0 +1,39 @@
+// Context: the global options, the output, and the backend a command works on.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cli/output.hpp"
+#include "store/store.hpp"
+
+namespace nxlock::cli {
+
+struct GlobalOptions {
+  std::string url;            // empty: the embedded store at its default path
+  std::string password_file;  // Redis password, kept out of `ps`
+  double timeout = 2.0;       // Redis connect and per-command timeout, seconds
+  std::string prefix;         // prepended to every key
+  bool json = false;
+  bool quiet = false;
+  bool verbose = false;
+};
+
+class Context {
+ public:
+  GlobalOptions globals;
+  Output out;
+
+  // The backend, opened on first use so --help and usage errors touch nothing.
+  store::Store& store();
+
+  // The store key for a user's KEY: the prefix plus the key. Throws usage (64)
+  // for the empty key: in a script it is almost always an unset variable.
+  std::string key(std::string_view user_key) const;
+
+ private:
+  std::unique_ptr<store::Store> m_store;
+};
+
+}  // namespace nxlock::cli

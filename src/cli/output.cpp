@@ -1,0 +1,77 @@
+// Output: text lines or one JSON object.
+#include "cli/output.hpp"
+
+#include <cstdio>
+
+namespace nxlock::cli {
+
+namespace {
+void write_all(std::FILE* stream, std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stream);
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char k_digits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (const unsigned char c : bytes) {
+    hex += k_digits[c >> 4];
+    hex += k_digits[c & 15];
+  }
+  return hex;
+}
+}  // namespace
+
+void Output::line(std::string_view text) {
+  m_text.append(text);
+  m_text.push_back('\n');
+}
+
+void Output::bytes_field(const std::string& name, std::string_view bytes) {
+  if (!json) {
+    return;
+  }
+  try {
+    // dump() is what rejects invalid UTF-8; probe once, then store.
+    (void)nlohmann::json(std::string(bytes)).dump();
+    m_object[name] = std::string(bytes);
+  } catch (const nlohmann::json::type_error&) {
+    m_object[name + "_hex"] = to_hex(bytes);
+  }
+}
+
+void Output::note(std::string_view text) const {
+  if (quiet) {
+    return;
+  }
+  std::string message = "nxlock: ";
+  message.append(text);
+  message.push_back('\n');
+  write_all(stderr, message);
+}
+
+void Output::error(int status, std::string_view what, std::string_view why) {
+  std::string message = "nxlock: ";
+  message.append(what);
+  message.append(": ");
+  message.append(why);
+  if (json) {
+    m_object["error"] = {{"subject", std::string(what)}, {"message", std::string(why)}};
+    m_object["exit_status"] = status;
+  }
+  message.push_back('\n');
+  write_all(stderr, message);
+}
+
+void Output::flush(int status) {
+  if (json) {
+    m_object["exit_status"] = status;
+    write_all(stdout,
+              m_object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  } else {
+    write_all(stdout, m_text);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace nxlock::cli

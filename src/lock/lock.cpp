@@ -1,0 +1,249 @@
+// The deadlock-safe lock of the Redis SETNX page.
+#include "lock/lock.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include "util/error.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::lock {
+
+namespace {
+
+using util::Micros;
+
+// Waiters also poll, for holders that never signal (other clients of the
+// documented pattern, a DEL from redis-cli). Jitter spreads the herd.
+constexpr Micros k_poll_min{100'000};
+constexpr Micros k_poll_max{300'000};
+// Wake a hair after the expiry second begins, so the holder's value is
+// already older than now when we look.
+constexpr Micros k_expiry_slack{2'000};
+
+Micros jittered_poll() {
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> dist(k_poll_min.count(), k_poll_max.count());
+  return Micros(dist(rng));
+}
+
+std::string quoted(std::string_view text) {
+  constexpr std::size_t k_max = 40;
+  std::string out = "'";
+  out += text.substr(0, k_max);
+  if (text.size() > k_max) {
+    out += "…";
+  }
+  out += "'";
+  return out;
+}
+
+void trace_step(std::string_view command, std::string_view key, std::string_view argument,
+                std::string_view result) {
+  if (!util::tracing()) {
+    return;
+  }
+  std::string line(command);
+  line += ' ';
+  line += key;
+  if (!argument.empty()) {
+    line += ' ';
+    line += argument;
+  }
+  line += " → ";
+  line += result;
+  util::trace(line);
+}
+
+}  // namespace
+
+std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) { return now_seconds + ttl + 1; }
+
+std::optional<std::int64_t> parse_lock_value(std::string_view text) {
+  std::int64_t value = 0;
+  if (text.empty() || text.size() > 18 || text[0] == '-' || text[0] == '+') {
+    return std::nullopt;
+  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::int64_t parse_user_value(std::string_view key, std::string_view value) {
+  const auto parsed = parse_lock_value(value);
+  if (!parsed) {
+    throw util::Error(util::ErrorKind::usage, "lock '" + std::string(key) + "'",
+                      quoted(value) + " is not a lock value (the number `lock` printed)");
+  }
+  return *parsed;
+}
+
+Lock::Lock(store::Store& store, Clock& clock, std::string key)
+    : m_store(store), m_clock(clock), m_key(std::move(key)) {}
+
+std::int64_t Lock::now_seconds() { return util::whole_seconds(m_clock.now()); }
+
+std::int64_t Lock::parse_or_throw(std::string_view text) {
+  const auto value = parse_lock_value(text);
+  if (!value) {
+    // Never break a key that is not ours to judge: it may be someone's data.
+    throw util::Error(util::ErrorKind::data, "lock '" + m_key + "'",
+                      "holds " + quoted(text) + ", not a lock timestamp; refusing to break it");
+  }
+  return *value;
+}
+
+Attempt Lock::try_once(std::int64_t ttl) {
+  // One clock reading per decision: the value we write and the expiry test agree.
+  const std::int64_t now = now_seconds();
+  const std::string value = std::to_string(expiry_for(now, ttl));
+
+  const bool set = m_store.set_if_absent(m_key, value);
+  trace_step("SETNX", m_key, value, set ? "1" : "0");
+  if (set) {
+    return {Attempt::Outcome::acquired, value, 0};
+  }
+
+  const auto current = m_store.get(m_key);
+  trace_step("GET", m_key, "", current ? *current : "(nil)");
+  if (!current) {
+    return {Attempt::Outcome::retry, {}, 0};  // released between SETNX and GET
+  }
+  const std::int64_t held_until = parse_or_throw(*current);
+  if (held_until >= now) {
+    return {Attempt::Outcome::busy, {}, held_until};
+  }
+
+  // Expired. Never DEL-then-SETNX (two clients could both succeed): GETSET tells
+  // us atomically whether we replaced the expired value or a fresh one.
+  const auto old = m_store.get_and_set(m_key, value);
+  trace_step("GETSET", m_key, value, old ? *old : "(nil)");
+  if (!old) {
+    return {Attempt::Outcome::acquired, value, 0};  // deleted meanwhile: our write created it
+  }
+  const auto old_value = parse_lock_value(*old);
+  if (!old_value) {
+    // Someone stored data here between our GET and GETSET: put it back.
+    m_store.compare_and_set(m_key, value, *old);
+    parse_or_throw(*old);
+  }
+  if (*old_value < now) {
+    return {Attempt::Outcome::acquired, value, 0};
+  }
+  // Another client (C5) won the GETSET. Our write only pushed its expiry a
+  // little later, which the page notes is harmless. Start over.
+  return {Attempt::Outcome::busy, {}, *old_value};
+}
+
+AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
+  const bool forever = !policy.wait_for.has_value();
+  const Micros deadline = util::mono_now() + policy.wait_for.value_or(Micros(0));
+  std::unique_ptr<store::Watcher> watcher;
+
+  for (;;) {
+    const Attempt attempt = try_once(ttl);
+    if (attempt.outcome == Attempt::Outcome::acquired) {
+      return {AcquireResult::Outcome::acquired, attempt.value, 0, {}};
+    }
+    if (attempt.outcome == Attempt::Outcome::retry) {
+      continue;
+    }
+    const Micros now_mono = util::mono_now();
+    if (!forever && now_mono >= deadline) {
+      return {AcquireResult::Outcome::busy, {}, attempt.held_until,
+              std::to_string(attempt.held_until)};
+    }
+    if (!watcher) {
+      // Arm the watch, then look again: a release between our last look and
+      // the watch would otherwise go unseen until the next poll tick.
+      watcher = m_store.watch(m_key);
+      continue;
+    }
+    const Micros until_expiry =
+        Micros((attempt.held_until + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
+    Micros timeout = std::min(jittered_poll(), std::max(until_expiry, Micros(0)));
+    if (!forever) {
+      timeout = std::min(timeout, deadline - now_mono);
+    }
+    const auto result = watcher->wait(timeout, policy.interrupt_fd);
+    if (result == store::WaitResult::interrupted) {
+      return {AcquireResult::Outcome::interrupted, {}, attempt.held_until, {}};
+    }
+  }
+}
+
+Verdict Lock::why_not(std::string_view value) {
+  const auto current = m_store.get(m_key);
+  if (!current) {
+    return Verdict::absent;
+  }
+  return *current == value ? Verdict::expired : Verdict::taken_over;
+}
+
+Verdict Lock::release(std::string_view value) {
+  const std::int64_t expires = parse_user_value(m_key, value);
+  // "Check the timeout before DEL": past its expiry the lock may already be
+  // someone else's; the compare-and-delete below closes the remaining window.
+  if (expires < now_seconds()) {
+    const Verdict verdict = why_not(value);
+    return verdict == Verdict::taken_over ? verdict : Verdict::expired;
+  }
+  forget_holder(m_store, m_key, value);
+  const bool deleted = m_store.compare_and_delete(m_key, value);
+  trace_step("DEL-IF-EQUAL", m_key, value, deleted ? "1" : "0");
+  if (!deleted) {
+    return why_not(value);
+  }
+  m_store.notify(m_key);
+  return Verdict::done;
+}
+
+Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
+  const std::int64_t expires = parse_user_value(m_key, value);
+  const std::int64_t now = now_seconds();
+  if (expires < now) {
+    const Verdict verdict = why_not(value);
+    return verdict == Verdict::taken_over ? verdict : Verdict::expired;
+  }
+  const std::string next = std::to_string(expiry_for(now, ttl));
+  const bool swapped = m_store.compare_and_set(m_key, value, next);
+  trace_step("SET-IF-EQUAL", m_key, std::string(value) + " " + next, swapped ? "1" : "0");
+  if (!swapped) {
+    return why_not(value);
+  }
+  if (auto holder = read_holder(m_store, m_key, value)) {
+    holder->value = next;  // keep the details attached to the lock's new value
+    record_holder(m_store, m_key, *holder);
+  }
+  new_value = next;
+  return Verdict::done;
+}
+
+bool Lock::force_release() {
+  const std::size_t removed = m_store.del({m_key});
+  trace_step("DEL", m_key, "", std::to_string(removed));
+  m_store.del({holder_key(m_key)});
+  m_store.notify(m_key);
+  return removed > 0;
+}
+
+Status Lock::status() {
+  Status status;
+  status.now_seconds = now_seconds();
+  const auto current = m_store.get(m_key);
+  trace_step("GET", m_key, "", current ? *current : "(nil)");
+  if (!current) {
+    return status;
+  }
+  status.value = *current;
+  status.expires_at = parse_or_throw(*current);
+  status.state = status.expires_at < status.now_seconds ? Status::State::expired
+                                                         : Status::State::held;
+  status.holder = read_holder(m_store, m_key, *current);
+  return status;
+}
+
+}  // namespace nxlock::lock

@@ -1,0 +1,111 @@
+// The deadlock-safe lock of the Redis SETNX page, written once over Store + Clock.
+//
+// A lock is a key whose value is the decimal Unix time (seconds) at which it
+// expires: now + ttl + 1. It is expired when that time is older than now
+// (value < now); a value equal to now is still held.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lock/clock.hpp"
+#include "lock/holder.hpp"
+#include "store/store.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::lock {
+
+// The lock value for a lock taken at `now_seconds` for `ttl` seconds.
+std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl);
+
+// Parses a lock value: plain decimal digits only. nullopt if it is not one.
+std::optional<std::int64_t> parse_lock_value(std::string_view text);
+
+// Why one pass of the documented steps did not take the lock.
+struct Attempt {
+  enum class Outcome {
+    acquired,  // SETNX said 1, or GETSET returned an expired (or no) value
+    busy,      // the lock is held until `held_until`
+    retry,     // the key changed under us (deleted between SETNX and GET): go again
+  };
+  Outcome outcome = Outcome::busy;
+  std::string value;             // acquired: the value we wrote
+  std::int64_t held_until = 0;   // busy: the holder's expiry
+};
+
+struct WaitPolicy {
+  // How long to keep trying: nullopt waits forever, zero tries once (-n).
+  std::optional<util::Micros> wait_for;
+  // Readable when the wait must end (a signalfd); -1 for none.
+  int interrupt_fd = -1;
+};
+
+struct AcquireResult {
+  enum class Outcome { acquired, busy, interrupted };
+  Outcome outcome = Outcome::busy;
+  std::string value;            // acquired
+  std::int64_t held_until = 0;  // busy: until when the holder holds it
+  std::string held_value;       // busy: the holder's value (for its details)
+};
+
+enum class Verdict {
+  done,        // released / renewed
+  expired,     // our value has expired: the lock is no longer ours to touch
+  taken_over,  // another value is there now
+  absent,      // the key does not exist
+};
+
+struct Status {
+  enum class State { free, expired, held };
+  State state = State::free;
+  std::string value;
+  std::int64_t expires_at = 0;   // the lock value as a number
+  std::int64_t now_seconds = 0;  // the clock reading the decision was made with
+  std::optional<Holder> holder;
+};
+
+class Lock {
+ public:
+  // `key` is the full store key (prefix included). `ttl` is in whole seconds.
+  Lock(store::Store& store, Clock& clock, std::string key);
+
+  // One pass of the documented steps: SETNX; on 0, GET; if expired, GETSET and
+  // own the lock only if the old value is itself expired or absent.
+  // Throws util::Error(data) if the key holds something that is not a timestamp.
+  Attempt try_once(std::int64_t ttl);
+
+  // Repeats try_once() as the policy says, sleeping until the holder releases
+  // (a store wake-up), its timestamp expires, or a short jittered poll tick.
+  AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy);
+
+  // Deletes the lock only if it still holds `value` and has not expired (atomic
+  // compare-and-delete), then wakes waiters.
+  Verdict release(std::string_view value);
+
+  // Moves the expiry of a lock still holding `value` to now + ttl + 1 (atomic
+  // compare-and-set). On success `new_value` receives the value now stored.
+  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value);
+
+  // Deletes whatever the key holds; true if something was there.
+  bool force_release();
+
+  // Reads the lock's state and, when held, the holder's details.
+  Status status();
+
+  const std::string& key() const { return m_key; }
+
+ private:
+  std::int64_t now_seconds();
+  std::int64_t parse_or_throw(std::string_view text);
+  Verdict why_not(std::string_view value);
+
+  store::Store& m_store;
+  Clock& m_clock;
+  std::string m_key;
+};
+
+// Parses a lock value given by a user (unlock/renew): throws util::Error(usage).
+std::int64_t parse_user_value(std::string_view key, std::string_view value);
+
+}  // namespace nxlock::lock

@@ -1,0 +1,38 @@
+// SignalChannel: turns asynchronous signals into a readable descriptor (signalfd).
+#pragma once
+
+#include <signal.h>
+
+#include <optional>
+
+#include "util/fd.hpp"
+
+namespace nxlock::run {
+
+// The signals nxlock passes on to its child (the contract's list).
+inline constexpr int k_forwarded_signals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2};
+
+// While alive, the forwarded signals and SIGCHLD are blocked and queue on fd()
+// instead of killing us, so waits can end cleanly and the child can be told.
+class SignalChannel {
+ public:
+  SignalChannel();
+  ~SignalChannel();
+  SignalChannel(const SignalChannel&) = delete;
+  SignalChannel& operator=(const SignalChannel&) = delete;
+
+  // Readable when a signal is pending.
+  int fd() const { return m_fd.get(); }
+
+  // The next pending signal's number, or nullopt if none is pending.
+  std::optional<int> take();
+
+  // The mask to give a child before exec: the one we started with.
+  const sigset_t& original_mask() const { return m_original; }
+
+ private:
+  sigset_t m_original{};
+  util::UniqueFd m_fd;
+};
+
+}  // namespace nxlock::run

@@ -1,0 +1,220 @@
+// Supervisor: fork/exec, signal forwarding, renewal and the lost-lock policy.
+#include "run/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "util/error.hpp"
+#include "util/fd.hpp"
+
+namespace nxlock::run {
+
+namespace {
+
+using util::Micros;
+
+// Renewing retries this often while the backend fails, until the lock would expire.
+constexpr Micros k_retry_interval{500'000};
+
+[[noreturn]] void exec_child(const RunOptions& options, const SignalChannel& signals,
+                             int error_pipe, pid_t parent, bool take_terminal) {
+  setpgid(0, 0);
+  if (take_terminal) {
+    // Both sides call tcsetpgrp so the child owns the terminal before it can read it.
+    tcsetpgrp(STDIN_FILENO, getpid());
+  }
+  // If nxlock dies, even by SIGKILL, the job must not outlive the lock that guards it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) {
+    _exit(128 + SIGKILL);  // the parent died before the line above took effect
+  }
+  signal(SIGPIPE, SIG_DFL);  // ignored dispositions survive exec; the child gets the default
+  sigprocmask(SIG_SETMASK, &signals.original_mask(), nullptr);
+
+  std::vector<char*> argv;
+  argv.reserve(options.command.size() + 1);
+  for (const auto& arg : options.command) {
+    argv.push_back(const_cast<char*>(arg.c_str()));
+  }
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+
+  const int error = errno;
+  [[maybe_unused]] auto written = write(error_pipe, &error, sizeof error);
+  _exit(error == ENOENT ? 127 : 126);
+}
+
+int status_of(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    return 128 + WTERMSIG(wait_status);
+  }
+  return WEXITSTATUS(wait_status);
+}
+
+// Hands the terminal's foreground to the child's group while it runs, so it can
+// read the terminal and Ctrl-C reaches the whole job; gives it back afterwards.
+class TerminalHandoff {
+ public:
+  TerminalHandoff() {
+    m_active = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  }
+  bool active() const { return m_active; }
+  void give(pid_t group) const {
+    if (m_active) {
+      tcsetpgrp(STDIN_FILENO, group);
+    }
+  }
+  ~TerminalHandoff() {
+    if (m_active) {
+      tcsetpgrp(STDIN_FILENO, getpgrp());  // SIGTTOU is blocked by SignalChannel
+    }
+  }
+
+ private:
+  bool m_active = false;
+};
+
+}  // namespace
+
+RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
+                     SignalChannel& signals, const Warn& warn) {
+  RunOutcome outcome;
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw util::Error(util::ErrorKind::internal, "pipe", std::strerror(errno));
+  }
+  util::UniqueFd error_read(pipe_fds[0]);
+  util::UniqueFd error_write(pipe_fds[1]);
+
+  setenv("NXLOCK_KEY", lock.key().c_str(), 1);
+  setenv("NXLOCK_VALUE", value.c_str(), 1);
+
+  TerminalHandoff terminal;
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) {
+    throw util::Error(util::ErrorKind::internal, "fork", std::strerror(errno));
+  }
+  if (child == 0) {
+    exec_child(options, signals, error_write.get(), parent, terminal.active());
+  }
+  setpgid(child, child);  // also here, so the group exists before we signal it
+  terminal.give(child);
+  error_write.reset();
+
+  // The child closes the pipe by exec'ing (O_CLOEXEC) or writes errno.
+  int exec_error = 0;
+  ssize_t got;
+  do {
+    got = read(error_read.get(), &exec_error, sizeof exec_error);
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof exec_error)) {
+    int ignored;
+    while (waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    outcome.ending = exec_error == ENOENT ? RunOutcome::Ending::not_found
+                                          : RunOutcome::Ending::not_executable;
+    outcome.status = exec_error == ENOENT ? 127 : 126;
+    outcome.detail = std::strerror(exec_error);
+    return outcome;
+  }
+
+  const Micros interval = std::max(Micros(options.ttl * 1'000'000 / 3), Micros(100'000));
+  Micros next_renew = util::mono_now() + interval;
+  Micros lock_expires = util::mono_now() + Micros(options.ttl * 1'000'000);
+  std::optional<Micros> kill_at;
+  const auto signal_job = [&](int signo) {
+    if (kill(-child, signo) != 0) {
+      kill(child, signo);  // the group may be gone while the child lingers
+    }
+  };
+  const auto lose = [&](const std::string& why) {
+    outcome.lost = true;
+    warn("lock '" + lock.key() + "' lost: " + why);
+    switch (options.on_lost) {
+      case OnLost::term:
+        warn("stopping the job (SIGTERM, SIGKILL after the grace period)");
+        signal_job(SIGTERM);
+        kill_at = util::mono_now() + options.kill_after;
+        break;
+      case OnLost::kill:
+        warn("stopping the job (SIGKILL)");
+        signal_job(SIGKILL);
+        break;
+      case OnLost::ignore:
+        warn("the job keeps running (--on-lost ignore)");
+        break;
+    }
+  };
+
+  for (;;) {
+    const Micros now = util::mono_now();
+    Micros timeout = Micros::max();
+    if (options.renew && !outcome.lost) {
+      timeout = std::min(timeout, next_renew - now);
+    }
+    if (kill_at) {
+      timeout = std::min(timeout, *kill_at - now);
+    }
+    const int timeout_ms =
+        timeout == Micros::max()
+            ? -1
+            : static_cast<int>(std::max<std::int64_t>(0, (timeout.count() + 999) / 1000));
+    pollfd pfd{signals.fd(), POLLIN, 0};
+    if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR) {
+      throw util::Error(util::ErrorKind::internal, "poll", std::strerror(errno));
+    }
+
+    while (const auto signo = signals.take()) {
+      if (*signo != SIGCHLD) {
+        signal_job(*signo);
+      }
+    }
+    int wait_status = 0;
+    const pid_t reaped = waitpid(child, &wait_status, WNOHANG);
+    if (reaped == child) {
+      outcome.ending = WIFSIGNALED(wait_status) ? RunOutcome::Ending::signaled
+                                                : RunOutcome::Ending::exited;
+      outcome.status = status_of(wait_status);
+      return outcome;
+    }
+
+    if (kill_at && util::mono_now() >= *kill_at) {
+      signal_job(SIGKILL);
+      kill_at.reset();
+    }
+    if (options.renew && !outcome.lost && util::mono_now() >= next_renew) {
+      try {
+        std::string renewed;
+        const auto verdict = lock.renew(value, options.ttl, renewed);
+        if (verdict == lock::Verdict::done) {
+          value = renewed;
+          lock_expires = util::mono_now() + Micros(options.ttl * 1'000'000);
+          next_renew = util::mono_now() + interval;
+        } else {
+          lose(verdict == lock::Verdict::taken_over ? "another value took its place"
+               : verdict == lock::Verdict::absent   ? "the key was deleted"
+                                                    : "it expired before it was renewed");
+        }
+      } catch (const util::Error& e) {
+        if (util::mono_now() >= lock_expires) {
+          lose(std::string("the backend stayed unreachable until it expired (") + e.what() +
+               ")");
+        } else {
+          warn(std::string("renewal failed, retrying: ") + e.what());
+          next_renew = util::mono_now() + std::min(interval, k_retry_interval);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace nxlock::run

@@ -1,0 +1,25 @@
+// make_store: picks the backend for a URL (the factory that hides the backends).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "store/store.hpp"
+#include "store/url.hpp"
+
+namespace nxlock::store {
+
+struct ConnectOptions {
+  std::optional<std::string> password;  // overrides the URL's (from --password-file or env)
+  double timeout_seconds = 2.0;         // Redis connect and per-command timeout
+  bool create = true;                   // file store: create the directory if missing
+};
+
+// Opens the backend a URL names. Throws util::Error as Store does.
+std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options);
+
+// The names of the built-in backends, for --version.
+const char* builtin_backends();
+
+}  // namespace nxlock::store

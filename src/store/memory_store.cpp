@@ -1,0 +1,87 @@
+// MemoryStore: an in-process Store for unit tests.
+#include "store/memory_store.hpp"
+
+namespace nxlock::store {
+
+namespace {
+// Single-threaded: a wait reports "changed" if any write happened since the
+// watch was armed, else times out at once (unit tests drive time themselves).
+class MemoryWatcher final : public Watcher {
+ public:
+  MemoryWatcher(const MemoryStore& store) : m_store(store), m_seen(store.version()) {}
+  WaitResult wait(util::Micros, int) override {
+    const auto now_version = m_store.version();
+    const bool changed = now_version != m_seen;
+    m_seen = now_version;
+    return changed ? WaitResult::changed : WaitResult::timed_out;
+  }
+
+ private:
+  const MemoryStore& m_store;
+  std::uint64_t m_seen;
+};
+}  // namespace
+
+MemoryStore::MemoryStore(std::function<util::Micros()> clock) : m_clock(std::move(clock)) {}
+
+bool MemoryStore::set_if_absent(std::string_view key, std::string_view value) {
+  const auto [it, inserted] = m_data.try_emplace(std::string(key), value);
+  m_version += inserted ? 1 : 0;
+  return inserted;
+}
+
+std::optional<std::string> MemoryStore::get(std::string_view key) {
+  const auto it = m_data.find(key);
+  if (it == m_data.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+std::optional<std::string> MemoryStore::get_and_set(std::string_view key, std::string_view value) {
+  auto old = get(key);
+  m_data.insert_or_assign(std::string(key), std::string(value));
+  ++m_version;
+  return old;
+}
+
+void MemoryStore::set(std::string_view key, std::string_view value) {
+  m_data.insert_or_assign(std::string(key), std::string(value));
+  ++m_version;
+}
+
+std::size_t MemoryStore::del(const std::vector<std::string>& keys) {
+  std::size_t removed = 0;
+  for (const auto& key : keys) {
+    removed += m_data.erase(key);
+  }
+  m_version += removed;
+  return removed;
+}
+
+bool MemoryStore::compare_and_delete(std::string_view key, std::string_view expected) {
+  const auto it = m_data.find(key);
+  if (it == m_data.end() || it->second != expected) {
+    return false;
+  }
+  m_data.erase(it);
+  ++m_version;
+  return true;
+}
+
+bool MemoryStore::compare_and_set(std::string_view key, std::string_view expected,
+                                  std::string_view value) {
+  const auto it = m_data.find(key);
+  if (it == m_data.end() || it->second != expected) {
+    return false;
+  }
+  it->second = value;
+  ++m_version;
+  return true;
+}
+
+std::unique_ptr<Watcher> MemoryStore::watch(std::string_view) {
+  return std::make_unique<MemoryWatcher>(*this);
+}
+
+}  // namespace nxlock::store

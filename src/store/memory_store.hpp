@@ -1,0 +1,38 @@
+// MemoryStore: an in-process Store for unit tests (the lock algorithm, the contract suite).
+#pragma once
+
+#include <functional>
+#include <map>
+
+#include "store/store.hpp"
+
+namespace nxlock::store {
+
+class MemoryStore final : public Store {
+ public:
+  // `clock` supplies now(); by default the real wall clock.
+  explicit MemoryStore(std::function<util::Micros()> clock = util::wall_now);
+
+  std::string describe() const override { return "memory"; }
+  bool set_if_absent(std::string_view key, std::string_view value) override;
+  std::optional<std::string> get(std::string_view key) override;
+  std::optional<std::string> get_and_set(std::string_view key, std::string_view value) override;
+  void set(std::string_view key, std::string_view value) override;
+  std::size_t del(const std::vector<std::string>& keys) override;
+  bool compare_and_delete(std::string_view key, std::string_view expected) override;
+  bool compare_and_set(std::string_view key, std::string_view expected,
+                       std::string_view value) override;
+  util::Micros now() override { return m_clock(); }
+  std::unique_ptr<Watcher> watch(std::string_view key) override;
+  void notify(std::string_view) override {}
+
+  // How many writes have happened: watchers compare it to see a change.
+  std::uint64_t version() const { return m_version; }
+
+ private:
+  std::function<util::Micros()> m_clock;
+  std::map<std::string, std::string, std::less<>> m_data;
+  std::uint64_t m_version = 0;
+};
+
+}  // namespace nxlock::store

@@ -1,0 +1,77 @@
+// Store: the handful of atomic operations every backend offers (Redis, embedded file store).
+//
+// Every operation is atomic with respect to every other client of the same backend.
+// "Absent" and "not set" are values (std::optional, bool), never errors. Failures
+// throw util::Error: unavailable (69), data (65), permission (77) or internal (70),
+// naming the URL, path or key involved.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/time.hpp"
+
+namespace nxlock::store {
+
+enum class WaitResult {
+  changed,      // the key may have changed: look again
+  timed_out,    // the timeout passed with no sign of a change
+  interrupted,  // the interrupt descriptor became readable
+};
+
+// A watch on one key, armed when created: a change made after Store::watch()
+// returned is never missed by a later wait().
+class Watcher {
+ public:
+  virtual ~Watcher() = default;
+
+  // Blocks until the key may have changed, `timeout` passes, or `interrupt_fd`
+  // (if >= 0) becomes readable. Spurious `changed` results are allowed.
+  virtual WaitResult wait(util::Micros timeout, int interrupt_fd) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // The backend as a user would name it (URL with password redacted, or path).
+  virtual std::string describe() const = 0;
+
+  // SETNX: sets key to value if it does not exist. True if it was set.
+  virtual bool set_if_absent(std::string_view key, std::string_view value) = 0;
+
+  // GET: the value, or nullopt if the key does not exist.
+  virtual std::optional<std::string> get(std::string_view key) = 0;
+
+  // GETSET: sets key to value and returns the old value (nullopt if there was none).
+  virtual std::optional<std::string> get_and_set(std::string_view key, std::string_view value) = 0;
+
+  // SET: sets key to value unconditionally.
+  virtual void set(std::string_view key, std::string_view value) = 0;
+
+  // DEL: removes the keys that exist; returns how many were removed.
+  virtual std::size_t del(const std::vector<std::string>& keys) = 0;
+
+  // Deletes key only if it holds exactly `expected`. True if deleted.
+  virtual bool compare_and_delete(std::string_view key, std::string_view expected) = 0;
+
+  // Sets key to `value` only if it holds exactly `expected`. True if set.
+  virtual bool compare_and_set(std::string_view key, std::string_view expected,
+                               std::string_view value) = 0;
+
+  // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
+  virtual util::Micros now() = 0;
+
+  // Starts watching key for changes (see Watcher).
+  virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
+
+  // Tells watchers of key that it changed, for backends whose watchers do not
+  // see changes by themselves (Redis publishes; the file store needs nothing).
+  virtual void notify(std::string_view key) = 0;
+};
+
+}  // namespace nxlock::store

@@ -1,0 +1,295 @@
+// Url: parsing of backend URLs and the default store location.
+#include "store/url.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+
+#include "util/error.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+using util::Error;
+using util::ErrorKind;
+
+constexpr std::string_view k_redacted = "***";
+
+[[noreturn]] void bad_url(const std::string& redacted, const std::string& why) {
+  throw Error(ErrorKind::usage, redacted, why);
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+// Decodes %XX escapes (passwords may contain '@' or ':'); nullopt if malformed.
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (i + 2 >= text.size()) {
+      return std::nullopt;
+    }
+    const auto* first = text.data() + i + 1;
+    const auto [end, ec] = std::from_chars(first, first + 2, value, 16);
+    if (ec != std::errc() || end != first + 2) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+// Parses a non-negative decimal integer no larger than `max`, the whole text.
+std::optional<int> parse_uint(std::string_view text, int max) {
+  int value = 0;
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0 || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Splits "?a=1&b=2" style queries into the one parameter each scheme knows.
+std::optional<std::string_view> query_param(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto pair = query.substr(0, amp);
+    if (starts_with(pair, name) && pair.size() > name.size() && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
+    }
+    if (amp == std::string_view::npos) {
+      break;
+    }
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+void check_query(const std::string& redacted, std::string_view query,
+                 std::initializer_list<std::string_view> known) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto pair = query.substr(0, amp);
+    const auto name = pair.substr(0, pair.find('='));
+    bool ok = false;
+    for (auto k : known) {
+      ok = ok || name == k;
+    }
+    if (!ok) {
+      bad_url(redacted, "unknown parameter '" + std::string(name) + "'");
+    }
+    if (amp == std::string_view::npos) {
+      break;
+    }
+    query.remove_prefix(amp + 1);
+  }
+}
+
+Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
+  Url url;
+  url.scheme = Url::Scheme::redis_tcp;
+  url.redacted = redacted;
+
+  // [[USER]:PASSWORD@]HOST[:PORT][/DB]; the password may itself contain '@'.
+  const auto at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    const auto userinfo = rest.substr(0, at);
+    rest.remove_prefix(at + 1);
+    const auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos) {
+      bad_url(redacted, "expected USER:PASSWORD@ or :PASSWORD@ before the host");
+    }
+    const auto user = percent_decode(userinfo.substr(0, colon));
+    const auto password = percent_decode(userinfo.substr(colon + 1));
+    if (!user || !password) {
+      bad_url(redacted, "malformed %-escape in the user or password");
+    }
+    if (!user->empty()) {
+      url.user = *user;
+    }
+    url.password = *password;
+  }
+
+  const auto slash = rest.find('/');
+  const auto hostport = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    const auto db = parse_uint(rest.substr(slash + 1), 1'000'000);
+    if (!db) {
+      bad_url(redacted, "the database must be a number, as in /0");
+    }
+    url.db = *db;
+  }
+
+  std::string_view port_text;
+  if (starts_with(hostport, "[")) {  // [::1]:6379
+    const auto close = hostport.find(']');
+    if (close == std::string_view::npos) {
+      bad_url(redacted, "unterminated IPv6 address");
+    }
+    url.host = std::string(hostport.substr(1, close - 1));
+    const auto after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') {
+        bad_url(redacted, "unexpected text after the IPv6 address");
+      }
+      port_text = after.substr(1);
+      if (port_text.empty()) {
+        bad_url(redacted, "empty port");
+      }
+    }
+  } else {
+    const auto colon = hostport.find(':');
+    url.host = std::string(hostport.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = hostport.substr(colon + 1);
+      if (port_text.empty()) {
+        bad_url(redacted, "empty port");
+      }
+    }
+  }
+  if (url.host.empty()) {
+    bad_url(redacted, "no host");
+  }
+  if (!port_text.empty()) {
+    const auto port = parse_uint(port_text, 65535);
+    if (!port || *port == 0) {
+      bad_url(redacted, "bad port '" + std::string(port_text) + "' (1-65535)");
+    }
+    url.port = *port;
+  }
+  return url;
+}
+
+Url parse_unix(std::string_view rest, const std::string& redacted) {
+  Url url;
+  url.scheme = Url::Scheme::redis_unix;
+  url.redacted = redacted;
+  const auto question = rest.find('?');
+  url.path = std::string(rest.substr(0, question));
+  if (url.path.empty() || url.path[0] != '/') {
+    bad_url(redacted, "the socket path must be absolute, as in unix:///run/redis/redis.sock");
+  }
+  if (question != std::string_view::npos) {
+    const auto query = rest.substr(question + 1);
+    check_query(redacted, query, {"db", "password", "user"});
+    if (const auto db = query_param(query, "db")) {
+      const auto n = parse_uint(*db, 1'000'000);
+      if (!n) {
+        bad_url(redacted, "db must be a number");
+      }
+      url.db = *n;
+    }
+    if (const auto user = query_param(query, "user")) {
+      url.user = percent_decode(*user).value_or(std::string(*user));
+    }
+    if (const auto password = query_param(query, "password")) {
+      url.password = percent_decode(*password).value_or(std::string(*password));
+    }
+  }
+  return url;
+}
+
+Url parse_file(std::string_view rest, const std::string& redacted) {
+  Url url;
+  url.scheme = Url::Scheme::file;
+  url.redacted = redacted;
+  const auto question = rest.find('?');
+  const auto path = percent_decode(rest.substr(0, question));
+  if (!path || path->empty() || (*path)[0] != '/') {
+    bad_url(redacted, "the store path must be absolute, as in file:///var/lib/nxlock");
+  }
+  url.path = *path;
+  if (question != std::string_view::npos) {
+    const auto query = rest.substr(question + 1);
+    check_query(redacted, query, {"sync"});
+    if (const auto sync = query_param(query, "sync")) {
+      if (*sync != "0" && *sync != "1") {
+        bad_url(redacted, "sync must be 0 or 1");
+      }
+      url.durable = *sync == "1";
+    }
+  }
+  return url;
+}
+
+}  // namespace
+
+std::string redact_url(std::string_view text) {
+  const auto scheme_end = text.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return std::string(text);
+  }
+  std::string out(text);
+  // redis://user:secret@host → redis://user:***@host
+  const auto authority_start = scheme_end + 3;
+  const auto at = out.rfind('@');
+  if (at != std::string::npos && at > authority_start) {
+    const auto colon = out.find(':', authority_start);
+    if (colon != std::string::npos && colon < at) {
+      out.replace(colon + 1, at - colon - 1, k_redacted);
+    }
+  }
+  // unix:///sock?password=secret → password=***
+  const auto param = out.find("password=");
+  if (param != std::string::npos) {
+    const auto value_start = param + 9;
+    const auto value_end = out.find('&', value_start);
+    out.replace(value_start,
+                (value_end == std::string::npos ? out.size() : value_end) - value_start,
+                k_redacted);
+  }
+  return out;
+}
+
+Url parse_url(std::string_view text) {
+  const std::string redacted = redact_url(text);
+  if (starts_with(text, "redis://")) {
+    return parse_redis_tcp(text.substr(8), redacted);
+  }
+  if (starts_with(text, "unix://")) {
+    return parse_unix(text.substr(7), redacted);
+  }
+  if (starts_with(text, "file://")) {
+    return parse_file(text.substr(7), redacted);
+  }
+  if (starts_with(text, "rediss://")) {
+    bad_url(redacted, "TLS (rediss://) is not built into this nxlock");
+  }
+  if (text.empty()) {
+    bad_url("''", "empty URL");
+  }
+  bad_url(redacted, "unknown scheme; use redis://, unix:// or file://");
+}
+
+std::string default_store_path() {
+  if (const char* explicit_store = std::getenv("NXLOCK_STORE"); explicit_store && *explicit_store) {
+    return explicit_store;
+  }
+  if (geteuid() == 0) {
+    return "/var/lib/nxlock";
+  }
+  // XDG requires an absolute path; a relative one is ignored as the spec says.
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && state[0] == '/') {
+    return std::string(state) + "/nxlock";
+  }
+  if (const char* home = std::getenv("HOME"); home && home[0] == '/') {
+    return std::string(home) + "/.local/state/nxlock";
+  }
+  throw util::Error(util::ErrorKind::usage, "default store",
+                    "neither NXLOCK_STORE nor HOME is set; give --url file:///PATH");
+}
+
+}  // namespace nxlock::store

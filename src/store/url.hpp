@@ -1,0 +1,38 @@
+// Url: a parsed backend URL (redis://, unix://, file://) and the default store location.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nxlock::store {
+
+struct Url {
+  enum class Scheme { redis_tcp, redis_unix, file };
+
+  Scheme scheme = Scheme::file;
+  std::string host;                     // redis_tcp: name or address, without [] for IPv6
+  int port = 6379;                      // redis_tcp
+  std::string path;                     // redis_unix: socket path; file: store directory
+  int db = 0;                           // redis_*: SELECT index
+  std::optional<std::string> user;      // redis_*: ACL user
+  std::optional<std::string> password;  // redis_*: from the URL itself
+  bool durable = false;                 // file: ?sync=1 fsyncs every write
+  bool is_default_store = false;        // file: no URL given, the per-user default
+
+  // The URL as given, with any password replaced by "***": safe to print.
+  std::string redacted;
+};
+
+// Parses a backend URL. Throws util::Error(usage) naming the (redacted) URL if
+// the scheme is unknown, TLS is asked for, or a part is malformed.
+Url parse_url(std::string_view text);
+
+// The embedded store's default directory: $NXLOCK_STORE, else
+// $XDG_STATE_HOME/nxlock (~/.local/state/nxlock), or /var/lib/nxlock for root.
+std::string default_store_path();
+
+// Replaces the password part of a redis:// URL with "***" (best effort, for messages).
+std::string redact_url(std::string_view text);
+
+}  // namespace nxlock::store

@@ -1,0 +1,39 @@
+// Process helpers.
+#include "util/process.hpp"
+
+#include <signal.h>
+#include <string.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "util/fd.hpp"
+
+namespace nxlock::util {
+
+std::string process_command_line(pid_t pid, std::size_t max_length) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/cmdline";
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::string text(max_length + 1, '\0');
+  const ssize_t n = fd ? read(fd.get(), text.data(), text.size()) : -1;
+  text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!text.empty() && text.back() == '\0') {
+    text.pop_back();
+  }
+  for (auto& c : text) {
+    if (c == '\0') {
+      c = ' ';
+    }
+  }
+  if (text.size() > max_length) {
+    text.resize(max_length);
+  }
+  return text;
+}
+
+std::string signal_name(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+}  // namespace nxlock::util

@@ -1,0 +1,16 @@
+// Process helpers: a process's command line, signal names.
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+
+namespace nxlock::util {
+
+// The command line of process `pid` with arguments joined by spaces (from
+// /proc), shortened to `max_length`; empty if it cannot be read.
+std::string process_command_line(pid_t pid, std::size_t max_length = 200);
+
+// "SIGTERM" for 15; "signal N" for numbers without a name.
+std::string signal_name(int signo);
+
+}  // namespace nxlock::util

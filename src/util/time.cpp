@@ -1,0 +1,29 @@
+// Wall-clock and monotonic time helpers.
+#include "util/time.hpp"
+
+#include <time.h>
+
+namespace nxlock::util {
+
+namespace {
+Micros read_clock(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return Micros(static_cast<std::int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000);
+}
+}  // namespace
+
+Micros wall_now() { return read_clock(CLOCK_REALTIME); }
+
+Micros mono_now() { return read_clock(CLOCK_MONOTONIC); }
+
+std::string format_local_time(std::int64_t unix_seconds) {
+  const time_t t = static_cast<time_t>(unix_seconds);
+  tm local{};
+  localtime_r(&t, &local);
+  char buffer[64];
+  const size_t n = strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S %Z", &local);
+  return std::string(buffer, n);
+}
+
+}  // namespace nxlock::util

@@ -1,0 +1,26 @@
+// Wall-clock and monotonic time helpers in microseconds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace nxlock::util {
+
+using Micros = std::chrono::microseconds;
+
+// Microseconds since the Unix epoch, from the system's real-time clock.
+Micros wall_now();
+
+// Microseconds on CLOCK_MONOTONIC: for deadlines, never for lock values.
+Micros mono_now();
+
+// Whole seconds of a Unix time, rounding toward negative infinity.
+inline std::int64_t whole_seconds(Micros t) {
+  return std::chrono::floor<std::chrono::seconds>(t).count();
+}
+
+// "2026-11-22 07:40:11 UTC"-style local rendering of a Unix time in seconds.
+std::string format_local_time(std::int64_t unix_seconds);
+
+}  // namespace nxlock::util

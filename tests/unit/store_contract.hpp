@@ -1,0 +1,32 @@
+// The store contract suite: every backend runs the same TEST_Ps (store_contract_test.cpp).
+// A backend joins by instantiating StoreContract with its factory in its own file.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "store/store.hpp"
+
+namespace nxlock::testing {
+
+struct StoreFactory {
+  std::string name;
+  // Returns a store that is empty and private to the calling test.
+  std::function<std::unique_ptr<store::Store>()> make;
+};
+
+class StoreContract : public ::testing::TestWithParam<const StoreFactory*> {
+ protected:
+  void SetUp() override { m_store = GetParam()->make(); }
+  void TearDown() override { m_store.reset(); }
+  std::unique_ptr<store::Store> m_store;
+};
+
+inline std::string factory_name(const ::testing::TestParamInfo<const StoreFactory*>& info) {
+  return info.param->name;
+}
+
+}  // namespace nxlock::testing
