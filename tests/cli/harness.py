@@ -1,0 +1,181 @@
+"""Shared helpers for the tests that run the built nxlock binary.
+
+Backends: a fresh embedded store in a temp dir, and a real redis-server that the
+tests start on a free loopback port and a unix socket, and always stop (also if
+the test process dies: the server gets SIGKILL through PR_SET_PDEATHSIG).
+A failing test keeps its temp dir and prints its path.
+"""
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+BIN = os.environ.get("NXLOCK_BIN") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "test", "nxlock")
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+COMMAND_TIMEOUT = 30  # seconds: no single nxlock call in the tests may hang longer
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    """preexec_fn: the child is killed if the test process dies."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server on 127.0.0.1:<free port> and a unix socket, for one test module."""
+
+    def __init__(self, password=None, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="nxlock-redis-")
+        self.password = password
+        self.unix_path = os.path.join(self.dir, "redis.sock")
+        for _ in range(5):
+            self.port = free_port()
+            args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--unixsocket", self.unix_path, "--unixsocketperm", "700",
+                    "--save", "", "--appendonly", "no", "--daemonize", "no",
+                    "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
+            if password:
+                args += ["--requirepass", password]
+            args += list(extra)
+            self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            if self._wait_ready():
+                atexit.register(self.stop)
+                return
+            self.stop()
+        raise RuntimeError("redis-server did not start; see " + self.dir)
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    reply = s.recv(64)
+                    if reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH"):
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.02)
+        return False
+
+    @property
+    def url(self):
+        auth = ":%s@" % self.password if self.password else ""
+        return "redis://%s127.0.0.1:%d" % (auth, self.port)
+
+    @property
+    def unix_url(self):
+        return "unix://" + self.unix_path
+
+    def cli(self, *args):
+        """Runs redis-cli against this server; returns stdout as bytes."""
+        env = dict(os.environ)
+        if self.password:
+            env["REDISCLI_AUTH"] = self.password
+        return subprocess.run([REDIS_CLI, "-p", str(self.port), *args], env=env,
+                              capture_output=True, check=True, timeout=COMMAND_TIMEOUT).stdout
+
+    def flushall(self):
+        self.cli("FLUSHALL")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Backend:
+    """Where nxlock keeps its keys for one test: a name and the --url to reach it."""
+
+    def __init__(self, name, url):
+        self.name = name
+        self.url = url
+
+    def args(self):
+        return ["-u", self.url]
+
+
+class NxlockTestCase(unittest.TestCase):
+    """Gives each test a temp dir (kept and printed on failure) and a `nx` runner."""
+
+    redis = None  # set by setUpClass in modules that need Redis
+
+    @classmethod
+    def start_redis(cls, **kwargs):
+        cls.redis = RedisServer(**kwargs)
+        cls.addClassCleanup(cls.redis.stop)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="nxlock-test-")
+        self.store_path = os.path.join(self.tmp, "store")
+        self.addCleanup(self._cleanup_tmp)
+        self.env = dict(os.environ)
+        for name in ("NXLOCK_URL", "NXLOCK_PREFIX", "NXLOCK_PASSWORD", "REDISCLI_AUTH"):
+            self.env.pop(name, None)
+        self.env["NXLOCK_STORE"] = self.store_path
+        if self.redis:
+            self.redis.flushall()
+
+    def _cleanup_tmp(self):
+        outcome = getattr(self, "_outcome", None)
+        failed = False
+        if outcome is not None:
+            result = getattr(outcome, "result", None)
+            errors = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
+            failed = any(test is self for test, _ in errors) or not getattr(outcome, "success", True)
+        if failed:
+            print("\nkept temp dir of failed test:", self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def backends(self):
+        """The embedded store and, when started, Redis over TCP and the unix socket."""
+        found = [Backend("file", "file://" + self.store_path)]
+        if self.redis:
+            found.append(Backend("redis", self.redis.url))
+            found.append(Backend("unix", self.redis.unix_url))
+        return found
+
+    def nx(self, *args, input=None, timeout=COMMAND_TIMEOUT, env=None):
+        """Runs nxlock with bytes or str arguments; returns CompletedProcess (bytes)."""
+        return subprocess.run([BIN, *args], input=input, capture_output=True,
+                              env=env or self.env, timeout=timeout)
+
+    def popen(self, *args, **kwargs):
+        kwargs.setdefault("env", self.env)
+        kwargs.setdefault("preexec_fn", die_with_parent)
+        return subprocess.Popen([BIN, *args], **kwargs)
+
+    def assertOneLineError(self, result, status, *fragments):
+        """The contract's error shape: exit `status`, one `nxlock: …` line on stderr."""
+        err = result.stderr.decode(errors="replace")
+        self.assertEqual(result.returncode, status, err)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("nxlock: "), err)
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])

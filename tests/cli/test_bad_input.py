@@ -1,0 +1,116 @@
+"""Bad input and broken backends: one-line errors with the contract's exit statuses."""
+import os
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import NxlockTestCase, RedisServer, BIN
+
+
+class BadInput(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.locked = RedisServer(password="s3cret-pw")
+        cls.addClassCleanup(cls.locked.stop)
+
+    def test_unknown_scheme_and_bad_port(self):
+        for url in ["http://127.0.0.1", "redis://127.0.0.1:0", "redis://127.0.0.1:99999",
+                    "redis://127.0.0.1:abc", "rediss://127.0.0.1", "file://relative/path"]:
+            with self.subTest(url=url):
+                self.assertOneLineError(self.nx("-u", url, "get", "k"), 64, url.split("//")[0])
+
+    def test_bad_url_message_redacts_password(self):
+        r = self.nx("-u", "redis://:hunter2@127.0.0.1:99999", "get", "k")
+        self.assertOneLineError(r, 64, "***")
+        self.assertNotIn(b"hunter2", r.stderr)
+
+    def test_empty_key(self):
+        for args in (["get", ""], ["setnx", "", "v"], ["del", "a", ""], ["lock", ""]):
+            with self.subTest(args=args):
+                self.assertOneLineError(self.nx(*args), 64, "empty key")
+
+    def test_connection_refused_is_69_quickly(self):
+        start = time.monotonic()
+        r = self.nx("--url", "redis://127.0.0.1:1", "--timeout", "1", "get", "k")
+        self.assertOneLineError(r, 69, "redis://127.0.0.1:1")
+        self.assertLess(time.monotonic() - start, 1.5)
+
+    def test_silent_server_is_69_within_timeout(self):
+        # Accepts connections (the kernel completes the handshake) but never answers.
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(16)
+            port = listener.getsockname()[1]
+            start = time.monotonic()
+            r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--timeout", "0.5", "get", "k")
+            elapsed = time.monotonic() - start
+        self.assertOneLineError(r, 69)
+        self.assertLess(elapsed, 2.0)
+
+    def test_wrong_password_is_77_and_redacted(self):
+        url = "redis://:wrong-pw@127.0.0.1:%d" % self.locked.port
+        r = self.nx("-u", url, "get", "k")
+        self.assertOneLineError(r, 77, "***")
+        self.assertNotIn(b"wrong-pw", r.stderr)
+        # Missing password: the server says NOAUTH.
+        r = self.nx("-u", "redis://127.0.0.1:%d" % self.locked.port, "get", "k")
+        self.assertOneLineError(r, 77)
+
+    def test_password_sources(self):
+        base = "redis://127.0.0.1:%d" % self.locked.port
+        pwfile = os.path.join(self.tmp, "pw")
+        with open(pwfile, "w") as f:
+            f.write("s3cret-pw\n")
+        self.assertEqual(self.nx("-u", base, "--password-file", pwfile, "setnx", "k", "v")
+                         .returncode, 0)
+        for name in ("NXLOCK_PASSWORD", "REDISCLI_AUTH"):
+            env = dict(self.env, **{name: "s3cret-pw"})
+            self.assertEqual(self.nx("-u", base, "get", "k", env=env).stdout, b"v\n")
+
+    def test_wrongtype_is_65(self):
+        self.locked.cli("RPUSH", "alist", "x")
+        r = self.nx("-u", self.locked.url, "get", "alist")
+        self.assertOneLineError(r, 65, "alist")
+
+    def test_corrupt_record_is_65_and_untouched(self):
+        self.assertEqual(self.nx("setnx", "victim", "precious").returncode, 0)
+        records = []
+        for root, _, files in os.walk(os.path.join(self.store_path, "data")):
+            records += [os.path.join(root, f) for f in files if not f.startswith(".")]
+        self.assertEqual(len(records), 1)
+        with open(records[0], "r+b") as f:
+            data = bytearray(f.read())
+            data[-6] ^= 0xFF
+            f.seek(0)
+            f.write(data)
+        before = open(records[0], "rb").read()
+        for args in (["get", "victim"], ["setnx", "victim", "x"], ["getset", "victim", "x"],
+                     ["del", "victim"], ["lock", "-n", "victim"]):
+            with self.subTest(args=args):
+                self.assertOneLineError(self.nx(*args), 65, records[0])
+                self.assertEqual(open(records[0], "rb").read(), before)
+
+    def test_foreign_directory_is_65_and_untouched(self):
+        os.makedirs(self.store_path)
+        with open(os.path.join(self.store_path, "important.txt"), "w") as f:
+            f.write("mine")
+        self.assertOneLineError(self.nx("setnx", "k", "v"), 65, self.store_path)
+        self.assertEqual(os.listdir(self.store_path), ["important.txt"])
+
+    def test_unreadable_store_is_77(self):
+        self.assertEqual(self.nx("setnx", "k", "v").returncode, 0)
+        os.chmod(self.store_path, 0o700)
+        # Permission bits do not bind root: ask as an unprivileged user instead.
+        def drop():
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+        os.chmod(self.tmp, 0o755)
+        r = subprocess.run([BIN, "-u", "file://" + self.store_path, "get", "k"],
+                           capture_output=True, preexec_fn=drop, timeout=30)
+        self.assertOneLineError(r, 77, self.store_path)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,280 @@
+// The SETNX page's story (C1…C5) replayed step by step with an injected clock.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lock/lock.hpp"
+#include "store/memory_store.hpp"
+#include "util/error.hpp"
+
+namespace nxlock {
+namespace {
+
+using lock::Attempt;
+using lock::Lock;
+using lock::Verdict;
+
+class FakeClock final : public lock::Clock {
+ public:
+  explicit FakeClock(std::int64_t seconds) : m_now(util::Micros(seconds * 1'000'000)) {}
+  util::Micros now() override { return m_now; }
+  void set(std::int64_t seconds) { m_now = util::Micros(seconds * 1'000'000); }
+
+ private:
+  util::Micros m_now;
+};
+
+// A store that logs every operation and can run a hook just before one of them,
+// so a test can slip another client's steps in between ours.
+class ScriptedStore final : public store::Store {
+ public:
+  store::MemoryStore inner;
+  std::vector<std::string> log;
+  std::string hook_before;  // operation name
+  std::function<void()> hook;
+
+  std::string describe() const override { return "scripted"; }
+  bool set_if_absent(std::string_view k, std::string_view v) override {
+    step("SETNX");
+    return inner.set_if_absent(k, v);
+  }
+  std::optional<std::string> get(std::string_view k) override {
+    step("GET");
+    return inner.get(k);
+  }
+  std::optional<std::string> get_and_set(std::string_view k, std::string_view v) override {
+    step("GETSET");
+    return inner.get_and_set(k, v);
+  }
+  void set(std::string_view k, std::string_view v) override {
+    step("SET");
+    inner.set(k, v);
+  }
+  std::size_t del(const std::vector<std::string>& keys) override {
+    step("DEL");
+    return inner.del(keys);
+  }
+  bool compare_and_delete(std::string_view k, std::string_view e) override {
+    step("CAD");
+    return inner.compare_and_delete(k, e);
+  }
+  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
+    step("CAS");
+    return inner.compare_and_set(k, e, v);
+  }
+  util::Micros now() override { return inner.now(); }
+  std::unique_ptr<store::Watcher> watch(std::string_view k) override { return inner.watch(k); }
+  void notify(std::string_view) override {}
+
+ private:
+  void step(const std::string& name) {
+    log.push_back(name);
+    if (hook && name == hook_before) {
+      auto once = std::move(hook);
+      hook = nullptr;
+      once();
+    }
+  }
+};
+
+constexpr std::int64_t k_t0 = 1'732'000'000;
+constexpr std::int64_t k_ttl = 10;
+const std::string k_key = "lock.foo";
+
+TEST(LockAlgorithm, FreeKeyIsTakenBySetnxAlone) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock c4(store, clock, k_key);
+  const Attempt a = c4.try_once(k_ttl);
+  EXPECT_EQ(a.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(a.value, std::to_string(k_t0 + k_ttl + 1));  // now + ttl + 1, the page's format
+  EXPECT_EQ(store.log, std::vector<std::string>{"SETNX"});
+}
+
+TEST(LockAlgorithm, HeldLockIsBusyAndNeverWritten) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 + 5));
+  Lock c4(store, clock, k_key);
+  const Attempt a = c4.try_once(k_ttl);
+  EXPECT_EQ(a.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(a.held_until, k_t0 + 5);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET"}));
+  EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + 5));
+}
+
+TEST(LockAlgorithm, ValueEqualToNowIsStillHeld) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0));
+  Lock c4(store, clock, k_key);
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  clock.set(k_t0 + 1);  // now the value is older than now: expired
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+}
+
+// C3 crashed holding the lock. C1 and C2 both find it expired. The broken
+// DEL-then-SETNX lets both in; the documented GETSET lets exactly one in,
+// whichever way their steps interleave, and nxlock never sends DEL to acquire.
+TEST(LockAlgorithm, CrashedHolderIsTakenOverByExactlyOneOfTwo) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 3));  // C3's stale lock
+  Lock c1(store, clock, k_key);
+  Lock c2(store, clock, k_key);
+
+  Attempt c2_attempt;
+  // C1 has done SETNX → 0 and GET → expired; C2 runs all its steps before C1's GETSET.
+  store.hook_before = "GETSET";
+  store.hook = [&] { c2_attempt = c2.try_once(k_ttl); };
+  const Attempt c1_attempt = c1.try_once(k_ttl);
+
+  EXPECT_EQ(c2_attempt.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(c1_attempt.outcome, Attempt::Outcome::busy);
+  for (const auto& op : store.log) {
+    EXPECT_NE(op, "DEL") << "acquisition must never DEL";
+  }
+  // C1's GETSET is logged when it is sent, before C2's steps run inside the hook.
+  EXPECT_EQ(store.log,
+            (std::vector<std::string>{"SETNX", "GET", "GETSET", "SETNX", "GET", "GETSET"}));
+}
+
+// C4 and C5 both GET the expired value; C5's GETSET lands first. C4's GETSET
+// then returns C5's fresh timestamp: C4 must not own the lock, and restarts.
+TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  Lock c4(store, clock, k_key);
+  FakeClock c5_clock(k_t0 + 2);  // C5 a little later: its value differs from C4's
+  Lock c5(store, c5_clock, k_key);
+
+  Attempt c5_attempt;
+  store.hook_before = "GETSET";
+  store.hook = [&] { c5_attempt = c5.try_once(k_ttl); };
+  const Attempt c4_attempt = c4.try_once(k_ttl);
+
+  ASSERT_EQ(c5_attempt.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(c4_attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(c4_attempt.held_until, k_t0 + 2 + k_ttl + 1);  // C5's value
+  // "Even if C4 set the key a bit in the future this is not a problem": C4's
+  // value is in the key now, C5 still owns the lock in the algorithm's sense,
+  // and the lock stays held until C4's value expires.
+  EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + k_ttl + 1));
+  // C4 retrying sees a held lock.
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+}
+
+TEST(LockAlgorithm, KeyReleasedBetweenSetnxAndGetMeansRetry) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 + 5));
+  store.hook_before = "GET";
+  store.hook = [&] { store.inner.del({k_key}); };
+  Lock c4(store, clock, k_key);
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::retry);
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+}
+
+TEST(LockAlgorithm, KeyDeletedBeforeGetsetIsOwnedByTheGetset) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 5));
+  store.hook_before = "GETSET";
+  store.hook = [&] { store.inner.del({k_key}); };
+  Lock c4(store, clock, k_key);
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+}
+
+TEST(LockAlgorithm, GarbageIsNeverBroken) {
+  for (const std::string garbage : {"hello", "", "-5", "12abc", " 12", "99999999999999999999"}) {
+    ScriptedStore store;
+    FakeClock clock(k_t0);
+    store.inner.set(k_key, garbage);
+    Lock c4(store, clock, k_key);
+    try {
+      c4.try_once(k_ttl);
+      ADD_FAILURE() << "no error for '" << garbage << "'";
+    } catch (const util::Error& e) {
+      EXPECT_EQ(e.kind(), util::ErrorKind::data);
+    }
+    EXPECT_EQ(store.inner.get(k_key), garbage);
+  }
+}
+
+TEST(LockAlgorithm, GarbageWrittenBetweenGetAndGetsetIsPutBack) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 5));
+  store.hook_before = "GETSET";
+  store.hook = [&] { store.inner.set(k_key, "user data"); };
+  Lock c4(store, clock, k_key);
+  EXPECT_THROW(c4.try_once(k_ttl), util::Error);
+  EXPECT_EQ(store.inner.get(k_key), "user data");
+}
+
+TEST(LockAlgorithm, ReleaseOnlyOwnUnexpiredValue) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  const auto value = lock.try_once(k_ttl).value;
+
+  EXPECT_EQ(lock.release(std::to_string(k_t0 + 99)), Verdict::taken_over);
+  EXPECT_TRUE(store.inner.get(k_key).has_value());
+  EXPECT_EQ(lock.release(value), Verdict::done);
+  EXPECT_FALSE(store.inner.get(k_key).has_value());
+  EXPECT_EQ(lock.release(value), Verdict::absent);
+
+  // Expired: "check the timeout before DEL" — never deleted, even if still ours.
+  const auto again = lock.try_once(k_ttl).value;
+  clock.set(k_t0 + k_ttl + 2);
+  EXPECT_EQ(lock.release(again), Verdict::expired);
+  EXPECT_EQ(store.inner.get(k_key), again);
+  EXPECT_THROW(lock.release("not-a-number"), util::Error);
+}
+
+TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  const auto value = lock.try_once(k_ttl).value;
+  clock.set(k_t0 + 5);
+  std::string renewed;
+  EXPECT_EQ(lock.renew(value, 30, renewed), Verdict::done);
+  EXPECT_EQ(renewed, std::to_string(k_t0 + 5 + 30 + 1));
+  EXPECT_EQ(store.inner.get(k_key), renewed);
+  EXPECT_EQ(lock.renew(value, 30, renewed), Verdict::taken_over);  // old value is stale now
+}
+
+TEST(LockAlgorithm, AcquireWithoutWaitingReportsTheHolder) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 + 7));
+  Lock lock(store, clock, k_key);
+  lock::WaitPolicy policy;
+  policy.wait_for = util::Micros(0);
+  const auto result = lock.acquire(k_ttl, policy);
+  EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
+  EXPECT_EQ(result.held_until, k_t0 + 7);
+}
+
+TEST(LockAlgorithm, StatusReadsStateAndHolder) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  EXPECT_EQ(lock.status().state, lock::Status::State::free);
+  const auto value = lock.try_once(k_ttl).value;
+  lock::record_holder(store, k_key, lock::describe_holder(value, 42, "backup.sh", k_t0));
+  auto status = lock.status();
+  EXPECT_EQ(status.state, lock::Status::State::held);
+  ASSERT_TRUE(status.holder.has_value());
+  EXPECT_EQ(status.holder->pid, 42);
+  clock.set(k_t0 + k_ttl + 2);
+  status = lock.status();
+  EXPECT_EQ(status.state, lock::Status::State::expired);
+}
+
+}  // namespace
+}  // namespace nxlock
