@@ -3,6 +3,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <initializer_list>
 #include <memory>
 
 #include "store/make_store.hpp"
@@ -34,6 +35,13 @@ class RedisStore final : public Store {
 
  private:
   using Context = std::unique_ptr<redisContext, decltype(&redisFree)>;
+  using Reply = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
+
+  // Runs one command on m_context (arguments are binary safe); `key` is the key
+  // it touches, named in errors. Throws util::Error for a lost connection or an
+  // error reply; never returns an error reply.
+  Reply run(std::initializer_list<std::string_view> args, std::string_view key);
+
   Url m_url;
   ConnectOptions m_options;
   Context m_context;
