@@ -1,0 +1,363 @@
+// RedisStore against a real redis-server: the store contract, plus errors, auth, dbs and wake-ups.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store/redis_store.hpp"
+#include "support/redis_server.hpp"
+#include "unit/store_contract.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/time.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using store::ConnectOptions;
+using store::RedisStore;
+using store::Url;
+using store::WaitResult;
+using util::ErrorKind;
+
+Url tcp_url(int port, int db = 0) {
+  Url url;
+  url.scheme = Url::Scheme::redis_tcp;
+  url.host = "127.0.0.1";
+  url.port = port;
+  url.db = db;
+  url.redacted = "redis://127.0.0.1:" + std::to_string(port) + (db ? "/" + std::to_string(db) : "");
+  return url;
+}
+
+Url unix_url(const RedisServer& server) {
+  Url url;
+  url.scheme = Url::Scheme::redis_unix;
+  url.path = server.unix_path();
+  url.redacted = server.unix_url();
+  return url;
+}
+
+ConnectOptions with_password(std::string password, double timeout_seconds = 2.0) {
+  ConnectOptions options;
+  options.password = std::move(password);
+  options.timeout_seconds = timeout_seconds;
+  return options;
+}
+
+// Runs `body` and returns the util::Error it throws (failing the test if none).
+template <typename Body>
+util::Error error_from(Body&& body) {
+  try {
+    body();
+  } catch (const util::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no util::Error thrown";
+  return util::Error(ErrorKind::internal, "none", "none");
+}
+
+double seconds_since(util::Micros start) {
+  return static_cast<double>((util::mono_now() - start).count()) / 1e6;
+}
+
+const StoreFactory k_redis_tcp{"redis_tcp", [] {
+                                 shared_redis().flushall();
+                                 return std::make_unique<RedisStore>(tcp_url(shared_redis().port()),
+                                                                     ConnectOptions{});
+                               }};
+const StoreFactory k_redis_unix{"redis_unix", [] {
+                                  shared_redis().flushall();
+                                  return std::make_unique<RedisStore>(unix_url(shared_redis()),
+                                                                      ConnectOptions{});
+                                }};
+
+INSTANTIATE_TEST_SUITE_P(Redis, StoreContract, ::testing::Values(&k_redis_tcp, &k_redis_unix),
+                         factory_name);
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { shared_redis().flushall(); }
+
+  static std::unique_ptr<RedisStore> open(int db = 0) {
+    return std::make_unique<RedisStore>(tcp_url(shared_redis().port(), db), ConnectOptions{});
+  }
+};
+
+constexpr const char* k_password = "s3cret-Pass";
+constexpr const char* k_user = "alice";
+constexpr const char* k_user_password = "alice-Pass";
+
+// One server with a password and an ACL user, shared by the auth tests.
+RedisServer& auth_redis() {
+  static RedisServer server(
+      RedisServer::Options{std::string(k_password), std::string(k_user), k_user_password});
+  return server;
+}
+
+TEST_F(RedisStoreTest, ConnectionRefusedIsUnavailable) {
+  const auto start = util::mono_now();
+  const auto error = error_from([] { RedisStore store(tcp_url(1), ConnectOptions{}); });
+  EXPECT_EQ(error.kind(), ErrorKind::unavailable);
+  EXPECT_EQ(error.subject(), "redis://127.0.0.1:1");
+  EXPECT_EQ(error.reason(), "connection refused");
+  EXPECT_LT(seconds_since(start), 1.0);
+}
+
+TEST_F(RedisStoreTest, MissingUnixSocketIsUnavailable) {
+  Url url;
+  url.scheme = Url::Scheme::redis_unix;
+  url.path = "/nonexistent/nxlock-test/redis.sock";
+  url.redacted = "unix://" + url.path;
+  const auto error = error_from([&] { RedisStore store(url, ConnectOptions{}); });
+  EXPECT_EQ(error.kind(), ErrorKind::unavailable);
+  EXPECT_EQ(error.subject(), url.redacted);
+}
+
+TEST_F(RedisStoreTest, SilentServerTimesOut) {
+  // The kernel completes the handshake for a listening socket nobody accepts
+  // on: the connection succeeds and then nothing ever answers.
+  util::UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_EQ(listen(listener.get(), 8), 0);
+
+  ConnectOptions options;
+  options.timeout_seconds = 0.3;
+  const auto start = util::mono_now();
+  const auto error = error_from([&] {
+    RedisStore store(tcp_url(ntohs(address.sin_port)), options);
+    store.get("k");
+  });
+  EXPECT_EQ(error.kind(), ErrorKind::unavailable);
+  EXPECT_NE(error.reason().find("timed out"), std::string::npos) << error.what();
+  EXPECT_EQ(error.reason(), "timed out after 0.3s");
+  EXPECT_GE(seconds_since(start), 0.25);
+  EXPECT_LT(seconds_since(start), 1.5);
+}
+
+TEST_F(RedisStoreTest, WrongPasswordIsPermissionAndNotShown) {
+  const std::string wrong = "Wrong-Secret-42";
+  const auto error =
+      error_from([&] { RedisStore store(tcp_url(auth_redis().port()), with_password(wrong)); });
+  EXPECT_EQ(error.kind(), ErrorKind::permission);
+  EXPECT_NE(error.reason().find("authentication failed"), std::string::npos) << error.what();
+  EXPECT_EQ(std::string(error.what()).find(wrong), std::string::npos) << error.what();
+}
+
+TEST_F(RedisStoreTest, RightPasswordWorks) {
+  RedisStore store(tcp_url(auth_redis().port()), with_password(k_password));
+  store.set("k", "v");
+  EXPECT_EQ(store.get("k"), "v");
+}
+
+TEST_F(RedisStoreTest, PasswordFromUrlWorksAndOptionOverridesIt) {
+  Url url = tcp_url(auth_redis().port());
+  url.password = k_password;
+  {
+    RedisStore store(url, ConnectOptions{});
+    store.set("k", "v");
+  }
+  url.password = "not-the-password";
+  RedisStore store(url, with_password(k_password));
+  EXPECT_EQ(store.get("k"), "v");
+}
+
+TEST_F(RedisStoreTest, NoPasswordForProtectedServerIsPermission) {
+  // Nothing is sent while connecting without a password: the first command
+  // is refused with NOAUTH.
+  RedisStore store(tcp_url(auth_redis().port()), ConnectOptions{});
+  const auto error = error_from([&] { store.get("k"); });
+  EXPECT_EQ(error.kind(), ErrorKind::permission);
+}
+
+TEST_F(RedisStoreTest, AclUserWithRightAndWrongPassword) {
+  Url url = tcp_url(auth_redis().port());
+  url.user = k_user;
+  url.password = k_user_password;
+  {
+    RedisStore store(url, ConnectOptions{});
+    store.set("acl", "yes");
+    EXPECT_EQ(store.get("acl"), "yes");
+  }
+  url.password = "wrong-for-alice";
+  const auto error = error_from([&] { RedisStore store(url, ConnectOptions{}); });
+  EXPECT_EQ(error.kind(), ErrorKind::permission);
+  EXPECT_EQ(std::string(error.what()).find("wrong-for-alice"), std::string::npos);
+}
+
+TEST_F(RedisStoreTest, PasswordForServerWithoutOneIsPermission) {
+  const auto error = error_from(
+      [] { RedisStore store(tcp_url(shared_redis().port()), with_password("needless")); });
+  EXPECT_EQ(error.kind(), ErrorKind::permission);
+  EXPECT_EQ(std::string(error.what()).find("needless"), std::string::npos);
+}
+
+TEST_F(RedisStoreTest, TraceRedactsAuth) {
+  std::vector<std::string> lines;
+  util::set_trace_sink([&](std::string_view line) { lines.emplace_back(line); });
+  {
+    RedisStore store(tcp_url(auth_redis().port()), with_password(k_password));
+    store.set_if_absent("lock.foo", "1732000061");
+  }
+  util::set_trace_sink({});
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "redis: AUTH *** → OK");
+  EXPECT_EQ(lines[1], "redis: SETNX lock.foo 1732000061 → 1");
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find(k_password), std::string::npos) << line;
+  }
+}
+
+TEST_F(RedisStoreTest, SelectedDbIsolatesKeys) {
+  auto db3 = open(3);
+  auto db0 = open(0);
+  db3->set("k", "three");
+  EXPECT_EQ(db3->get("k"), "three");
+  EXPECT_EQ(db0->get("k"), std::nullopt);
+  db0->set("k", "zero");
+  EXPECT_EQ(db3->get("k"), "three");
+}
+
+TEST_F(RedisStoreTest, WrongTypeIsDataErrorNamingKeyAndUrl) {
+  shared_redis().command({"LPUSH", "a list", "x"});
+  auto store = open();
+  for (const auto& attempt : std::vector<std::function<void()>>{
+           [&] { store->get("a list"); },
+           [&] { store->get_and_set("a list", "1"); },
+           [&] { store->compare_and_delete("a list", "1"); },
+           [&] { store->compare_and_set("a list", "1", "2"); },
+       }) {
+    const auto error = error_from(attempt);
+    EXPECT_EQ(error.kind(), ErrorKind::data) << error.what();
+    EXPECT_NE(error.subject().find("a list"), std::string::npos) << error.what();
+    EXPECT_NE(error.subject().find(store->describe()), std::string::npos) << error.what();
+    EXPECT_NE(error.reason().find("WRONGTYPE"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(RedisStoreTest, BinarySafeKeysAndValues) {
+  auto store = open();
+  const std::string key("k\0ey\n with spaces é", 21);
+  const std::string value("v\0al\r\nue", 8);
+  EXPECT_TRUE(store->set_if_absent(key, value));
+  EXPECT_EQ(store->get(key), value);
+  EXPECT_EQ(store->get(std::string("k")), std::nullopt);
+  EXPECT_TRUE(store->compare_and_set(key, value, std::string("\0", 1)));
+  EXPECT_TRUE(store->compare_and_delete(key, std::string("\0", 1)));
+}
+
+TEST_F(RedisStoreTest, CompareAndDeleteOnlyOnExactValue) {
+  auto store = open();
+  EXPECT_FALSE(store->compare_and_delete("k", "1"));  // absent
+  store->set("k", "100");
+  EXPECT_FALSE(store->compare_and_delete("k", "10"));
+  EXPECT_FALSE(store->compare_and_delete("k", "1000"));
+  EXPECT_EQ(store->get("k"), "100");
+  EXPECT_TRUE(store->compare_and_delete("k", "100"));
+  EXPECT_EQ(store->get("k"), std::nullopt);
+}
+
+TEST_F(RedisStoreTest, CompareAndSetOnlyOnExactValue) {
+  auto store = open();
+  EXPECT_FALSE(store->compare_and_set("k", "1", "2"));  // absent: not created
+  EXPECT_EQ(store->get("k"), std::nullopt);
+  store->set("k", "1");
+  EXPECT_FALSE(store->compare_and_set("k", "2", "3"));
+  EXPECT_EQ(store->get("k"), "1");
+  EXPECT_TRUE(store->compare_and_set("k", "1", "3"));
+  EXPECT_EQ(store->get("k"), "3");
+}
+
+TEST_F(RedisStoreTest, DelRemovesSeveralKeysAtOnce) {
+  auto store = open();
+  store->set("a", "1");
+  store->set("c", "1");
+  EXPECT_EQ(store->del({"a", "b", "c"}), 2u);
+  EXPECT_EQ(store->del({}), 0u);
+}
+
+TEST_F(RedisStoreTest, NowIsTheServerClock) {
+  auto store = open();
+  const auto difference = store->now() - util::wall_now();
+  EXPECT_LT(std::chrono::abs(difference), 5s);  // same host: the same clock
+}
+
+TEST_F(RedisStoreTest, NotifyWakesWatcher) {
+  auto waiter = open();
+  auto releaser = open();
+  const auto watcher = waiter->watch("lock.k");
+  releaser->notify("lock.k");
+  const auto start = util::mono_now();
+  EXPECT_EQ(watcher->wait(10s, -1), WaitResult::changed);
+  EXPECT_LT(seconds_since(start), 5.0);
+  // The message was consumed: with no new notification the next wait times out.
+  EXPECT_EQ(watcher->wait(50ms, -1), WaitResult::timed_out);
+}
+
+TEST_F(RedisStoreTest, NotifyWakesWatcherInAnotherDbAndOverUnix) {
+  auto waiter = open(5);
+  RedisStore releaser(unix_url(shared_redis()), ConnectOptions{});
+  const std::string key("binary\0key", 10);
+  const auto watcher = waiter->watch(key);
+  releaser.notify(key);
+  EXPECT_EQ(watcher->wait(10s, -1), WaitResult::changed);
+}
+
+TEST_F(RedisStoreTest, WaitWithoutNotifyTimesOut) {
+  auto waiter = open();
+  auto other = open();
+  const auto watcher = waiter->watch("lock.k");
+  other->notify("lock.other");  // another key's channel
+  const auto start = util::mono_now();
+  EXPECT_EQ(watcher->wait(150ms, -1), WaitResult::timed_out);
+  EXPECT_GE(seconds_since(start), 0.14);
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(watcher->wait(0us, -1), WaitResult::timed_out);
+}
+
+TEST_F(RedisStoreTest, InterruptFdInterruptsWait) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  util::UniqueFd read_end(fds[0]);
+  util::UniqueFd write_end(fds[1]);
+  auto waiter = open();
+  const auto watcher = waiter->watch("lock.k");
+  ASSERT_EQ(write(write_end.get(), "x", 1), 1);
+  const auto start = util::mono_now();
+  EXPECT_EQ(watcher->wait(10s, read_end.get()), WaitResult::interrupted);
+  EXPECT_LT(seconds_since(start), 5.0);
+  char byte = 0;
+  EXPECT_EQ(read(read_end.get(), &byte, 1), 1);  // left unread for the caller
+}
+
+TEST(RedisStoreServerGone, CommandsAndWaitsFailAsUnavailable) {
+  RedisServer server;
+  RedisStore store(tcp_url(server.port()), ConnectOptions{});
+  RedisStore unix_store(unix_url(server), ConnectOptions{});
+  store.set("k", "v");
+  unix_store.set("k", "v");
+  const auto watcher = store.watch("k");
+  server.stop();
+  EXPECT_EQ(error_from([&] { store.get("k"); }).kind(), ErrorKind::unavailable);
+  EXPECT_EQ(error_from([&] { unix_store.get("k"); }).kind(), ErrorKind::unavailable);
+  EXPECT_EQ(error_from([&] { watcher->wait(10s, -1); }).kind(), ErrorKind::unavailable);
+  const auto error =
+      error_from([&] { RedisStore again(tcp_url(server.port()), ConnectOptions{}); });
+  EXPECT_EQ(error.kind(), ErrorKind::unavailable);
+}
+
+}  // namespace
+}  // namespace nxlock::testing
