@@ -206,6 +206,7 @@ TEST_F(RedisStoreTest, PasswordForServerWithoutOneIsPermission) {
 }
 
 TEST_F(RedisStoreTest, TraceRedactsAuth) {
+  auth_redis().flushall();
   std::vector<std::string> lines;
   util::set_trace_sink([&](std::string_view line) { lines.emplace_back(line); });
   {
