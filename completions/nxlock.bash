@@ -1,0 +1,129 @@
+# bash completion for nxlock(1): commands, options, option values and run-locked's command line.
+
+# Global options that take a value, and those of each command.
+_nxlock_global_value_opts='-u --url --password-file --timeout --prefix'
+_nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock'
+_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after"
+
+# The index in COMP_WORDS of word $1 of words[]: they differ when ':' or '='
+# split a word (redis://host:6379), and _command_offset counts in COMP_WORDS.
+_nxlock_comp_index()
+{
+    local target=$1 w=0 c=0 joined
+    while ((w < target && c <= COMP_CWORD)); do
+        joined=${COMP_WORDS[c]}
+        ((c++))
+        while [[ $joined != "${words[w]}" ]] && ((c <= COMP_CWORD)); do
+            joined+=${COMP_WORDS[c]}
+            ((c++))
+        done
+        ((w++))
+    done
+    echo "$c"
+}
+
+_nxlock()
+{
+    local cur prev words cword split
+    _init_completion -s -n : || return
+
+    local commands='setnx get getset del lock unlock renew status run-locked'
+    local globals='-u --url --password-file --timeout --prefix --json -q --quiet
+        -v --verbose -h --help --help-all --version'
+
+    # Find the command, and for run-locked where its KEY is (options end there).
+    local i word command='' value_opts=$_nxlock_global_value_opts ended=''
+    local -i args=0
+    for ((i = 1; i < cword; i++)); do
+        word=${words[i]}
+        if [[ -z $ended && $word == -- ]]; then
+            [[ -n $command ]] && ended=1
+            continue
+        fi
+        if [[ -z $ended && $word == -* ]]; then
+            # An option that takes a value in the next word (not --opt=value).
+            [[ " $value_opts " == *" $word "* ]] && ((i++))
+            continue
+        fi
+        if [[ -z $command ]]; then
+            command=$word
+            case $command in
+                lock) value_opts+=" $_nxlock_lock_value_opts" ;;
+                run-locked) value_opts+=" $_nxlock_run_value_opts" ;;
+                unlock | renew | status) value_opts+=" -t --ttl --clock" ;;
+            esac
+            continue
+        fi
+        ((args++))
+        if [[ $command == run-locked ]]; then
+            # words[i] is KEY: the child's command line starts after it (and one --).
+            ((i + 1 < cword)) && [[ ${words[i + 1]} == -- ]] && ((i++))
+            _command_offset "$(_nxlock_comp_index $((i + 1)))"
+            return
+        fi
+    done
+
+    # Values of the option before the cursor.
+    case $prev in
+        --on-lost)
+            COMPREPLY=($(compgen -W 'term kill ignore' -- "$cur"))
+            return
+            ;;
+        --clock)
+            COMPREPLY=($(compgen -W 'server local' -- "$cur"))
+            return
+            ;;
+        -u | --url)
+            if [[ $cur == @(unix|file)://* ]]; then
+                # A path after the scheme: complete it as one.
+                local scheme=${cur%%://*}://
+                cur=${cur#*://}
+                _filedir
+                COMPREPLY=("${COMPREPLY[@]/#/$scheme}")
+                cur=$scheme$cur
+            else
+                COMPREPLY=($(compgen -W 'redis:// unix:// file://' -- "$cur"))
+            fi
+            compopt -o nospace 2>/dev/null
+            __ltrim_colon_completions "$cur"
+            return
+            ;;
+        --password-file)
+            _filedir
+            return
+            ;;
+        --timeout | --prefix | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after)
+            return # a number or free text: nothing to offer
+            ;;
+    esac
+    $split && return
+
+    if [[ -z $command ]]; then
+        if [[ $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "$globals" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+        fi
+        return
+    fi
+
+    if [[ $cur == -* && -z $ended ]]; then
+        local opts=''
+        case $command in
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock' ;;
+            run-locked)
+                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock
+                    --no-renew --on-lost --kill-after --'
+                ;;
+            unlock) opts='-f --force --clock' ;;
+            renew) opts='-t --ttl --clock' ;;
+            status) opts='--clock' ;;
+            setnx | get | getset | del) opts='--' ;;
+        esac
+        COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))
+    fi
+    # Keys and values are the user's own: nothing to offer.
+} &&
+    complete -F _nxlock nxlock
+
+# ex: filetype=sh

@@ -1,0 +1,129 @@
+# fish completion for nxlock(1): commands, options, option values and run-locked's command line.
+
+# Options that take a value in the next word: global ones, then those of lock and run-locked.
+set -g __fish_nxlock_value_opts -u --url --password-file --timeout --prefix \
+    -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after
+
+# Prints the words of run-locked's child command line typed so far (those after
+# KEY and one optional --), and succeeds, if the cursor is in that command line.
+function __fish_nxlock_child_words
+    set -l words (commandline -opc)
+    set -e words[1]
+    set -l command
+    set -l ended 0
+    while set -q words[1]
+        set -l word $words[1]
+        set -e words[1]
+        if test $ended = 0; and string match -q -- '-*' $word
+            if test "$word" = --; and set -q command[1]
+                set ended 1
+            else if contains -- $word $__fish_nxlock_value_opts
+                set -e words[1]
+            end
+            continue
+        end
+        if not set -q command[1]
+            set command $word
+            continue
+        end
+        test "$command" = run-locked; or return 1
+        # $word is KEY: the rest belongs to the child.
+        if test "$words[1]" = --
+            set -e words[1]
+        end
+        set -q words[1]; and printf '%s\n' $words
+        return 0
+    end
+    return 1
+end
+
+function __fish_nxlock_in_child
+    __fish_nxlock_child_words >/dev/null
+end
+
+# Completes the child's command line as a command line of its own.
+function __fish_nxlock_complete_child
+    set -l words (__fish_nxlock_child_words)
+    # (`string escape` with no arguments would read stdin.)
+    set -q words[1]; and set words (string escape -- $words)
+    complete -C (string join -- ' ' $words (commandline -ct))
+end
+
+# The command given so far, if any.
+function __fish_nxlock_command
+    set -l words (commandline -opc)
+    set -e words[1]
+    while set -q words[1]
+        set -l word $words[1]
+        set -e words[1]
+        if string match -q -- '-*' $word
+            contains -- $word $__fish_nxlock_value_opts; and set -e words[1]
+            continue
+        end
+        echo $word
+        return 0
+    end
+    return 1
+end
+
+function __fish_nxlock_using
+    not __fish_nxlock_in_child; and contains -- (__fish_nxlock_command) $argv
+end
+
+function __fish_nxlock_no_command
+    not __fish_nxlock_command >/dev/null
+end
+
+complete -c nxlock -f
+
+# The child's command line after `run-locked [options] KEY`.
+complete -c nxlock -n __fish_nxlock_in_child -a '(__fish_nxlock_complete_child)'
+
+# Commands.
+set -l no_command __fish_nxlock_no_command
+complete -c nxlock -n $no_command -a setnx -d 'Set KEY to VALUE if KEY does not exist'
+complete -c nxlock -n $no_command -a get -d 'Print the value of KEY'
+complete -c nxlock -n $no_command -a getset -d 'Set KEY to VALUE and print the old value'
+complete -c nxlock -n $no_command -a del -d 'Delete keys'
+complete -c nxlock -n $no_command -a lock -d 'Take the lock KEY and print its value'
+complete -c nxlock -n $no_command -a unlock -d 'Release the lock KEY if it still holds VALUE'
+complete -c nxlock -n $no_command -a renew -d 'Extend the lock KEY that still holds VALUE'
+complete -c nxlock -n $no_command -a status -d 'Show whether the lock KEY is held'
+complete -c nxlock -n $no_command -a run-locked -d 'Run COMMAND while holding the lock KEY'
+
+# Global options, before or after the command name.
+set -l global 'not __fish_nxlock_in_child'
+complete -c nxlock -n $global -s u -l url -x -a 'redis:// unix:// file://' -d 'Backend URL'
+complete -c nxlock -n $global -l password-file -r -F -d 'Read the Redis password from FILE'
+complete -c nxlock -n $global -l timeout -x -d 'Redis connect and command timeout, seconds (default 2)'
+complete -c nxlock -n $global -l prefix -x -d 'Prepended to every key'
+complete -c nxlock -n $global -l json -d 'Print one JSON object on stdout'
+complete -c nxlock -n $global -s q -l quiet -d 'Say less on stderr'
+complete -c nxlock -n $global -s v -l verbose -d 'Trace each backend step on stderr'
+complete -c nxlock -n $global -s h -l help -d 'Show help'
+complete -c nxlock -n $global -l help-all -d 'Show help for every command'
+complete -c nxlock -n "$global; and $no_command" -l version -d 'Print the version and backends'
+
+# lock and run-locked.
+set -l locking '__fish_nxlock_using lock run-locked'
+complete -c nxlock -n $locking -s t -l ttl -x -d 'Seconds the lock holds without renewal (default 60)'
+complete -c nxlock -n $locking -s n -l nonblock -d 'Try once; do not wait'
+complete -c nxlock -n $locking -s w -l wait -x -d 'Give up after SECONDS'
+complete -c nxlock -n $locking -s E -l conflict-exit-code -x -d 'Exit status when busy (default 75)'
+
+# --clock: every lock command.
+complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l clock -x \
+    -a 'server\t"the Redis server\'s TIME (default)" local\t"this host\'s clock"' \
+    -d 'Whose clock decides expiry'
+
+# unlock, renew.
+complete -c nxlock -n '__fish_nxlock_using unlock' -s f -l force -d 'Delete whatever the key holds'
+complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds from now the lock holds (default 60)'
+
+# run-locked.
+set -l run '__fish_nxlock_using run-locked'
+complete -c nxlock -n $run -l no-renew -d 'Do not renew the lock while COMMAND runs'
+complete -c nxlock -n $run -l on-lost -x \
+    -a 'term\t"SIGTERM, then SIGKILL (default)" kill\t"SIGKILL at once" ignore\t"only warn"' \
+    -d 'What to do if the lock is lost'
+complete -c nxlock -n $run -l kill-after -x -d 'Seconds between SIGTERM and SIGKILL (default 10)'
