@@ -1,4 +1,4 @@
-"""Differential test: one seeded random setnx/get/getset/del sequence must behave identically on the embedded store and on Redis."""
+"""Differential test: a random setnx/get/getset/del sequence, identical on file store and Redis."""
 import os
 import random
 import unittest
@@ -68,13 +68,13 @@ def random_step(rng):
     """One command and its arguments, drawn so that every command and key comes up often."""
     cmd = rng.choice(["setnx", "setnx", "get", "get", "getset", "getset", "del"])
     if cmd == "del":
-        # 2-3 keys a third of the time; drawn with replacement, so a key may repeat.
+        # 2-3 keys half the time, drawn with replacement: a repeated key counts once.
         count = rng.choice([1, 1, 2, 3])
         return cmd, [rng.choice(KEYS) for _ in range(count)]
     key = rng.choice(KEYS)
     if cmd == "get":
         return cmd, [key]
-    # A fresh suffix now and then, so a getset does not return what it wrote.
+    # A numbered suffix now and then, so that an old value shows which write it came from.
     value = rng.choice(VALUES)
     if rng.random() < 0.3:
         value += b" #%d" % rng.randrange(1000)
@@ -89,8 +89,14 @@ def argv(cmd, args, rng):
 
 
 def show(data):
-    text = repr(data)
-    return text if len(text) < 200 else text[:200] + "...(%d bytes)" % len(data)
+    """A value for a failure message: long ones are cut."""
+    if len(data) <= 60:
+        return repr(data)
+    return "%r...(%d bytes)" % (data[:60], len(data))
+
+
+def show_argv(line):
+    return " ".join(show(arg) for arg in line)
 
 
 class Differential(NxlockTestCase):
@@ -133,7 +139,7 @@ class Differential(NxlockTestCase):
                     name, status, show(out), show(err))
                     for name, (status, out, err) in results.items())
                 mismatches.append("step %d: nxlock %s\n%s\n  model exit %s stdout %s" % (
-                    index, show(line), report, expected[0], show(expected[1])))
+                    index, show_argv(line), report, expected[0], show(expected[1])))
             if outcomes["tcp"] != expected:
                 model_errors.append(index)
 
