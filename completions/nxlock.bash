@@ -33,7 +33,6 @@ _nxlock()
 
     # Find the command, and for run-locked where its KEY is (options end there).
     local i word command='' value_opts=$_nxlock_global_value_opts ended=''
-    local -i args=0
     for ((i = 1; i < cword; i++)); do
         word=${words[i]}
         if [[ -z $ended && $word == -- ]]; then
@@ -50,11 +49,11 @@ _nxlock()
             case $command in
                 lock) value_opts+=" $_nxlock_lock_value_opts" ;;
                 run-locked) value_opts+=" $_nxlock_run_value_opts" ;;
-                unlock | renew | status) value_opts+=" -t --ttl --clock" ;;
+                renew) value_opts+=" -t --ttl --clock" ;;
+                unlock | status) value_opts+=" --clock" ;;
             esac
             continue
         fi
-        ((args++))
         if [[ $command == run-locked ]]; then
             # words[i] is KEY: the child's command line starts after it (and one --).
             ((i + 1 < cword)) && [[ ${words[i + 1]} == -- ]] && ((i++))
