@@ -95,10 +95,16 @@ class DocsDriftTest(unittest.TestCase):
     def test_man_page_gives_every_default(self):
         # CLI11 shows defaults as "=VALUE" after the type: "-t,--ttl INT:...=60".
         helps = [self.cli.top_help, *self.cli.command_help.values()]
+        checked = []
         for help_text in helps:
-            for match in re.finditer(r"^  (-\S+) \S*=(\S+)", help_text, re.M):
+            # The option column ends at two spaces (or the line's end); the description follows.
+            for match in re.finditer(r"^  (-\S+) ((?:\S| (?! ))*)", help_text, re.M):
+                default_match = re.search(r"=(\S+)$", match.group(2))
+                if not default_match:
+                    continue
                 long_option = match.group(1).split(",")[-1]
-                default = match.group(2)
+                default = default_match.group(1)
+                checked.append(long_option)
                 with self.subTest(option=long_option, default=default):
                     paragraphs = [p for p in man_paragraphs(self.man)
                                   if p.lstrip().startswith((".B", ".BI", ".BR"))
@@ -106,6 +112,9 @@ class DocsDriftTest(unittest.TestCase):
                     self.assertTrue(paragraphs, f"no .TP entry for {long_option}")
                     self.assertTrue(any(names(p, default) for p in paragraphs),
                                     f"{long_option}: default {default} not in its entry")
+        for option in ("--ttl", "--conflict-exit-code", "--clock", "--timeout", "--on-lost",
+                       "--kill-after"):
+            self.assertIn(option, checked)  # guards the parsing above
 
     def test_man_page_names_every_environment_variable(self):
         for variable in set(re.findall(r"Env:(\w+)", self.cli.top_help)):
