@@ -78,6 +78,80 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
+// The global options, on the app and (without environment defaults, which the
+// app already applied) on run-locked.
+void add_global_options(CLI::App& app, GlobalOptions& g, bool from_environment) {
+  auto* url = app.add_option("-u,--url", g.url,
+                             "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], "
+                             "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)");
+  app.add_option("--password-file", g.password_file,
+                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)");
+  app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  auto* prefix = app.add_option("--prefix", g.prefix, "Prepended to every key");
+  app.add_flag("--json", g.json, "Print one JSON object on stdout");
+  auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
+  app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
+  if (from_environment) {
+    url->envname("NXLOCK_URL");
+    prefix->envname("NXLOCK_PREFIX");
+  }
+}
+
+// True if `token` names an option of `app` that takes a separate value.
+bool takes_next_value(const CLI::App& app, std::string_view token) {
+  std::string name(token);
+  const bool is_long = name.rfind("--", 0) == 0;
+  if (is_long) {
+    if (name.find('=') != std::string::npos) {
+      return false;  // --wait=5
+    }
+  } else if (name.size() > 2) {
+    return false;  // -w5 carries its value; -nq is a cluster of flags
+  }
+  const auto* option = app.get_option_no_throw(name);
+  return option != nullptr && option->get_items_expected_min() > 0;
+}
+
+// As with flock(1) and timeout(1), run-locked's options end at KEY, and
+// everything after KEY (after one optional `--`) is the child's command line,
+// untouched. CLI11 gets argv up to KEY; the rest is returned.
+std::vector<std::string> split_child_command(const CLI::App& app, const CLI::App& run_locked,
+                                             int& argc, char** argv) {
+  int i = 1;
+  for (; i < argc; ++i) {  // global options, up to the command name
+    const std::string_view token = argv[i];
+    if (token == "--" || token.empty() || token[0] != '-') {
+      break;
+    }
+    i += takes_next_value(app, token) ? 1 : 0;
+  }
+  if (i >= argc || std::string_view(argv[i]) != run_locked.get_name()) {
+    return {};
+  }
+  for (++i; i < argc; ++i) {  // run-locked's options, up to KEY
+    const std::string_view token = argv[i];
+    if (token == "--") {
+      ++i;
+      break;
+    }
+    if (token.size() < 2 || token[0] != '-') {
+      break;
+    }
+    i += takes_next_value(run_locked, token) ? 1 : 0;
+  }
+  if (i >= argc) {
+    return {};  // no KEY: CLI11 reports it
+  }
+  std::vector<std::string> child(argv + i + 1, argv + argc);
+  if (!child.empty() && child.front() == "--") {
+    child.erase(child.begin());
+  }
+  argc = i + 1;
+  return child;
+}
+
 int run(int argc, char** argv) {
   // A server that goes away must be an error message, not a silent SIGPIPE death.
   signal(SIGPIPE, SIG_IGN);
@@ -90,30 +164,27 @@ int run(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every command");
   app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
   app.require_subcommand(1);
-  app.add_option("-u,--url", g.url,
-                 "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], "
-                 "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)")
-      ->envname("NXLOCK_URL");
-  app.add_option("--password-file", g.password_file,
-                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)");
-  app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--prefix", g.prefix, "Prepended to every key")->envname("NXLOCK_PREFIX");
-  app.add_flag("--json", g.json, "Print one JSON object on stdout");
-  auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
-  app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
+  add_global_options(app, g, /*from_environment=*/true);
 
   Runner runner;
+  CLI::App* run_locked = nullptr;
   for (const Command& command : k_commands) {
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
-    sub->fallthrough();  // global options may also follow the command name
+    if (std::string_view(command.name) == "run-locked") {
+      // Falling through to the parent would take the child's options for ours,
+      // so run-locked carries its own copy of the global options instead.
+      add_global_options(*sub, g, /*from_environment=*/false);
+      run_locked = sub;
+    } else {
+      sub->fallthrough();  // global options may also follow the command name
+    }
     sub->footer(std::string("Example:\n  ") + command.example);
     auto setup_runner = command.setup(*sub);
     sub->callback([&runner, setup_runner] { runner = setup_runner; });
   }
 
   try {
+    context.child_command = split_child_command(app, *run_locked, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version: printed, exit 0

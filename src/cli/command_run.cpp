@@ -52,15 +52,11 @@ Runner setup_run_locked(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
-  // As with flock(1) and timeout(1), everything after KEY is the child's command
-  // line, untouched: CLI11 stops parsing at the first word it does not know.
-  sub.prefix_command();
+  // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
+  // nothing after KEY is ever taken for an option of ours.
 
-  return [args, &sub](Context& ctx) {
-    std::vector<std::string> command = sub.remaining();
-    if (!command.empty() && command.front() == "--") {
-      command.erase(command.begin());
-    }
+  return [args](Context& ctx) {
+    const std::vector<std::string>& command = ctx.child_command;
     if (command.empty()) {
       throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");
     }

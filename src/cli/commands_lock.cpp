@@ -1,6 +1,8 @@
 // lock, unlock, renew, status: the documented lock from a shell.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "cli/acquire.hpp"
@@ -43,6 +45,51 @@ const char* verdict_reason(Verdict verdict) {
   return "unknown";
 }
 
+// While a waiter waits on a terminal, one line on stderr says who holds the
+// lock, how long is left and how long we have waited; it is erased when the
+// wait ends. Nothing is printed when stderr is not a terminal (cron, pipes).
+class WaitStatusLine {
+ public:
+  WaitStatusLine(Context& ctx, lock::Lock& lock)
+      : m_ctx(ctx), m_lock(lock), m_enabled(!ctx.globals.quiet && isatty(STDERR_FILENO)) {}
+  bool enabled() const { return m_enabled; }
+
+  void show(const lock::WaitProgress& progress) {
+    if (progress.held_until != m_held_until) {
+      m_held_until = progress.held_until;
+      m_holder = lock::read_holder(m_ctx.store(), m_lock.key(), std::to_string(m_held_until));
+    }
+    const auto now = util::whole_seconds(util::wall_now());
+    std::string line = "\rnxlock: waiting for '" + m_lock.key() + "'";
+    if (m_holder) {
+      line += ", held by " + holder_text(*m_holder);
+    }
+    line += ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
+            "s left, waited " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
+            "s\033[K";
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+    m_shown = true;
+  }
+
+  void erase() {
+    if (m_shown) {
+      std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+      m_shown = false;
+    }
+  }
+
+ private:
+  Context& m_ctx;
+  lock::Lock& m_lock;
+  bool m_enabled;
+  bool m_shown = false;
+  std::int64_t m_held_until = -1;
+  std::optional<lock::Holder> m_holder;
+};
+
 }  // namespace
 
 std::string describe_distance(std::int64_t from, std::int64_t to) {
@@ -66,8 +113,13 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
     policy.wait_for = util::Micros(static_cast<std::int64_t>(args.wait * 1e6));
   }
   policy.interrupt_fd = signals.fd();
+  WaitStatusLine status_line(ctx, lock);
+  if (status_line.enabled()) {
+    policy.on_wait = [&status_line](const lock::WaitProgress& p) { status_line.show(p); };
+  }
 
   const auto result = lock.acquire(args.ttl, policy);
+  status_line.erase();
   switch (result.outcome) {
     case lock::AcquireResult::Outcome::acquired:
       return {result.value, k_exit_ok};

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/output.hpp"
 #include "store/store.hpp"
@@ -24,6 +25,8 @@ class Context {
  public:
   GlobalOptions globals;
   Output out;
+  // run-locked: the child's command line, everything after KEY.
+  std::vector<std::string> child_command;
 
   // The backend, opened on first use so --help and usage errors touch nothing.
   store::Store& store();

@@ -21,6 +21,8 @@ constexpr Micros k_poll_max{300'000};
 // Wake a hair after the expiry second begins, so the holder's value is
 // already older than now when we look.
 constexpr Micros k_expiry_slack{2'000};
+// A progress display (the terminal status line) is refreshed this often.
+constexpr Micros k_progress_interval{1'000'000};
 
 Micros jittered_poll() {
   static thread_local std::minstd_rand rng{std::random_device{}()};
@@ -140,7 +142,8 @@ Attempt Lock::try_once(std::int64_t ttl) {
 
 AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const bool forever = !policy.wait_for.has_value();
-  const Micros deadline = util::mono_now() + policy.wait_for.value_or(Micros(0));
+  const Micros started = util::mono_now();
+  const Micros deadline = started + policy.wait_for.value_or(Micros(0));
   std::unique_ptr<store::Watcher> watcher;
 
   for (;;) {
@@ -167,6 +170,10 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     Micros timeout = std::min(jittered_poll(), std::max(until_expiry, Micros(0)));
     if (!forever) {
       timeout = std::min(timeout, deadline - now_mono);
+    }
+    if (policy.on_wait) {
+      policy.on_wait(WaitProgress{attempt.held_until, now_mono - started});
+      timeout = std::min(timeout, k_progress_interval);
     }
     const auto result = watcher->wait(timeout, policy.interrupt_fd);
     if (result == store::WaitResult::interrupted) {

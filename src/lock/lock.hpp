@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -34,11 +35,19 @@ struct Attempt {
   std::int64_t held_until = 0;   // busy: the holder's expiry
 };
 
+// What a waiter knows while it waits, for a progress display.
+struct WaitProgress {
+  std::int64_t held_until = 0;  // the holder's expiry (Unix seconds)
+  util::Micros waited{0};       // since acquire() began
+};
+
 struct WaitPolicy {
   // How long to keep trying: nullopt waits forever, zero tries once (-n).
   std::optional<util::Micros> wait_for;
   // Readable when the wait must end (a signalfd); -1 for none.
   int interrupt_fd = -1;
+  // Called before each wait, and at least once a second while waiting.
+  std::function<void(const WaitProgress&)> on_wait;
 };
 
 struct AcquireResult {

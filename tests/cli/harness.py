@@ -156,8 +156,9 @@ class NxlockTestCase(unittest.TestCase):
         """The embedded store and, when started, Redis over TCP and the unix socket."""
         found = [Backend("file", "file://" + self.store_path)]
         if self.redis:
-            found.append(Backend("redis", self.redis.url))
-            found.append(Backend("unix", self.redis.unix_url))
+            # Separate databases, so one test can use both without their keys meeting.
+            found.append(Backend("redis", self.redis.url + "/1"))
+            found.append(Backend("unix", self.redis.unix_url + "?db=2"))
         return found
 
     def nx(self, *args, input=None, timeout=COMMAND_TIMEOUT, env=None):

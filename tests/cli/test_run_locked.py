@@ -15,10 +15,18 @@ def alive(pid):
         return False
     # A zombie is dead for our purposes.
     try:
-        with open("/proc/%d/stat" % pid) as f:
+        with open("/proc/%d/stat" % pid) as f:  # noqa: the file is closed by `with`
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
 
 
 def wait_for(predicate, timeout=10.0, interval=0.02):
@@ -90,8 +98,9 @@ class RunLocked(NxlockTestCase):
                 self.assertEqual(r.stderr, b"err\n")
 
     def test_options_end_at_key(self):
-        r = self.nx("run-locked", "-n", "job", "sh", "-c", 'echo "$@"', "sh", "-n", "--json", "-x")
-        self.assertEqual(r.stdout, b"-n --json -x\n")
+        r = self.nx("run-locked", "-n", "job", "sh", "-c", 'printf "[%s]" "$@"', "sh", "-n", "--json",
+                    "-x")
+        self.assertEqual(r.stdout, b"[-n][--json][-x]")
         r = self.nx("run-locked", "--", "job", "--", "echo", "--", "a")
         self.assertEqual(r.stdout, b"-- a\n")
 
@@ -110,7 +119,7 @@ class RunLocked(NxlockTestCase):
                     self.assertTrue(wait_for(lambda: os.path.exists(ready)))
                     p.send_signal(signo)
                     self.assertEqual(p.wait(timeout=10), 7)
-                    self.assertEqual(open(got).read().strip(), str(int(signo)))
+                    self.assertEqual(read(got).strip(), str(int(signo)))
                     self.assertFree(backend)
 
     def test_renewal_keeps_the_lock_past_twice_the_ttl(self):
@@ -118,6 +127,7 @@ class RunLocked(NxlockTestCase):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 p = self.popen(*u, "run-locked", "-t", "1", "job", "sleep", "4.5")
+                self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
                 refusals = 0
                 start = time.monotonic()
                 while p.poll() is None and time.monotonic() - start < 4:
@@ -134,6 +144,7 @@ class RunLocked(NxlockTestCase):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 marker = "10%d.2%d" % (os.getpid() % 100, len(backend.name))  # unique sleep arg
+                self.addCleanup(subprocess.run, ["pkill", "-f", "^sleep %s$" % marker])
                 p = self.popen(*u, "run-locked", "-t", "3", "--kill-after", "1", "job",
                                "sh", "-c", "sleep %s | sleep %s" % (marker, marker),
                                stderr=subprocess.PIPE)
@@ -152,7 +163,8 @@ class RunLocked(NxlockTestCase):
                 self.assertEqual(self.nx(*u, "status", "job").returncode, 0)
 
     def pids_of(self, marker):
-        out = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True).stdout
+        # Anchored: the sh -c and nxlock command lines mention the marker too.
+        out = subprocess.run(["pgrep", "-f", "^sleep %s$" % marker], capture_output=True).stdout
         return [int(x) for x in out.split() if alive(int(x))]
 
     def test_sigkill_of_nxlock_leaves_no_child(self):
@@ -161,9 +173,8 @@ class RunLocked(NxlockTestCase):
                 pidfile = os.path.join(self.tmp, "child-" + backend.name)
                 p = self.popen(*backend.args(), "run-locked", "job", "sh", "-c",
                                'echo $$ > %s; sleep 100' % pidfile)
-                self.assertTrue(wait_for(lambda: os.path.exists(pidfile) and
-                                         open(pidfile).read().strip() != ""))
-                child = int(open(pidfile).read())
+                self.assertTrue(wait_for(lambda: read(pidfile).strip() != ""))
+                child = int(read(pidfile))
                 self.assertTrue(alive(child))
                 p.kill()
                 p.wait(timeout=5)
