@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -114,23 +115,27 @@ bool takes_next_value(const CLI::App& app, std::string_view token) {
   return option != nullptr && option->get_items_expected_min() > 0;
 }
 
-// As with flock(1) and timeout(1), run-locked's options end at KEY, and
-// everything after KEY (after one optional `--`) is the child's command line,
-// untouched. CLI11 gets argv up to KEY; the rest is returned.
-std::vector<std::string> split_child_command(const CLI::App& app, const CLI::App& run_locked,
-                                             int& argc, char** argv) {
+// The index in argv of the command name: the first word after the global
+// options (argc if there is none).
+int find_command(const CLI::App& app, int argc, char** argv) {
   int i = 1;
-  for (; i < argc; ++i) {  // global options, up to the command name
+  for (; i < argc; ++i) {
     const std::string_view token = argv[i];
     if (token == "--" || token.empty() || token[0] != '-') {
       break;
     }
     i += takes_next_value(app, token) ? 1 : 0;
   }
-  if (i >= argc || std::string_view(argv[i]) != run_locked.get_name()) {
-    return {};
-  }
-  for (++i; i < argc; ++i) {  // run-locked's options, up to KEY
+  return i;
+}
+
+// As with flock(1) and timeout(1), run-locked's options end at KEY, and
+// everything after KEY (after one optional `--`) is the child's command line,
+// untouched. CLI11 gets argv up to KEY; the rest is returned.
+std::vector<std::string> split_child_command(const CLI::App& run_locked, int command_index,
+                                             int& argc, char** argv) {
+  int i = command_index + 1;
+  for (; i < argc; ++i) {  // run-locked's options, up to KEY
     const std::string_view token = argv[i];
     if (token == "--") {
       ++i;
@@ -166,9 +171,19 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   add_global_options(app, g, /*from_environment=*/true);
 
+  // Start-up is most of an invocation, and building every command's options
+  // is most of start-up: when argv names a command, set up only that one.
+  const int command_index = find_command(app, argc, argv);
+  const std::string_view named = command_index < argc ? argv[command_index] : "";
+  const bool known = std::any_of(std::begin(k_commands), std::end(k_commands),
+                                 [&](const Command& c) { return named == c.name; });
+
   Runner runner;
   CLI::App* run_locked = nullptr;
   for (const Command& command : k_commands) {
+    if (known && named != command.name) {
+      continue;
+    }
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
     if (std::string_view(command.name) == "run-locked") {
       // Falling through to the parent would take the child's options for ours,
@@ -184,7 +199,9 @@ int run(int argc, char** argv) {
   }
 
   try {
-    context.child_command = split_child_command(app, *run_locked, argc, argv);
+    if (named == "run-locked") {
+      context.child_command = split_child_command(*run_locked, command_index, argc, argv);
+    }
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version: printed, exit 0

@@ -78,9 +78,8 @@ Runner setup_run_locked(CLI::App& sub) {
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
     options.command_line = join(command);
-    lock::record_holder(store, lock.key(),
-                        lock::describe_holder(value, getpid(), options.command_line,
-                                              util::whole_seconds(clock->now())));
+    lock.record_holder(lock::describe_holder(value, getpid(), options.command_line,
+                                             util::whole_seconds(clock->now())));
 
     run::RunOutcome outcome;
     try {

@@ -198,7 +198,7 @@ Verdict Lock::release(std::string_view value) {
     const Verdict verdict = why_not(value);
     return verdict == Verdict::taken_over ? verdict : Verdict::expired;
   }
-  forget_holder(m_store, m_key, value);
+  forget_own_holder(value);
   const bool deleted = m_store.compare_and_delete(m_key, value);
   trace_step("DEL-IF-EQUAL", m_key, value, deleted ? "1" : "0");
   if (!deleted) {
@@ -221,12 +221,36 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
   if (!swapped) {
     return why_not(value);
   }
-  if (auto holder = read_holder(m_store, m_key, value)) {
-    holder->value = next;  // keep the details attached to the lock's new value
-    record_holder(m_store, m_key, *holder);
+  // Keep the details attached to the lock's new value.
+  if (m_holder && m_holder->value == value) {
+    Holder holder = *m_holder;
+    holder.value = next;
+    record_holder(std::move(holder));
+  } else if (auto holder = read_holder(m_store, m_key, value)) {
+    holder->value = next;
+    lock::record_holder(m_store, m_key, *holder);
   }
   new_value = next;
   return Verdict::done;
+}
+
+void Lock::record_holder(Holder holder) {
+  lock::record_holder(m_store, m_key, holder);
+  m_holder = std::move(holder);
+}
+
+void Lock::forget_own_holder(std::string_view value) {
+  if (m_holder && m_holder->value == value) {
+    try {
+      // Compare-and-delete on the exact record we wrote: a newer holder's survives.
+      m_store.compare_and_delete(holder_key(m_key), m_holder->to_json());
+    } catch (const util::Error& e) {
+      util::trace(std::string("holder details not removed: ") + e.what());
+    }
+    m_holder.reset();
+    return;
+  }
+  forget_holder(m_store, m_key, value);
 }
 
 bool Lock::force_release() {

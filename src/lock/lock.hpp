@@ -96,6 +96,10 @@ class Lock {
   // compare-and-set). On success `new_value` receives the value now stored.
   Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value);
 
+  // Records who holds the lock we took (advisory details beside it, see holder.hpp).
+  // Remembering the record spares release() and renew() a read of it.
+  void record_holder(Holder holder);
+
   // Deletes whatever the key holds; true if something was there.
   bool force_release();
 
@@ -109,9 +113,12 @@ class Lock {
   std::int64_t parse_or_throw(std::string_view text);
   Verdict why_not(std::string_view value);
 
+  void forget_own_holder(std::string_view value);
+
   store::Store& m_store;
   Clock& m_clock;
   std::string m_key;
+  std::optional<Holder> m_holder;  // what record_holder() wrote, if it was called
 };
 
 // Parses a lock value given by a user (unlock/renew): throws util::Error(usage).
