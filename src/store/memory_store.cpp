@@ -1,15 +1,24 @@
 // MemoryStore: an in-process Store for unit tests.
 #include "store/memory_store.hpp"
 
+#include <poll.h>
+
 namespace nxlock::store {
 
 namespace {
-// Single-threaded: a wait reports "changed" if any write happened since the
-// watch was armed, else times out at once (unit tests drive time themselves).
+// Single-threaded: a wait reports "interrupted" if the interrupt descriptor is
+// readable, else "changed" if any write happened since the watch was armed,
+// else times out at once (unit tests drive time themselves).
 class MemoryWatcher final : public Watcher {
  public:
   MemoryWatcher(const MemoryStore& store) : m_store(store), m_seen(store.version()) {}
-  WaitResult wait(util::Micros, int) override {
+  WaitResult wait(util::Micros, int interrupt_fd) override {
+    if (interrupt_fd >= 0) {
+      pollfd pfd{interrupt_fd, POLLIN, 0};
+      if (poll(&pfd, 1, 0) > 0) {
+        return WaitResult::interrupted;
+      }
+    }
     const auto now_version = m_store.version();
     const bool changed = now_version != m_seen;
     m_seen = now_version;
