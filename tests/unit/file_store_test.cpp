@@ -1,0 +1,776 @@
+// FileStore: the contract suite (with MemoryStore as the reference), plus what only the
+// embedded store promises: its on-disk format, refusing foreign or corrupt files without
+// touching them, not following symlinks, permissions, and many processes at once.
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "store/file_store.hpp"
+#include "store/memory_store.hpp"
+#include "unit/store_contract.hpp"
+#include "util/crc32c.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+
+namespace nxlock::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using store::FileStore;
+using store::WaitResult;
+using util::ErrorKind;
+
+// ---- helpers -----------------------------------------------------------------
+
+// A fresh directory, removed when the test passed, kept and printed when it failed.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/nxlock-test-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed");
+    }
+    m_path = pattern;
+  }
+  ~TempDir() {
+    if (::testing::Test::HasFailure()) {
+      std::cerr << "kept the failed test's directory: " << m_path << "\n";
+      return;
+    }
+    std::error_code ignored;
+    fs::permissions(m_path, fs::perms::owner_all, fs::perm_options::add, ignored);
+    fs::remove_all(m_path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
+
+// A FileStore in its own TempDir, for the contract suite.
+class TempFileStore final : public store::Store {
+ public:
+  TempFileStore() : m_store(m_dir.path() + "/store", {}) {}
+  std::string describe() const override { return m_store.describe(); }
+  bool set_if_absent(std::string_view k, std::string_view v) override {
+    return m_store.set_if_absent(k, v);
+  }
+  std::optional<std::string> get(std::string_view k) override { return m_store.get(k); }
+  std::optional<std::string> get_and_set(std::string_view k, std::string_view v) override {
+    return m_store.get_and_set(k, v);
+  }
+  void set(std::string_view k, std::string_view v) override { m_store.set(k, v); }
+  std::size_t del(const std::vector<std::string>& keys) override { return m_store.del(keys); }
+  bool compare_and_delete(std::string_view k, std::string_view e) override {
+    return m_store.compare_and_delete(k, e);
+  }
+  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
+    return m_store.compare_and_set(k, e, v);
+  }
+  util::Micros now() override { return m_store.now(); }
+  std::unique_ptr<store::Watcher> watch(std::string_view k) override { return m_store.watch(k); }
+  void notify(std::string_view k) override { m_store.notify(k); }
+
+ private:
+  TempDir m_dir;  // declared first: outlives the store
+  FileStore m_store;
+};
+
+const StoreFactory k_memory_factory{"memory",
+                                    [] { return std::make_unique<store::MemoryStore>(); }};
+const StoreFactory k_file_factory{"file", [] { return std::make_unique<TempFileStore>(); }};
+
+INSTANTIATE_TEST_SUITE_P(Embedded, StoreContract,
+                         ::testing::Values(&k_memory_factory, &k_file_factory), factory_name);
+
+// The documented bucket name, computed independently of the store.
+std::string fnv1a64_hex(std::string_view key) {
+  std::uint64_t hash = 0xcbf29ce484222325;
+  for (const char c : key) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+std::string u32_le(std::uint32_t v) {
+  std::string out;
+  for (int shift = 0; shift < 32; shift += 8) {
+    out.push_back(static_cast<char>((v >> shift) & 0xFF));
+  }
+  return out;
+}
+
+// A record exactly as docs/STORE-FORMAT.md describes it.
+std::string documented_record(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string out =
+      std::string("NXLR\x01\0\0\0", 8) + u32_le(static_cast<std::uint32_t>(entries.size()));
+  for (const auto& [key, value] : entries) {
+    out += u32_le(static_cast<std::uint32_t>(key.size())) + key;
+    out += u32_le(static_cast<std::uint32_t>(value.size())) + value;
+  }
+  return out + u32_le(util::crc32c(out));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void write_file(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Every name in a directory, with its contents for regular files: a fingerprint
+// to show a directory was left alone.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> result;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    result[entry.path().string()] =
+        entry.is_regular_file() && !entry.is_symlink() ? read_file(entry.path().string()) : "";
+  }
+  return result;
+}
+
+// Runs `body` and returns the kind of util::Error it threw; fails if it threw none.
+std::optional<ErrorKind> error_kind(const std::function<void()>& body,
+                                    std::string* subject = nullptr) {
+  try {
+    body();
+  } catch (const util::Error& e) {
+    if (subject != nullptr) {
+      *subject = e.subject();
+    }
+    return e.kind();
+  }
+  return std::nullopt;
+}
+
+// Runs `body` in a forked child and returns its exit status (or 128 + signal).
+int in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int status = 99;
+    try {
+      status = body();
+    } catch (...) {
+      status = 98;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Makes this (child) process nobody: root ignores permission bits, so permission
+// checks only mean something for another user. Returns false if it could not.
+bool become_nobody() {
+  if (::geteuid() != 0) {
+    return true;  // already unprivileged
+  }
+  return ::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0;
+}
+
+class FileStoreTest : public ::testing::Test {
+ protected:
+  std::string store_path() const { return m_dir.path() + "/store"; }
+  std::string bucket_path(std::string_view key) const {
+    const std::string name = fnv1a64_hex(key);
+    return store_path() + "/data/" + name.substr(0, 2) + "/" + name;
+  }
+  std::string stripe_path(std::string_view key) const {
+    return store_path() + "/data/" + fnv1a64_hex(key).substr(0, 2);
+  }
+
+  TempDir m_dir;
+};
+
+// ---- layout and format ---------------------------------------------------------
+
+TEST_F(FileStoreTest, CreatesAPrivateStoreWithItsMarker) {
+  const std::string path = m_dir.path() + "/a/b/store";
+  const mode_t old_umask = ::umask(0);  // the store must not depend on the umask
+  FileStore store(path, {});
+  store.set("k", "v");
+  ::umask(old_umask);
+
+  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 1\n");
+  EXPECT_EQ(mode_of(m_dir.path() + "/a"), 0700u);
+  EXPECT_EQ(mode_of(m_dir.path() + "/a/b"), 0700u);
+  EXPECT_EQ(mode_of(path), 0700u);
+  EXPECT_EQ(mode_of(path + "/nxlock-store"), 0600u);
+  EXPECT_EQ(mode_of(path + "/data"), 0700u);
+  const std::string name = fnv1a64_hex("k");
+  EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2)), 0700u);
+  EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2) + "/" + name), 0600u);
+}
+
+TEST_F(FileStoreTest, NewFilesTakeTheStoreDirectorysBits) {
+  ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(store_path().c_str(), 02770), 0);  // a group-shared store
+  const mode_t old_umask = ::umask(022);               // would otherwise deny the group
+  {
+    FileStore store(store_path(), {});
+    store.set("k", "v");
+  }
+  ::umask(old_umask);
+  EXPECT_EQ(mode_of(store_path() + "/nxlock-store"), 0660u);
+  EXPECT_EQ(mode_of(store_path() + "/data"), 02770u);
+  EXPECT_EQ(mode_of(stripe_path("k")), 02770u);
+  EXPECT_EQ(mode_of(bucket_path("k")), 0660u);
+}
+
+TEST_F(FileStoreTest, RecordsAreExactlyTheDocumentedFormat) {
+  FileStore store(store_path(), {});
+  store.set("k", "v");
+  // The example in docs/STORE-FORMAT.md, byte for byte.
+  EXPECT_EQ(read_file(bucket_path("k")),
+            std::string("NXLR\x01\0\0\0\x01\0\0\0\x01\0\0\0k\x01\0\0\0v\xaa\x49\xba\x08", 26));
+  EXPECT_EQ(read_file(bucket_path("k")), documented_record({{"k", "v"}}));
+  EXPECT_TRUE(store.compare_and_delete("k", "v"));
+  EXPECT_FALSE(fs::exists(bucket_path("k")));  // an empty bucket is removed, not kept
+}
+
+TEST_F(FileStoreTest, ReadsARecordWrittenByHandToTheDocumentedFormat) {
+  { FileStore store(store_path(), {}); }
+  fs::create_directories(stripe_path("hand"));
+  write_file(bucket_path("hand"), documented_record({{"hand", "made"}}));
+  FileStore store(store_path(), {});
+  EXPECT_EQ(store.get("hand"), "made");
+}
+
+TEST_F(FileStoreTest, ReopensAnExistingStore) {
+  {
+    FileStore store(store_path() + "/", {});  // a trailing slash is the same store
+    EXPECT_EQ(store.describe(), store_path());
+    store.set("k", "v");
+  }
+  FileStore store(store_path(), {});
+  EXPECT_EQ(store.get("k"), "v");
+}
+
+TEST_F(FileStoreTest, InitializesAnExistingEmptyDirectory) {
+  ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
+  FileStore store(store_path(), {});
+  EXPECT_EQ(read_file(store_path() + "/nxlock-store"), "nxlock-store 1\n");
+}
+
+TEST_F(FileStoreTest, AMissingStoreIsNotCreatedWhenAskedNotTo) {
+  FileStore::Options options;
+  options.create = false;
+  EXPECT_EQ(error_kind([&] { FileStore store(store_path(), options); }), ErrorKind::unavailable);
+  EXPECT_FALSE(fs::exists(store_path()));
+}
+
+TEST_F(FileStoreTest, ManyProcessesInitializeOneDirectoryAtOnce) {
+  ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(gate[1]);
+      char byte;
+      (void)!::read(gate[0], &byte, 1);  // all start together when the gate closes
+      try {
+        FileStore store(store_path(), {});
+        store.set("k" + std::to_string(i), "v");
+        ::_exit(0);
+      } catch (...) {
+        ::_exit(1);
+      }
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  FileStore store(store_path(), {});
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(store.get("k" + std::to_string(i)), "v");
+  }
+}
+
+// ---- foreign and corrupt files ---------------------------------------------------
+
+TEST_F(FileStoreTest, RefusesAForeignDirectoryAndLeavesItAlone) {
+  ASSERT_EQ(::mkdir(store_path().c_str(), 0755), 0);
+  write_file(store_path() + "/thesis.tex", "\\begin{document}");
+  ASSERT_EQ(::mkdir((store_path() + "/data").c_str(), 0755), 0);
+  const auto before = snapshot(store_path());
+  std::string subject;
+  EXPECT_EQ(error_kind([&] { FileStore store(store_path(), {}); }, &subject), ErrorKind::data);
+  EXPECT_EQ(subject, store_path());
+  EXPECT_EQ(snapshot(store_path()), before);
+  EXPECT_EQ(mode_of(store_path()), 0755u);
+}
+
+TEST_F(FileStoreTest, RefusesAWrongMarker) {
+  for (const std::string marker : {"nxlock-store 2\n", "nxlock-store 1", "hello\n", ""}) {
+    SCOPED_TRACE(marker);
+    fs::create_directories(store_path());
+    write_file(store_path() + "/nxlock-store", marker);
+    EXPECT_EQ(error_kind([&] { FileStore store(store_path(), {}); }), ErrorKind::data);
+    EXPECT_EQ(read_file(store_path() + "/nxlock-store"), marker);
+    EXPECT_EQ(std::distance(fs::directory_iterator(store_path()), fs::directory_iterator()), 1);
+  }
+}
+
+TEST_F(FileStoreTest, RefusesAFileWhereTheStoreShouldBe) {
+  write_file(store_path(), "not a directory");
+  EXPECT_EQ(error_kind([&] { FileStore store(store_path(), {}); }), ErrorKind::data);
+  EXPECT_EQ(read_file(store_path()), "not a directory");
+}
+
+// One way of damaging a record file.
+struct Damage {
+  const char* name;
+  std::function<std::string(const std::string&)> apply;
+};
+
+TEST_F(FileStoreTest, ACorruptRecordIsReportedByEveryOperationAndNeverTouched) {
+  const std::string good = documented_record({{"k", "1732000000"}});
+  std::vector<Damage> damages = {
+      {"empty", [](const std::string&) { return std::string(); }},
+      {"truncated", [](const std::string& s) { return s.substr(0, s.size() - 1); }},
+      {"header only", [](const std::string& s) { return s.substr(0, 12); }},
+      {"garbage appended", [](const std::string& s) { return s + "garbage"; }},
+      {"not a record", [](const std::string&) { return std::string("1732000000\n"); }},
+  };
+  for (std::size_t at = 0; at < good.size(); ++at) {
+    damages.push_back({"a flipped byte", [at](const std::string& s) {
+                         std::string bad = s;
+                         bad[at] = static_cast<char>(bad[at] ^ 0x20);
+                         return bad;
+                       }});
+  }
+  const std::vector<std::pair<const char*, std::function<void(FileStore&)>>> operations = {
+      {"get", [](FileStore& s) { s.get("k"); }},
+      {"set_if_absent", [](FileStore& s) { s.set_if_absent("k", "2"); }},
+      {"get_and_set", [](FileStore& s) { s.get_and_set("k", "2"); }},
+      {"set", [](FileStore& s) { s.set("k", "2"); }},
+      {"del", [](FileStore& s) { s.del({"k"}); }},
+      {"compare_and_delete", [](FileStore& s) { s.compare_and_delete("k", "1732000000"); }},
+      {"compare_and_set", [](FileStore& s) { s.compare_and_set("k", "1732000000", "2"); }},
+  };
+
+  FileStore store(store_path(), {});
+  store.set("k", "1732000000");
+  ASSERT_EQ(read_file(bucket_path("k")), good);
+  for (std::size_t i = 0; i < damages.size(); ++i) {
+    const std::string bad = damages[i].apply(good);
+    write_file(bucket_path("k"), bad);
+    for (const auto& [name, operation] : operations) {
+      SCOPED_TRACE(std::string(damages[i].name) + " #" + std::to_string(i) + ", " + name);
+      std::string subject;
+      EXPECT_EQ(error_kind([&, &op = operation] { op(store); }, &subject), ErrorKind::data);
+      EXPECT_EQ(subject, bucket_path("k"));
+      EXPECT_EQ(read_file(bucket_path("k")), bad);
+    }
+  }
+}
+
+TEST_F(FileStoreTest, ARecordInTheWrongBucketIsCorrupt) {
+  FileStore store(store_path(), {});
+  fs::create_directories(stripe_path("k"));
+  write_file(bucket_path("k"), documented_record({{"k", "1"}, {"other", "2"}}));
+  EXPECT_EQ(error_kind([&] { store.get("k"); }), ErrorKind::data);
+  write_file(bucket_path("k"), documented_record({{"k", "1"}, {"k", "2"}}));
+  EXPECT_EQ(error_kind([&] { store.get("k"); }), ErrorKind::data);
+}
+
+// ---- symlinks and other planted things -------------------------------------------
+
+TEST_F(FileStoreTest, DoesNotFollowASymlinkAsTheStore) {
+  const std::string target = m_dir.path() + "/target";
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);  // empty: would be initialized if followed
+  ASSERT_EQ(::symlink(target.c_str(), store_path().c_str()), 0);
+  std::string subject;
+  EXPECT_EQ(error_kind([&] { FileStore store(store_path(), {}); }, &subject), ErrorKind::data);
+  EXPECT_EQ(subject, store_path());
+  EXPECT_EQ(error_kind([&] { FileStore store(store_path() + "/", {}); }), ErrorKind::data);
+  EXPECT_TRUE(fs::is_empty(target));
+}
+
+TEST_F(FileStoreTest, DoesNotFollowASymlinkAsAStripeDirectory) {
+  const std::string target = m_dir.path() + "/target";
+  ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+  FileStore store(store_path(), {});
+  store.set("other", "x");  // makes data/
+  fs::create_directories(store_path() + "/data");
+  ASSERT_NE(fnv1a64_hex("other").substr(0, 2), fnv1a64_hex("k").substr(0, 2));
+  ASSERT_EQ(::symlink(target.c_str(), stripe_path("k").c_str()), 0);
+
+  EXPECT_EQ(error_kind([&] { store.get("k"); }), ErrorKind::data);
+  EXPECT_EQ(error_kind([&] { store.set("k", "v"); }), ErrorKind::data);
+  EXPECT_EQ(error_kind([&] { store.del({"k"}); }), ErrorKind::data);
+  EXPECT_EQ(error_kind([&] { store.watch("k"); }), ErrorKind::data);
+  EXPECT_TRUE(fs::is_empty(target));
+}
+
+TEST_F(FileStoreTest, DoesNotFollowASymlinkAsABucket) {
+  // The target is a valid record for the key: following the link would serve it.
+  const std::string target = m_dir.path() + "/target";
+  const std::string record = documented_record({{"k", "someone else's"}});
+  write_file(target, record);
+  FileStore store(store_path(), {});
+  fs::create_directories(stripe_path("k"));
+  ASSERT_EQ(::symlink(target.c_str(), bucket_path("k").c_str()), 0);
+
+  for (const auto& operation : std::vector<std::function<void()>>{
+           [&] { store.get("k"); }, [&] { store.set("k", "v"); },
+           [&] { store.get_and_set("k", "v"); }, [&] { store.del({"k"}); },
+           [&] { store.compare_and_delete("k", "someone else's"); }}) {
+    EXPECT_EQ(error_kind(operation), ErrorKind::data);
+  }
+  EXPECT_EQ(read_file(target), record);
+  EXPECT_TRUE(fs::is_symlink(bucket_path("k")));
+}
+
+TEST_F(FileStoreTest, AFifoAsABucketIsAnErrorNotAHang) {
+  FileStore store(store_path(), {});
+  fs::create_directories(stripe_path("k"));
+  ASSERT_EQ(::mkfifo(bucket_path("k").c_str(), 0600), 0);
+  EXPECT_EQ(error_kind([&] { store.get("k"); }), ErrorKind::data);
+  EXPECT_EQ(error_kind([&] { store.set("k", "v"); }), ErrorKind::data);
+}
+
+TEST_F(FileStoreTest, AStaleTemporaryFileDoesNotMatter) {
+  FileStore store(store_path(), {});
+  fs::create_directories(stripe_path("k"));
+  const std::string temp = stripe_path("k") + "/." + fnv1a64_hex("k") + ".tmp";
+  write_file(temp, "half a record from a writer that was killed");
+  const std::string elsewhere = m_dir.path() + "/elsewhere";
+  write_file(elsewhere, "precious");
+  EXPECT_TRUE(store.set_if_absent("k", "v"));
+  EXPECT_EQ(store.get("k"), "v");
+  // Even a link planted at the temporary name is replaced, not written through.
+  ASSERT_EQ(::symlink(elsewhere.c_str(), temp.c_str()), 0);
+  store.set("k", "w");
+  EXPECT_EQ(store.get("k"), "w");
+  EXPECT_EQ(read_file(elsewhere), "precious");
+}
+
+// ---- ownership and permissions ---------------------------------------------------
+
+TEST_F(FileStoreTest, RequireOwnerRefusesSomeoneElsesDirectory) {
+  FileStore::Options options;
+  options.require_owner = true;
+  { FileStore mine(store_path(), options); }
+
+  std::string foreign = "/";  // owned by root: someone else's unless we are root
+  if (::geteuid() == 0) {
+    foreign = m_dir.path() + "/foreign";
+    ASSERT_EQ(::mkdir(foreign.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(foreign.c_str(), 65534, 65534), 0);
+  }
+  std::string subject;
+  EXPECT_EQ(error_kind([&] { FileStore theirs(foreign, options); }, &subject),
+            ErrorKind::permission);
+  EXPECT_EQ(subject, foreign);
+}
+
+TEST_F(FileStoreTest, AnInaccessibleStoreIsAPermissionError) {
+  {
+    FileStore store(store_path(), {});
+    store.set("k", "v");
+  }
+  ASSERT_EQ(::chmod(m_dir.path().c_str(), 0755), 0);  // nobody may look inside the temp dir
+  ASSERT_EQ(::chmod(store_path().c_str(), 0), 0);
+  const int status = in_child([&] {
+    if (!become_nobody()) {
+      return 10;
+    }
+    std::string subject;
+    const auto kind = error_kind([&] { FileStore store(store_path(), {}); }, &subject);
+    if (kind != ErrorKind::permission) {
+      return 11;
+    }
+    return subject == store_path() ? 0 : 12;
+  });
+  ::chmod(store_path().c_str(), 0700);
+  EXPECT_EQ(status, 0) << "10: could not drop privileges, 11: not a permission error, "
+                          "12: the message does not name the store";
+}
+
+TEST_F(FileStoreTest, AReadOnlyStoreCanBeReadButNotWritten) {
+  {
+    FileStore store(store_path(), {});
+    store.set("k", "v");
+  }
+  ASSERT_EQ(::chmod(m_dir.path().c_str(), 0755), 0);
+  // Readable by everyone, writable by no one (root aside, hence the child).
+  const auto set_modes = [&](fs::perms dirs, fs::perms files) {
+    for (const auto& entry : fs::recursive_directory_iterator(store_path())) {
+      fs::permissions(entry.path(), entry.is_directory() ? dirs : files);
+    }
+    fs::permissions(store_path(), dirs);
+  };
+  set_modes(fs::perms(0555), fs::perms(0444));
+  const int status = in_child([&] {
+    if (!become_nobody()) {
+      return 10;
+    }
+    FileStore store(store_path(), {});
+    if (store.get("k") != "v") {
+      return 11;
+    }
+    if (error_kind([&] { store.set("k", "w"); }) != ErrorKind::permission) {
+      return 12;
+    }
+    // Nothing to delete needs no write access at all.
+    return store.del({"absent"}) == 0 ? 0 : 13;
+  });
+  set_modes(fs::perms(0700), fs::perms(0600));
+  EXPECT_EQ(status, 0) << "10: could not drop privileges, 11: could not read, 12: not a "
+                          "permission error, 13: del failed";
+}
+
+// ---- hash collisions -------------------------------------------------------------
+
+TEST_F(FileStoreTest, CollidingKeysShareOneBucket) {
+  // A real FNV-1a 64 collision, found with a Pollard-rho search.
+  const std::string a = "95625d3408faf04c";
+  const std::string b = "389a3fbdf5c85d1b";
+  ASSERT_EQ(fnv1a64_hex(a), fnv1a64_hex(b));
+  FileStore store(store_path(), {});
+
+  EXPECT_TRUE(store.set_if_absent(a, "A"));
+  EXPECT_EQ(store.get(b), std::nullopt);
+  EXPECT_TRUE(store.set_if_absent(b, "B"));
+  EXPECT_FALSE(store.set_if_absent(a, "again"));
+  EXPECT_FALSE(store.set_if_absent(b, "again"));
+  EXPECT_EQ(store.get(a), "A");
+  EXPECT_EQ(store.get(b), "B");
+  EXPECT_EQ(read_file(bucket_path(a)), documented_record({{a, "A"}, {b, "B"}}));
+
+  EXPECT_EQ(store.get_and_set(a, "A2"), "A");
+  EXPECT_TRUE(store.compare_and_set(b, "B", "B2"));
+  EXPECT_FALSE(store.compare_and_delete(a, "B2"));
+  EXPECT_EQ(store.del({a}), 1u);
+  EXPECT_EQ(store.get(a), std::nullopt);
+  EXPECT_EQ(store.get(b), "B2");
+  EXPECT_EQ(read_file(bucket_path(a)), documented_record({{b, "B2"}}));
+  EXPECT_TRUE(store.compare_and_delete(b, "B2"));
+  EXPECT_FALSE(fs::exists(bucket_path(a)));
+}
+
+// ---- watching ----------------------------------------------------------------------
+
+TEST_F(FileStoreTest, AWatcherIgnoresOtherKeysInItsStripe) {
+  FileStore store(store_path(), {});
+  std::string neighbour;
+  for (int i = 0; neighbour.empty(); ++i) {
+    const std::string candidate = "n" + std::to_string(i);
+    if (fnv1a64_hex(candidate).substr(0, 2) == fnv1a64_hex("k").substr(0, 2)) {
+      neighbour = candidate;
+    }
+  }
+  const auto watcher = store.watch("k");
+  store.set(neighbour, "x");
+  EXPECT_EQ(watcher->wait(50ms, -1), WaitResult::timed_out);
+  store.set("k", "y");
+  EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
+}
+
+TEST_F(FileStoreTest, AWatcherOutlivesItsDirectory) {
+  FileStore store(store_path(), {});
+  const auto watcher = store.watch("k");
+  fs::remove_all(stripe_path("k"));  // someone cleans up under a waiting lock
+  EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
+  EXPECT_EQ(watcher->wait(50ms, -1), WaitResult::timed_out);
+  store.set("k", "v");
+  EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);  // now by polling
+}
+
+TEST_F(FileStoreTest, AWatcherWakesForAnotherProcess) {
+  FileStore store(store_path(), {});
+  const auto watcher = store.watch("k");
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(gate[1]);
+    char byte;
+    (void)!::read(gate[0], &byte, 1);
+    FileStore other(store_path(), {});
+    ::_exit(other.set_if_absent("k", "theirs") ? 0 : 1);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);  // lets the child go: the watch is already armed
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(watcher->wait(10s, -1), WaitResult::changed);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(store.get("k"), "theirs");
+}
+
+// ---- many processes, crashes ------------------------------------------------------
+
+TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
+  constexpr int k_processes = 4;
+  constexpr int k_operations = 500;
+  constexpr int k_keys = 8;
+  { FileStore store(store_path(), {}); }
+
+  // Each child reports, per key, how many times it made the key present
+  // (set_if_absent true, get_and_set of nothing) and absent (del). With atomic
+  // operations these alternate, so per key: made present - made absent = present now.
+  int results[2];
+  ASSERT_EQ(::pipe(results), 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < k_processes; ++p) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(results[0]);
+      std::int64_t counts[k_keys][2] = {};
+      try {
+        FileStore store(store_path(), {});
+        std::mt19937 random(static_cast<unsigned>(p + 1));
+        const std::string me = "process " + std::to_string(p);
+        for (int i = 0; i < k_operations; ++i) {
+          const int k = static_cast<int>(random() % k_keys);
+          const std::string key = "shared:" + std::to_string(k);
+          switch (random() % 3) {
+            case 0:
+              counts[k][0] += store.set_if_absent(key, me) ? 1 : 0;
+              break;
+            case 1:
+              counts[k][0] += store.get_and_set(key, me) ? 0 : 1;
+              break;
+            default:
+              counts[k][1] += static_cast<std::int64_t>(store.del({key}));
+              break;
+          }
+        }
+      } catch (...) {
+        ::_exit(1);
+      }
+      const bool written = ::write(results[1], counts, sizeof counts) == sizeof counts;
+      ::_exit(written ? 0 : 2);
+    }
+    children.push_back(pid);
+  }
+  ::close(results[1]);
+  std::int64_t totals[k_keys][2] = {};
+  for (int p = 0; p < k_processes; ++p) {
+    std::int64_t counts[k_keys][2] = {};
+    ASSERT_EQ(::read(results[0], counts, sizeof counts), static_cast<ssize_t>(sizeof counts));
+    for (int k = 0; k < k_keys; ++k) {
+      totals[k][0] += counts[k][0];
+      totals[k][1] += counts[k][1];
+    }
+  }
+  ::close(results[0]);
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+
+  FileStore store(store_path(), {});
+  for (int k = 0; k < k_keys; ++k) {
+    const auto value = store.get("shared:" + std::to_string(k));  // parses the bucket
+    EXPECT_EQ(totals[k][0] - totals[k][1], value ? 1 : 0) << "key " << k;
+    if (value) {
+      EXPECT_TRUE(value->starts_with("process ")) << *value;
+    }
+  }
+}
+
+TEST_F(FileStoreTest, KillingAWriterAtAnyInstantLeavesAWholeRecord) {
+  { FileStore store(store_path(), {}); }
+  for (int round = 0; round < 20; ++round) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(ready[0]);
+      FileStore store(store_path(), {});
+      for (std::uint64_t i = 0;; ++i) {
+        // Large values, so a kill often lands mid-write.
+        store.set("k", std::string(200 * 1024, static_cast<char>('a' + i % 26)));
+        if (i == 0) {
+          (void)!::write(ready[1], "x", 1);
+        }
+      }
+    }
+    ::close(ready[1]);
+    char byte;
+    const bool started = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+    // Some writes later: the instant does not matter, that is the point.
+    ::usleep(static_cast<useconds_t>(round * 500));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ASSERT_TRUE(started);
+
+    FileStore store(store_path(), {});
+    const auto value = store.get("k");
+    ASSERT_TRUE(value.has_value());
+    ASSERT_EQ(value->size(), 200u * 1024);
+    EXPECT_EQ(value->find_first_not_of(value->front()), std::string::npos);
+  }
+}
+
+TEST_F(FileStoreTest, DurableModeWorksTheSame) {
+  FileStore::Options options;
+  options.durable = true;
+  FileStore store(store_path(), options);
+  EXPECT_TRUE(store.set_if_absent("k", "v"));
+  EXPECT_EQ(store.get_and_set("k", "w"), "v");
+  EXPECT_TRUE(store.compare_and_delete("k", "w"));
+  EXPECT_EQ(store.get("k"), std::nullopt);
+}
+
+TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
+  FileStore store(store_path(), {});
+  EXPECT_TRUE(store.set_if_absent("", "v"));
+  EXPECT_EQ(store.get(""), "v");
+  EXPECT_EQ(store.del({""}), 1u);
+}
+
+}  // namespace
+}  // namespace nxlock::testing
