@@ -191,9 +191,6 @@ TEST_P(StoreContract, WaitWithoutAChangeTimesOut) {
 }
 
 TEST_P(StoreContract, AReadableInterruptDescriptorInterrupts) {
-  if (m_store->describe() == "memory") {
-    GTEST_SKIP() << "MemoryWatcher returns at once and ignores interrupt_fd";
-  }
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   const util::UniqueFd read_end(fds[0]);
