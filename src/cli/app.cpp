@@ -67,14 +67,17 @@ void add_clock_option(CLI::App& sub, std::string& clock) {
 void add_lock_options(CLI::App& sub, LockArgs& args) {
   sub.add_option("-t,--ttl", args.ttl, "Seconds the lock holds without renewal")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->type_name("SECONDS")
       ->capture_default_str();
   auto* nonblock = sub.add_flag("-n,--nonblock", args.nonblock, "Try once; do not wait");
   sub.add_option("-w,--wait", args.wait, "Give up after SECONDS (fractions allowed)")
       ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS")
       ->excludes(nonblock);
   sub.add_option("-E,--conflict-exit-code", args.conflict_exit,
                  "Exit status when the lock is busy")
       ->check(CLI::Range(0, 255))
+      ->type_name("N")
       ->capture_default_str();
   add_clock_option(sub, args.clock);
 }
@@ -84,13 +87,16 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
 void add_global_options(CLI::App& app, GlobalOptions& g, bool from_environment) {
   auto* url = app.add_option("-u,--url", g.url,
                              "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], "
-                             "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)");
+                             "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)")
+                  ->type_name("URL");
   app.add_option("--password-file", g.password_file,
-                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)");
+                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
+      ->type_name("FILE");
   app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
       ->check(CLI::PositiveNumber)
+      ->type_name("SECONDS")
       ->capture_default_str();
-  auto* prefix = app.add_option("--prefix", g.prefix, "Prepended to every key");
+  auto* prefix = app.add_option("--prefix", g.prefix, "Prepended to every key")->type_name("STRING");
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
   app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
@@ -169,6 +175,8 @@ int run(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every command");
   app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
   app.require_subcommand(1);
+  app.get_formatter()->label("SUBCOMMAND", "COMMAND");
+  app.get_formatter()->label("Subcommands", "Commands");
   add_global_options(app, g, /*from_environment=*/true);
 
   // Start-up is most of an invocation, and building every command's options

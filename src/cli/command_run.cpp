@@ -39,6 +39,7 @@ Runner setup_run_locked(CLI::App& sub) {
     bool no_renew = false;
     std::string on_lost = "term";
     double kill_after = 10;
+    std::vector<std::string> help_only_command;
   };
   auto args = std::make_shared<Args>();
   add_lock_options(sub, args->lock);
@@ -50,8 +51,12 @@ Runner setup_run_locked(CLI::App& sub) {
   sub.add_option("--kill-after", args->kill_after,
                  "Seconds between SIGTERM and SIGKILL when the lock is lost")
       ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS")
       ->capture_default_str();
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
+  // Only for --help: the command line is split off before CLI11 sees it.
+  sub.add_option("COMMAND", args->help_only_command,
+                 "The command to run (no shell) and its arguments, passed untouched");
   // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
   // nothing after KEY is ever taken for an option of ours.
 
@@ -83,8 +88,9 @@ Runner setup_run_locked(CLI::App& sub) {
 
     run::RunOutcome outcome;
     try {
+      // A lost lock is reported even under -q: it stopped the user's job.
       outcome = run::supervise(lock, value, options, signals,
-                               [&ctx](std::string_view text) { ctx.out.note(text); });
+                               [&ctx](std::string_view text) { ctx.out.warn(text); });
     } catch (...) {
       try {
         lock.release(value);  // never leave the lock behind on our own failure

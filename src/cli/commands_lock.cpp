@@ -31,6 +31,22 @@ std::string holder_text(const lock::Holder& holder) {
   return text;
 }
 
+// A stable token for --json (scripts match on it).
+const char* verdict_token(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::done:
+      return "done";
+    case Verdict::expired:
+      return "expired";
+    case Verdict::taken_over:
+      return "taken_over";
+    case Verdict::absent:
+      return "absent";
+  }
+  return "unknown";
+}
+
+// The same, in words for stderr.
 const char* verdict_reason(Verdict verdict) {
   switch (verdict) {
     case Verdict::done:
@@ -217,7 +233,7 @@ Runner setup_unlock(CLI::App& sub) {
     ctx.out.field("released", verdict == Verdict::done);
     if (verdict != Verdict::done) {
       ctx.out.note("lock '" + lock.key() + "': not released: " + verdict_reason(verdict));
-      ctx.out.field("reason", verdict_reason(verdict));
+      ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
     return k_exit_ok;
@@ -234,6 +250,7 @@ Runner setup_renew(CLI::App& sub) {
   auto args = std::make_shared<Args>();
   sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->type_name("SECONDS")
       ->capture_default_str();
   add_clock_option(sub, args->clock);
   sub.add_option("KEY", args->key, "The lock's key")->required();
@@ -248,7 +265,7 @@ Runner setup_renew(CLI::App& sub) {
     ctx.out.field("renewed", verdict == Verdict::done);
     if (verdict != Verdict::done) {
       ctx.out.note("lock '" + lock.key() + "': not renewed: " + verdict_reason(verdict));
-      ctx.out.field("reason", verdict_reason(verdict));
+      ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
     ctx.out.line(renewed);

@@ -41,9 +41,12 @@ void Output::bytes_field(const std::string& name, std::string_view bytes) {
 }
 
 void Output::note(std::string_view text) const {
-  if (quiet) {
-    return;
+  if (!quiet) {
+    warn(text);
   }
+}
+
+void Output::warn(std::string_view text) const {
   std::string message = "nxlock: ";
   message.append(text);
   message.push_back('\n');

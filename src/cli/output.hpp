@@ -26,6 +26,8 @@ class Output {
   void bytes_field(const std::string& name, std::string_view bytes);
   // A note for stderr (the busy explanation, a lost lock): suppressed by -q.
   void note(std::string_view text) const;
+  // A warning for stderr that -q does not silence (a lost lock).
+  void warn(std::string_view text) const;
   // The one-line error: `nxlock: <what>: <why>` on stderr, and in JSON when asked.
   void error(int status, std::string_view what, std::string_view why);
 
