@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -77,6 +78,88 @@ class TerminalHandoff {
   bool m_active = false;
 };
 
+// PR_SET_PDEATHSIG reaches only the direct child, so a `sh -c 'a | b'` job would
+// outlive a SIGKILLed nxlock. A watchdog process waits on a pipe only we can
+// write: end-of-file without a "done" byte means we died, and it kills the job's
+// whole process group. It leaves quietly when disarmed.
+//
+// It is a clone() sharing our memory (no page tables copied, so it costs a
+// fraction of a fork) but with its own descriptor table; it runs on its own
+// small stack and makes system calls only. Sharing memory ends when we exit or
+// die: the kernel keeps the memory alive for the watchdog alone.
+class JobWatchdog {
+ public:
+  explicit JobWatchdog(pid_t job_group) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      return;  // best effort: the direct child still has its parent-death signal
+    }
+    s_arguments = {fds[0], fds[1], job_group};
+    m_pid = clone(&JobWatchdog::watch, s_stack + sizeof s_stack, CLONE_VM | SIGCHLD,
+                  &s_arguments);
+    close(fds[0]);
+    m_pipe.reset(fds[1]);
+    if (m_pid < 0) {
+      m_pipe.reset();
+    }
+  }
+  JobWatchdog(const JobWatchdog&) = delete;
+  JobWatchdog& operator=(const JobWatchdog&) = delete;
+
+  // The job ended under our watch: let the watchdog go without killing anything.
+  void disarm() {
+    if (m_pipe) {
+      const char done = 'd';
+      [[maybe_unused]] auto written = write(m_pipe.get(), &done, 1);
+      m_pipe.reset();
+    }
+    if (m_pid > 0) {
+      while (waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      m_pid = -1;
+    }
+  }
+
+  // Not disarmed (we are failing with the job still running): closing the pipe
+  // makes the watchdog stop the job, as if we had died.
+  ~JobWatchdog() {
+    m_pipe.reset();
+    if (m_pid > 0) {
+      while (waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+ private:
+  struct Arguments {
+    int read_end;
+    int write_end;
+    pid_t job_group;
+  };
+
+  static int watch(void* raw) {
+    const Arguments arguments = *static_cast<Arguments*>(raw);
+    // Signals sent to our process group must not take the watchdog away first.
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, nullptr);
+    close(arguments.write_end);
+    close(STDIN_FILENO);  // hold no pipe of the caller's open past our life
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
+    char byte = 0;
+    if (read(arguments.read_end, &byte, 1) <= 0) {
+      kill(-arguments.job_group, SIGKILL);
+    }
+    _exit(0);
+  }
+
+  alignas(64) static inline char s_stack[16 * 1024];
+  static inline Arguments s_arguments;
+  pid_t m_pid = -1;
+  util::UniqueFd m_pipe;
+};
+
 }  // namespace
 
 RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
@@ -113,6 +196,7 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
   setpgid(child, child);  // also here, so the group exists before we signal it
   terminal.give(child);
   error_write.reset();
+  JobWatchdog watchdog(child);
 
   // The child closes the pipe by exec'ing (O_CLOEXEC) or writes errno.
   int exec_error = 0;
@@ -124,6 +208,7 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     int ignored;
     while (waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
     }
+    watchdog.disarm();
     outcome.ending = exec_error == ENOENT ? RunOutcome::Ending::not_found
                                           : RunOutcome::Ending::not_executable;
     outcome.status = exec_error == ENOENT ? 127 : 126;
@@ -185,6 +270,7 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     int wait_status = 0;
     const pid_t reaped = waitpid(child, &wait_status, WNOHANG);
     if (reaped == child) {
+      watchdog.disarm();
       outcome.ending = WIFSIGNALED(wait_status) ? RunOutcome::Ending::signaled
                                                 : RunOutcome::Ending::exited;
       outcome.status = status_of(wait_status);

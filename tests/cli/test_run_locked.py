@@ -168,18 +168,22 @@ class RunLocked(NxlockTestCase):
         return [int(x) for x in out.split() if alive(int(x))]
 
     def test_sigkill_of_nxlock_leaves_no_child(self):
+        # Not just the direct child: a grandchild (a pipeline member, a `&` job) too.
         for backend in self.backends()[:2]:
             with self.subTest(backend=backend.name):
                 pidfile = os.path.join(self.tmp, "child-" + backend.name)
                 p = self.popen(*backend.args(), "run-locked", "job", "sh", "-c",
-                               'echo $$ > %s; sleep 100' % pidfile)
+                               'sleep 100 & echo "$$ $!" > %s.tmp; mv %s.tmp %s; wait'
+                               % (pidfile, pidfile, pidfile), stdout=subprocess.DEVNULL)
                 self.assertTrue(wait_for(lambda: read(pidfile).strip() != ""))
-                child = int(read(pidfile))
-                self.assertTrue(alive(child))
+                child, grandchild = map(int, read(pidfile).split())
+                self.addCleanup(lambda: alive(grandchild) and os.kill(grandchild, 9))
+                self.assertTrue(alive(child) and alive(grandchild))
                 p.kill()
                 p.wait(timeout=5)
-                self.assertTrue(wait_for(lambda: not alive(child), timeout=5),
-                                "child %d outlived nxlock" % child)
+                for pid in (child, grandchild):
+                    self.assertTrue(wait_for(lambda: not alive(pid), timeout=5),
+                                    "process %d outlived nxlock" % pid)
 
     def test_signal_while_waiting_ends_cleanly(self):
         for backend in self.backends()[:2]:
