@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Turns bench/run's raw results into the markdown table; prints it and writes it into BENCHMARKS.md.
+
+usage: table.py RESULTS_DIR BENCHMARKS_MD [--no-write]
+
+Reads hyperfine's --export-json files (every pass of a command is pooled, then
+the median taken), the contention rounds (handoffs pooled over the rounds; wall
+time is the median round) and the peak-RSS samples. Only the part of
+BENCHMARKS.md between the two markers is replaced; the prose around it is kept.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+BEGIN = "<!-- bench/run: generated table, begin -->"
+END = "<!-- bench/run: generated table, end -->"
+
+
+def load_times(results):
+    """Command name -> every wall time (seconds) hyperfine measured for it."""
+    times = {}
+    for path in sorted(glob.glob(os.path.join(results, "hyperfine-*.json"))):
+        with open(path) as f:
+            for result in json.load(f)["results"]:
+                times.setdefault(result["command"], []).extend(result["times"])
+    return times
+
+
+def load_contention(results):
+    """Lock name -> {"walls": [s per round], "handoffs": [ns, pooled], "sections", "overlaps"}."""
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(results, "contention-*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        run = runs.setdefault(data["name"], {"walls": [], "handoffs": [], "sections": 0,
+                                             "overlaps": 0})
+        run["walls"].append(data["wall_s"])
+        run["handoffs"].extend(data["handoffs_ns"])
+        run["sections"] += data["sections"]
+        run["overlaps"] += data["overlaps"]
+    return runs
+
+
+def load_rss(results):
+    """Command name -> peak RSS samples in KiB."""
+    rss = {}
+    for path in sorted(glob.glob(os.path.join(results, "rss-*.txt"))):
+        name = os.path.basename(path)[len("rss-"):-len(".txt")]
+        with open(path) as f:
+            rss[name] = [int(line) for line in f if line.strip()]
+    return rss
+
+
+def p95(values):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def ms(seconds):
+    return "%.2f ms" % (seconds * 1e3)
+
+
+def build(results):
+    times = load_times(results)
+    contention = load_contention(results)
+    rss = load_rss(results)
+    med = {name: statistics.median(values) for name, values in times.items()}
+    hand = {name: statistics.median(run["handoffs"]) / 1e9 for name, run in contention.items()}
+    hand95 = {name: p95(run["handoffs"]) / 1e9 for name, run in contention.items()}
+    mem = {name: statistics.median(values) for name, values in rss.items()}
+
+    rows = []
+
+    def ratio_row(what, ours, base, fmt, goal=None):
+        ratio = ours / base
+        met = "—" if goal is None else ("yes" if ratio <= goal else "**no**")
+        rows.append((what, fmt(ours), fmt(base), "%.2f" % ratio,
+                     "—" if goal is None else "≤ %g" % goal, met))
+
+    ratio_row("1. `setnx K V` per invocation, nxlock (Redis) vs redis-cli",
+              med["nxlock setnx"], med["redis-cli setnx"], ms, 0.4)
+    ratio_row("1. `get K` per invocation, nxlock (Redis) vs redis-cli",
+              med["nxlock get"], med["redis-cli get"], ms)
+    ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs `flock -n FILE true`",
+              med["nxlock run-locked -n"], med["flock -n"], ms, 1.25)
+    for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis")):
+        ratio_row("3. contention: handoff median, nxlock %s vs flock(1)" % label,
+                  hand[name], hand["flock"], ms, 2)
+        ratio_row("3. contention: handoff p95, nxlock %s vs flock(1)" % label,
+                  hand95[name], hand95["flock"], ms)
+        ratio_row("3. contention: total wall, nxlock %s vs flock(1)" % label,
+                  statistics.median(contention[name]["walls"]),
+                  statistics.median(contention["flock"]["walls"]), lambda s: "%.2f s" % s)
+    ratio_row("3. contention: handoff median, nxlock Redis vs SETNX-page shell client",
+              hand["nxlock-redis"], hand["setnx-page-sh"], ms)
+    ratio_row("4. store scale: `get K`, 20,000 keys vs 1 key",
+              med["get, 20k keys"], med["get, 1 key"], ms, 1.5)
+    ratio_row("4. store scale: `run-locked -n K true`, 20,000 keys vs 1 key",
+              med["run-locked -n, 20k keys"], med["run-locked -n, 1 key"], ms, 1.5)
+    for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis")):
+        ours, base = mem[name], mem["flock"]
+        met = "yes" if ours <= 4 * 1024 else "**no**"
+        rows.append(("5. peak RSS `run-locked K sleep 1` (%s) vs `flock FILE sleep 1`" % label,
+                     "%.2f MiB" % (ours / 1024), "%.2f MiB" % (base / 1024),
+                     "%.2f" % (ours / base), "≤ 4 MiB (nxlock's own peak)", met))
+
+    lines = ["| measure | nxlock | baseline | ratio | goal | met |",
+             "|---|---:|---:|---:|---|---|"]
+    lines += ["| %s |" % " | ".join(row) for row in rows]
+
+    detail = ["| lock | total wall (median round) | handoff median | handoff p95 | handoff max "
+              "| sections | overlaps |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    labels = {"nxlock-file": "`nxlock run-locked`, embedded store",
+              "nxlock-redis": "`nxlock run-locked`, Redis",
+              "flock": "`flock FILE`",
+              "setnx-page-sh": "SETNX page in sh + redis-cli, 0.1 s poll"}
+    for name in ("nxlock-file", "nxlock-redis", "flock", "setnx-page-sh"):
+        run = contention[name]
+        detail.append("| %s | %.2f s | %s | %s | %s | %d | %d |" % (
+            labels[name], statistics.median(run["walls"]), ms(hand[name]), ms(hand95[name]),
+            ms(max(run["handoffs"]) / 1e9), run["sections"], run["overlaps"]))
+    return "\n".join(lines), "\n".join(detail)
+
+
+def read_machine(results):
+    with open(os.path.join(results, "machine.txt")) as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def main():
+    results, markdown = sys.argv[1], sys.argv[2]
+    table, detail = build(results)
+    machine = read_machine(results)
+    print(table)
+    print()
+    print(detail)
+    if "--no-write" in sys.argv:
+        print("\n(not written to %s: a smoke run below the benchmark's minimum counts)" % markdown)
+        return 0
+
+    generated = "\n".join([
+        BEGIN,
+        "",
+        "Machine and run:",
+        "",
+        *["- " + line for line in machine],
+        "",
+        table,
+        "",
+        "Contention, every lock (6 workers × 20 sections of 5 ms, handoffs pooled over the rounds):",
+        "",
+        detail,
+        "",
+        END,
+    ])
+    text = ""
+    if os.path.exists(markdown):
+        with open(markdown) as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = head + generated + tail
+    else:
+        text = ("# nxlock benchmarks\n\nRerun with `bench/run`.\n\n" + generated + "\n")
+    with open(markdown, "w") as f:
+        f.write(text)
+    print("\nwritten to %s" % markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
