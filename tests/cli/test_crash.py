@@ -90,6 +90,9 @@ class Crash(NxlockTestCase):
         self.url = "file://" + self.store_path
         keys = self.pick_keys()
         max_delay = self.max_delay()
+        # The window may grow, but stays within a few typical writes (a sanitizer
+        # build's start-up alone can take tens of milliseconds).
+        delay_cap = 3 * max_delay
         model = {key: None for key in keys}  # the value each key is known to hold
         attempts = landed = confirmed = 0
         took_effect = 0  # kills that landed after the write was done
@@ -122,7 +125,7 @@ class Crash(NxlockTestCase):
             # load: a loaded machine (ctest -j, ASan) both slows the writer and
             # makes our sleep overshoot, so a fixed window can miss most writes.
             if p.returncode == -signal.SIGKILL:
-                max_delay = min(max_delay * 1.1, 0.05)
+                max_delay = min(max_delay * 1.1, delay_cap)
             else:
                 max_delay = max(max_delay * 0.9, 0.0002)
 
