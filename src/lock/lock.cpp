@@ -135,8 +135,14 @@ Attempt Lock::try_once(std::int64_t ttl) {
   if (*old_value < now) {
     return {Attempt::Outcome::acquired, value, 0};
   }
-  // Another client (C5) won the GETSET. Our write only pushed its expiry a
-  // little later, which the page notes is harmless. Start over.
+  // Another client (C5) won the GETSET. The page calls our overwrite harmless
+  // (it only moved the expiry a little), but the winner renews and releases by
+  // compare-and-set of its own value: give that value back while the key still
+  // holds ours, so the winner does not find its lock "taken over". Start over.
+  if (*old != value) {
+    const bool restored = m_store.compare_and_set(m_key, value, *old);
+    trace_step("SET-IF-EQUAL", m_key, value + " " + *old, restored ? "1" : "0");
+  }
   return {Attempt::Outcome::busy, {}, *old_value};
 }
 

@@ -159,12 +159,36 @@ TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
   ASSERT_EQ(c5_attempt.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(c4_attempt.outcome, Attempt::Outcome::busy);
   EXPECT_EQ(c4_attempt.held_until, k_t0 + 2 + k_ttl + 1);  // C5's value
-  // "Even if C4 set the key a bit in the future this is not a problem": C4's
-  // value is in the key now, C5 still owns the lock in the algorithm's sense,
-  // and the lock stays held until C4's value expires.
-  EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + k_ttl + 1));
+  // C4's GETSET overwrote C5's value; C4 put it back by compare-and-set, so the
+  // key holds the winner's value again and C4 wrote nothing else.
+  EXPECT_EQ(store.inner.get(k_key), c5_attempt.value);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET", "SETNX", "GET",
+                                                 "GETSET", "CAS"}));
   // C4 retrying sees a held lock.
   EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  // The winner still owns its value: it can renew it and release it.
+  std::string renewed;
+  EXPECT_EQ(c5.renew(c5_attempt.value, k_ttl, renewed), Verdict::done);
+  EXPECT_EQ(c5.release(renewed), Verdict::done);
+  EXPECT_FALSE(store.inner.get(k_key).has_value());
+}
+
+// C4 lost its GETSET to C5, and before C4 could give C5's value back a third
+// client changed the key: C4's compare-and-set must not clobber that write.
+TEST(LockAlgorithm, LoserGivesTheValueBackOnlyWhileTheKeyHoldsItsOwn) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  const std::string c5_value = std::to_string(k_t0 + 2 + k_ttl + 1);
+  store.hook_before = "GETSET";
+  store.hook = [&] {
+    store.inner.set(k_key, c5_value);  // C5 won the takeover
+    store.hook_before = "CAS";
+    store.hook = [&] { store.inner.set(k_key, "42"); };  // someone else, before C4's CAS
+  };
+  Lock c4(store, clock, k_key);
+  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(store.inner.get(k_key), "42");
 }
 
 TEST(LockAlgorithm, KeyReleasedBetweenSetnxAndGetMeansRetry) {
