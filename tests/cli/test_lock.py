@@ -142,7 +142,7 @@ class LockCommands(NxlockTestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
-        rounds = 15
+        rounds = 30
         for backend in self.backends():
             winners_total = 0
             for round_ in range(rounds):
@@ -153,12 +153,17 @@ class LockCommands(NxlockTestCase):
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                          for _ in range(10)]
                 codes = [p.wait(timeout=30) for p in procs]
+                values = [p.stdout.read().strip() for p in procs]
                 for p in procs:
                     p.stdout.close()
                     p.stderr.close()
                 self.assertEqual(sorted(codes), [0] + [75] * 9,
                                  "%s round %d: %s" % (backend.name, round_, codes))
                 winners_total += codes.count(0)
+                # The losers' GETSETs left the winner's value in place: it can unlock.
+                winner_value = values[codes.index(0)]
+                self.assertEqual(self.nx(*u, "get", "contended").stdout.strip(), winner_value)
+                self.assertEqual(self.nx(*u, "unlock", "contended", winner_value).returncode, 0)
             print("\n%s: %d rounds x 10 contenders, %d winners" % (backend.name, rounds,
                                                                   winners_total))
 
