@@ -82,9 +82,8 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
-// The global options, on the app and (without environment defaults, which the
-// app already applied) on run-locked.
-void add_global_options(CLI::App& app, GlobalOptions& g, bool from_environment) {
+// The global options, on the app: each command falls through to them.
+void add_global_options(CLI::App& app, GlobalOptions& g) {
   auto* url = app.add_option("-u,--url", g.url,
                              "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], "
                              "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)")
@@ -100,10 +99,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g, bool from_environment) 
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
   app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
-  if (from_environment) {
-    url->envname("NXLOCK_URL");
-    prefix->envname("NXLOCK_PREFIX");
-  }
+  url->envname("NXLOCK_URL");
+  prefix->envname("NXLOCK_PREFIX");
 }
 
 // True if `token` names an option of `app` that takes a separate value.
@@ -140,6 +137,7 @@ int find_command(const CLI::App& app, int argc, char** argv) {
 // untouched. CLI11 gets argv up to KEY; the rest is returned.
 std::vector<std::string> split_child_command(const CLI::App& run_locked, int command_index,
                                              int& argc, char** argv) {
+  const CLI::App& app = *run_locked.get_parent();
   int i = command_index + 1;
   for (; i < argc; ++i) {  // run-locked's options, up to KEY
     const std::string_view token = argv[i];
@@ -150,7 +148,8 @@ std::vector<std::string> split_child_command(const CLI::App& run_locked, int com
     if (token.size() < 2 || token[0] != '-') {
       break;
     }
-    i += takes_next_value(run_locked, token) ? 1 : 0;
+    // Its own options and the global ones that fall through to the app.
+    i += takes_next_value(run_locked, token) || takes_next_value(app, token) ? 1 : 0;
   }
   if (i >= argc) {
     return {};  // no KEY: CLI11 reports it
@@ -177,7 +176,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
-  add_global_options(app, g, /*from_environment=*/true);
+  add_global_options(app, g);
 
   // Start-up is most of an invocation, and building every command's options
   // is most of start-up: when argv names a command, set up only that one.
@@ -193,13 +192,11 @@ int run(int argc, char** argv) {
       continue;
     }
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
+    // Global options may also follow the command name. (run-locked's child
+    // command line is split off argv before parsing, so none of it falls through.)
+    sub->fallthrough();
     if (std::string_view(command.name) == "run-locked") {
-      // Falling through to the parent would take the child's options for ours,
-      // so run-locked carries its own copy of the global options instead.
-      add_global_options(*sub, g, /*from_environment=*/false);
       run_locked = sub;
-    } else {
-      sub->fallthrough();  // global options may also follow the command name
     }
     sub->footer(std::string("Example:\n  ") + command.example);
     auto setup_runner = command.setup(*sub);
