@@ -90,16 +90,19 @@ class TerminalHandoff {
 class JobWatchdog {
  public:
   explicit JobWatchdog(pid_t job_group) {
+    // Every watchdog runs on the one stack below: a disarmed one that may still
+    // be on it (a second run in this process, as in the unit tests) goes first.
+    reap(s_unreaped);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
       return;  // best effort: the direct child still has its parent-death signal
     }
     s_arguments = {fds[0], fds[1], job_group};
-    m_pid = clone(&JobWatchdog::watch, s_stack + sizeof s_stack, CLONE_VM | SIGCHLD,
-                  &s_arguments);
+    s_unreaped = clone(&JobWatchdog::watch, s_stack + sizeof s_stack, CLONE_VM | SIGCHLD,
+                       &s_arguments);
     close(fds[0]);
     m_pipe.reset(fds[1]);
-    if (m_pid < 0) {
+    if (s_unreaped < 0) {
       m_pipe.reset();
     }
   }
@@ -107,26 +110,23 @@ class JobWatchdog {
   JobWatchdog& operator=(const JobWatchdog&) = delete;
 
   // The job ended under our watch: let the watchdog go without killing anything.
+  // Not waited for: it exits on its own at once, and waiting would put a
+  // wake-up of another CPU on every run's critical path. After we exit, init
+  // reaps it.
   void disarm() {
     if (m_pipe) {
       const char done = 'd';
       [[maybe_unused]] auto written = write(m_pipe.get(), &done, 1);
       m_pipe.reset();
     }
-    if (m_pid > 0) {
-      while (waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      m_pid = -1;
-    }
   }
 
   // Not disarmed (we are failing with the job still running): closing the pipe
-  // makes the watchdog stop the job, as if we had died.
+  // makes the watchdog stop the job, as if we had died; we wait until it has.
   ~JobWatchdog() {
-    m_pipe.reset();
-    if (m_pid > 0) {
-      while (waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
+    if (m_pipe) {
+      m_pipe.reset();
+      reap(s_unreaped);
     }
   }
 
@@ -154,9 +154,17 @@ class JobWatchdog {
     _exit(0);
   }
 
+  static void reap(pid_t& pid) {
+    if (pid > 0) {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      pid = -1;
+    }
+  }
+
   alignas(64) static inline char s_stack[16 * 1024];
   static inline Arguments s_arguments;
-  pid_t m_pid = -1;
+  static inline pid_t s_unreaped = -1;  // the last watchdog started, until it is waited for
   util::UniqueFd m_pipe;
 };
 
