@@ -204,14 +204,15 @@ Verdict Lock::release(std::string_view value) {
     const Verdict verdict = why_not(value);
     return verdict == Verdict::taken_over ? verdict : Verdict::expired;
   }
-  forget_own_holder(value);
   const bool deleted = m_store.compare_and_delete(m_key, value);
   trace_step("DEL-IF-EQUAL", m_key, value, deleted ? "1" : "0");
-  if (!deleted) {
-    return why_not(value);
+  if (deleted) {
+    m_store.notify(m_key);  // waiters first: the holder record is not on their path
   }
-  m_store.notify(m_key);
-  return Verdict::done;
+  // After the lock, not before: a new holder's record may already stand there,
+  // and the compare-and-delete leaves it alone.
+  forget_own_holder(value);
+  return deleted ? Verdict::done : why_not(value);
 }
 
 Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {

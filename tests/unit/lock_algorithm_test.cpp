@@ -259,6 +259,33 @@ TEST(LockAlgorithm, ReleaseOnlyOwnUnexpiredValue) {
   EXPECT_THROW(lock.release("not-a-number"), util::Error);
 }
 
+// A releases: its lock goes first (waiters wake sooner), then its details. B
+// takes the lock and records its own details in between: they must survive.
+TEST(LockAlgorithm, ReleaseLeavesTheNextHoldersDetailsAlone) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock a(store, clock, k_key);
+  const auto a_value = a.try_once(k_ttl).value;
+  a.record_holder(lock::describe_holder(a_value, 1, "a", k_t0));
+
+  FakeClock b_clock(k_t0 + 1);
+  Lock b(store, b_clock, k_key);
+  std::string b_value;
+  store.hook_before = "CAD";  // A's compare-and-delete of the lock...
+  store.hook = [&] {
+    store.hook_before = "CAD";  // ...then, before the one of its details:
+    store.hook = [&] {
+      b_value = b.try_once(k_ttl).value;
+      b.record_holder(lock::describe_holder(b_value, 2, "b", k_t0 + 1));
+    };
+  };
+  EXPECT_EQ(a.release(a_value), Verdict::done);
+  ASSERT_FALSE(b_value.empty());
+  const auto holder = lock::read_holder(store, k_key, b_value);
+  ASSERT_TRUE(holder.has_value());
+  EXPECT_EQ(holder->pid, 2);
+}
+
 TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
   ScriptedStore store;
   FakeClock clock(k_t0);
