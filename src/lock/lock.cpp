@@ -206,11 +206,9 @@ Verdict Lock::release(std::string_view value) {
   }
   const bool deleted = m_store.compare_and_delete(m_key, value);
   trace_step("DEL-IF-EQUAL", m_key, value, deleted ? "1" : "0");
-  if (deleted) {
-    m_store.notify(m_key);  // waiters first: the holder record is not on their path
-  }
-  // After the lock, not before: a new holder's record may already stand there,
-  // and the compare-and-delete leaves it alone.
+  // The deletion woke the waiters. The holder details go after the lock, not
+  // before, to keep them off the waiters' path: a new holder's record may
+  // already stand there, and the compare-and-delete leaves it alone.
   forget_own_holder(value);
   return deleted ? Verdict::done : why_not(value);
 }

@@ -36,9 +36,11 @@ constexpr std::string_view k_wake_prefix = "nxlock:wake:";
 // Both scripts must run on the server: done as GET, compare, then DEL/SET from
 // here, another client could take over an expired lock between our GET and our
 // write, and we would delete or overwrite its fresh lock. A script is atomic.
+// The deleting script also wakes the key's waiters: in the same round trip, so a
+// released lock's next holder is not kept waiting for a separate PUBLISH.
 constexpr std::string_view k_compare_and_delete_script =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) "
-    "else return 0 end";
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
+    "redis.call('PUBLISH', ARGV[2], '1') return 1 else return 0 end";
 constexpr std::string_view k_compare_and_set_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) "
     "return 1 else return 0 end";
@@ -453,7 +455,9 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
 
 bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected) {
   // A script, not GET then DEL: see k_compare_and_delete_script.
-  const auto reply = run({"EVAL", k_compare_and_delete_script, "1", key, expected}, key);
+  const std::string channel = wake_channel(key);
+  const auto reply =
+      run({"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key);
   return integer_of(*reply, m_url.redacted) == 1;
 }
 

@@ -56,7 +56,8 @@ class Store {
   // DEL: removes the keys that exist; returns how many were removed.
   virtual std::size_t del(const std::vector<std::string>& keys) = 0;
 
-  // Deletes key only if it holds exactly `expected`. True if deleted.
+  // Deletes key only if it holds exactly `expected`, and then wakes the key's
+  // watchers (no notify() needed). True if deleted.
   virtual bool compare_and_delete(std::string_view key, std::string_view expected) = 0;
 
   // Sets key to `value` only if it holds exactly `expected`. True if set.
