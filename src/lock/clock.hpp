@@ -19,14 +19,34 @@ class LocalClock final : public Clock {
   util::Micros now() override { return util::wall_now(); }
 };
 
-// The backend's clock: Redis TIME, so hosts with skewed clocks agree.
+// The backend's clock: Redis TIME, so hosts with skewed clocks agree. Read once
+// and carried forward on the monotonic clock, read again every `k_resync`: a
+// waiter woken by a release goes straight to SETNX, without a round trip for
+// the time. The carried reading is off by half a round trip at most, plus the
+// drift of two clocks over seconds; expiry is decided to the second.
 class StoreClock final : public Clock {
  public:
+  static constexpr util::Micros k_resync{10'000'000};
+
   explicit StoreClock(store::Store& store) : m_store(store) {}
-  util::Micros now() override { return m_store.now(); }
+  util::Micros now() override {
+    const util::Micros mono = util::mono_now();
+    if (!m_read || mono - m_read_at >= k_resync) {
+      const util::Micros reading = m_store.now();
+      const util::Micros after = util::mono_now();
+      m_reading = reading;
+      m_read_at = mono + (after - mono) / 2;  // the server read its clock mid-way
+      m_read = true;
+      return m_reading + (after - m_read_at);
+    }
+    return m_reading + (mono - m_read_at);
+  }
 
  private:
   store::Store& m_store;
+  bool m_read = false;
+  util::Micros m_reading{0};  // the store's clock...
+  util::Micros m_read_at{0};  // ...at this monotonic time
 };
 
 }  // namespace nxlock::lock

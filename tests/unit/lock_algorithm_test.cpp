@@ -286,6 +286,24 @@ TEST(LockAlgorithm, ReleaseLeavesTheNextHoldersDetailsAlone) {
   EXPECT_EQ(holder->pid, 2);
 }
 
+// The server's clock is read once and carried forward: one TIME per process
+// (per ten seconds), not one per retry, and the carried value stays on it.
+TEST(LockAlgorithm, StoreClockReadsTheStoreOnceAndCarriesItForward) {
+  int reads = 0;
+  const util::Micros server_time(k_t0 * 1'000'000);
+  store::MemoryStore store([&] {
+    ++reads;
+    return server_time;
+  });
+  lock::StoreClock clock(store);
+  const util::Micros first = clock.now();
+  const util::Micros second = clock.now();
+  EXPECT_EQ(reads, 1);
+  EXPECT_GE(first, server_time);
+  EXPECT_LE(second - server_time, util::Micros(1'000'000));  // far from a second away
+  EXPECT_GE(second, first);
+}
+
 TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
   ScriptedStore store;
   FakeClock clock(k_t0);
