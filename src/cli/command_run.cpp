@@ -82,9 +82,8 @@ Runner setup_run_locked(CLI::App& sub) {
     options.renew = !args->no_renew;
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
-    options.command_line = join(command);
-    lock.record_holder(lock::describe_holder(value, getpid(), options.command_line,
-                                             util::whole_seconds(clock->now())));
+    options.holder = lock::describe_holder(value, getpid(), join(command),
+                                           util::whole_seconds(clock->now()));
 
     run::RunOutcome outcome;
     try {

@@ -223,6 +223,8 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     outcome.detail = std::strerror(exec_error);
     return outcome;
   }
+  // Only now: the details are advisory, and the job need not wait for them.
+  lock.record_holder(options.holder);
 
   const Micros interval = std::max(Micros(options.ttl * 1'000'000 / 3), Micros(100'000));
   Micros next_renew = util::mono_now() + interval;

@@ -21,7 +21,7 @@ struct RunOptions {
   bool renew = true;                  // keep the lock while the child runs
   OnLost on_lost = OnLost::term;
   util::Micros kill_after{10'000'000};
-  std::string command_line;           // for the holder details
+  lock::Holder holder;                // recorded beside the lock once the child runs
 };
 
 struct RunOutcome {
@@ -41,7 +41,8 @@ struct RunOutcome {
 using Warn = std::function<void(std::string_view)>;
 
 // Starts the child (own process group, parent-death signal, NXLOCK_KEY/NXLOCK_VALUE
-// in its environment, our original signal mask) and supervises it until it ends.
+// in its environment, our original signal mask), records `options.holder` beside
+// the lock, and supervises the child until it ends.
 // `value` is the lock value we hold; it is updated as the lock is renewed.
 // Does not release the lock: the caller does, in every case.
 RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,

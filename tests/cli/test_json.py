@@ -117,10 +117,13 @@ class Json(NxlockTestCase):
         p = self.popen("run-locked", "job", "sleep", "30")
         self.addCleanup(p.wait)
         self.addCleanup(p.send_signal, signal.SIGTERM)
+        # The details are written once the child has started, just after the lock.
         deadline = time.monotonic() + 10
-        while self.nx("status", "job").returncode != 0 and time.monotonic() < deadline:
+        status = {}
+        while "holder" not in status and time.monotonic() < deadline:
             time.sleep(0.02)
-        status = self.js("status", "job", status=0)
+            status = json.loads(self.nx("--json", "status", "job").stdout)
+        self.assertEqual(status["exit_status"], 0)
         holder = status["holder"]
         self.assertEqual(holder["pid"], p.pid)
         self.assertEqual(holder["command"], "sleep 30")
