@@ -1,5 +1,6 @@
 # The install layout and the Debian package: `cmake --install`, `cpack -G DEB`, and the .deb's contents.
-# (Nothing is installed on this machine: the package is only listed and extracted.)
+# (Nothing is installed into this machine's own system: dpkg installs the package
+# under a private root with its own package database.)
 import glob
 import os
 import unittest
@@ -69,9 +70,28 @@ class InstallTest(support.TempDirCase):
         self.assertTrue(field("Maintainer"))
         self.assertTrue(field("Description"))
 
-        # What it unpacks runs, and is the binary that was built.
+        # The dependencies dpkg-shlibdeps named are installed here, so `dpkg -i`
+        # on this machine has what it needs...
+        for dependency in ("libhiredis0.14", "libc6"):
+            status = self.run_ok(["dpkg-query", "-W", "-f=${Status}", dependency]).stdout
+            self.assertIn("ok installed", status)
+        # ...and dpkg installs it. Under a private root with its own, empty package
+        # database, which does not list those dependencies: hence --force-depends.
         root = os.path.join(self.tmp, "root")
-        self.run_ok(["dpkg-deb", "-x", deb, root])
+        for directory in ("info", "updates"):
+            os.makedirs(os.path.join(root, "var/lib/dpkg", directory))
+        open(os.path.join(root, "var/lib/dpkg/status"), "w").close()
+        dpkg = ["dpkg", "--root=" + root, "--force-not-root", "--log=/dev/null"]
+        self.run_ok(dpkg + ["--force-depends", "-i", deb])
+        self.assertIn("install ok installed", self.run_ok(dpkg + ["-s", "nxlock"]).stdout)
+
+        # `man nxlock` finds and renders the page.
+        page = self.run_ok(["man", "-M", os.path.join(root, "usr/share/man"), "nxlock"],
+                           env=dict(os.environ, MANPAGER="cat", MANWIDTH="80")).stdout
+        self.assertIn("NXLOCK(1)", page)
+        self.assertIn("run-locked", page)
+
+        # What it installed runs, and is the binary that was built.
         packaged = self.run_ok([os.path.join(root, "usr/bin/nxlock"), "--version"]).stdout
         built = self.run_ok([support.BIN, "--version"]).stdout
         self.assertTrue(packaged.startswith("nxlock "), packaged)
