@@ -111,6 +111,7 @@ Runner setup_run_locked(CLI::App& sub) {
         ctx.out.note(std::string("lock not released at exit: ") + e.what());
       }
     }
+    run::wait_for_watchdog();  // after the release: the next holder need not wait on it
 
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);

@@ -92,7 +92,7 @@ class JobWatchdog {
   explicit JobWatchdog(pid_t job_group) {
     // Every watchdog runs on the one stack below: a disarmed one that may still
     // be on it (a second run in this process, as in the unit tests) goes first.
-    reap(s_unreaped);
+    wait_for_last();
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
       return;  // best effort: the direct child still has its parent-death signal
@@ -110,9 +110,9 @@ class JobWatchdog {
   JobWatchdog& operator=(const JobWatchdog&) = delete;
 
   // The job ended under our watch: let the watchdog go without killing anything.
-  // Not waited for: it exits on its own at once, and waiting would put a
-  // wake-up of another CPU on every run's critical path. After we exit, init
-  // reaps it.
+  // Not waited for here: it exits on its own at once, and waiting now would put
+  // a wake-up of another CPU between the job's end and the lock's release.
+  // wait_for_last() collects it later.
   void disarm() {
     if (m_pipe) {
       const char done = 'd';
@@ -126,7 +126,16 @@ class JobWatchdog {
   ~JobWatchdog() {
     if (m_pipe) {
       m_pipe.reset();
-      reap(s_unreaped);
+      wait_for_last();
+    }
+  }
+
+  // Waits until the last watchdog started has exited (at once if there is none).
+  static void wait_for_last() {
+    if (s_unreaped > 0) {
+      while (waitpid(s_unreaped, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      s_unreaped = -1;
     }
   }
 
@@ -154,14 +163,6 @@ class JobWatchdog {
     _exit(0);
   }
 
-  static void reap(pid_t& pid) {
-    if (pid > 0) {
-      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      pid = -1;
-    }
-  }
-
   alignas(64) static inline char s_stack[16 * 1024];
   static inline Arguments s_arguments;
   static inline pid_t s_unreaped = -1;  // the last watchdog started, until it is waited for
@@ -169,6 +170,8 @@ class JobWatchdog {
 };
 
 }  // namespace
+
+void wait_for_watchdog() { JobWatchdog::wait_for_last(); }
 
 RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
                      SignalChannel& signals, const Warn& warn) {

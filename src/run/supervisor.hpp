@@ -48,4 +48,10 @@ using Warn = std::function<void(std::string_view)>;
 RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
                      SignalChannel& signals, const Warn& warn);
 
+// Waits for the watchdog process supervise() leaves behind: told the job is
+// over, it exits on its own, so the caller releases the lock first and calls
+// this after, before it exits (an orphaned zombie is never reaped where PID 1
+// does not reap, as in many containers).
+void wait_for_watchdog();
+
 }  // namespace nxlock::run

@@ -2,10 +2,12 @@
 import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 import unittest
 
-from harness import NxlockTestCase
+from harness import BIN, NxlockTestCase
 
 
 def alive(pid):
@@ -184,6 +186,28 @@ class RunLocked(NxlockTestCase):
                 for pid in (child, grandchild):
                     self.assertTrue(wait_for(lambda: not alive(pid), timeout=5),
                                     "process %d outlived nxlock" % pid)
+
+    def test_leaves_no_process_behind(self):
+        # A child subreaper inherits whatever nxlock leaves orphaned (a helper,
+        # a zombie): it must find nothing, as a container's PID 1 that never
+        # reaps would otherwise collect zombies from every cron run.
+        checker = textwrap.dedent("""
+            import ctypes, os, subprocess, sys
+            ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+            for _ in range(20):
+                subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+            try:
+                print("left behind:", os.waitpid(-1, os.WNOHANG))
+            except ChildProcessError:
+                print("nothing left")
+            """)
+        for backend in self.backends()[:2]:
+            with self.subTest(backend=backend.name):
+                r = subprocess.run([sys.executable, "-c", checker, BIN, *backend.args(),
+                                    "run-locked", "job", "true"],
+                                   env=self.env, capture_output=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.strip(), b"nothing left")
 
     def test_signal_while_waiting_ends_cleanly(self):
         for backend in self.backends()[:2]:
