@@ -1,6 +1,8 @@
 // Clock: where "now" comes from in every lock decision (server TIME, or this host's clock).
 #pragma once
 
+#include <optional>
+
 #include "store/store.hpp"
 #include "util/time.hpp"
 
@@ -31,22 +33,19 @@ class StoreClock final : public Clock {
   explicit StoreClock(store::Store& store) : m_store(store) {}
   util::Micros now() override {
     const util::Micros mono = util::mono_now();
-    if (!m_read || mono - m_read_at >= k_resync) {
-      const util::Micros reading = m_store.now();
+    if (!m_read_at || mono - *m_read_at >= k_resync) {
+      m_reading = m_store.now();
       const util::Micros after = util::mono_now();
-      m_reading = reading;
       m_read_at = mono + (after - mono) / 2;  // the server read its clock mid-way
-      m_read = true;
-      return m_reading + (after - m_read_at);
+      return m_reading + (after - *m_read_at);
     }
-    return m_reading + (mono - m_read_at);
+    return m_reading + (mono - *m_read_at);
   }
 
  private:
   store::Store& m_store;
-  bool m_read = false;
-  util::Micros m_reading{0};  // the store's clock...
-  util::Micros m_read_at{0};  // ...at this monotonic time
+  util::Micros m_reading{0};              // the store's clock...
+  std::optional<util::Micros> m_read_at;  // ...at this monotonic time (none yet)
 };
 
 }  // namespace nxlock::lock
