@@ -70,6 +70,15 @@ class Store {
   // Starts watching key for changes (see Watcher).
   virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
 
+  // Bounds every later operation by a monotonic deadline (util::mono_now()
+  // time), on top of the backend's own per-command timeout, until called
+  // again with nullopt. run-locked's renewal sets it to the moment its lock
+  // could expire: no lock decision may rest on a reply that came later.
+  // Backends that never wait on a network may ignore it.
+  virtual void set_deadline(std::optional<util::Micros> monotonic_deadline) {
+    (void)monotonic_deadline;
+  }
+
   // Tells watchers of key that it changed, for backends whose watchers do not
   // see changes by themselves (Redis publishes; the file store needs nothing).
   virtual void notify(std::string_view key) = 0;
