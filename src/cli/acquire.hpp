@@ -18,6 +18,7 @@ std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_o
 struct CliAcquire {
   std::optional<std::string> value;
   int exit_status = 0;
+  util::Micros valid_from{0};  // acquired: see lock::Attempt::valid_from
 };
 
 // Acquires as `lock` and `run-locked` do. When busy or timed out, explains on

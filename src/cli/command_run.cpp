@@ -74,7 +74,8 @@ Runner setup_run_locked(CLI::App& sub) {
     if (!acquired.value) {
       return acquired.exit_status;
     }
-    std::string value = *acquired.value;
+    run::HeldLock held{*acquired.value,
+                       acquired.valid_from + util::Micros(args->lock.ttl * 1'000'000), {}};
 
     run::RunOptions options;
     options.command = command;
@@ -82,17 +83,17 @@ Runner setup_run_locked(CLI::App& sub) {
     options.renew = !args->no_renew;
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
-    options.holder = lock::describe_holder(value, getpid(), join(command),
+    options.holder = lock::describe_holder(held.value, getpid(), join(command),
                                            util::whole_seconds(clock->now()));
 
     run::RunOutcome outcome;
     try {
       // A lost lock is reported even under -q: it stopped the user's job.
-      outcome = run::supervise(lock, value, options, signals,
+      outcome = run::supervise(lock, held, options, signals,
                                [&ctx](std::string_view text) { ctx.out.warn(text); });
     } catch (...) {
       try {
-        lock.release(value);  // never leave the lock behind on our own failure
+        run::release_held(lock, held);  // never leave the lock behind on our own failure
       } catch (const util::Error&) {
       }
       throw;
@@ -102,7 +103,7 @@ Runner setup_run_locked(CLI::App& sub) {
       // The child's status is what cron reports; a failed release is a warning
       // (the lock then simply expires at its timestamp).
       try {
-        const auto verdict = lock.release(value);
+        const auto verdict = run::release_held(lock, held);
         if (verdict != lock::Verdict::done) {
           ctx.out.note("lock '" + lock.key() + "': not released at exit (" +
                        (verdict == lock::Verdict::expired ? "expired" : "no longer ours") + ")");

@@ -138,7 +138,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
   status_line.erase();
   switch (result.outcome) {
     case lock::AcquireResult::Outcome::acquired:
-      return {result.value, k_exit_ok};
+      return {result.value, k_exit_ok, result.valid_from};
     case lock::AcquireResult::Outcome::interrupted: {
       const int signo = signals.take().value_or(SIGTERM);
       ctx.out.note("lock '" + lock.key() + "': interrupted by " + util::signal_name(signo) +

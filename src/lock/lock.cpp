@@ -100,13 +100,14 @@ std::int64_t Lock::parse_or_throw(std::string_view text) {
 
 Attempt Lock::try_once(std::int64_t ttl) {
   // One clock reading per decision: the value we write and the expiry test agree.
+  const Micros valid_from = util::mono_now();
   const std::int64_t now = now_seconds();
   const std::string value = std::to_string(expiry_for(now, ttl));
 
   const bool set = m_store.set_if_absent(m_key, value);
   trace_step("SETNX", m_key, value, set ? "1" : "0");
   if (set) {
-    return {Attempt::Outcome::acquired, value, 0};
+    return {Attempt::Outcome::acquired, value, 0, valid_from};
   }
 
   const auto current = m_store.get(m_key);
@@ -124,7 +125,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   const auto old = m_store.get_and_set(m_key, value);
   trace_step("GETSET", m_key, value, old ? *old : "(nil)");
   if (!old) {
-    return {Attempt::Outcome::acquired, value, 0};  // deleted meanwhile: our write created it
+    return {Attempt::Outcome::acquired, value, 0, valid_from};  // deleted meanwhile: our write created it
   }
   const auto old_value = parse_lock_value(*old);
   if (!old_value) {
@@ -133,7 +134,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
     parse_or_throw(*old);
   }
   if (*old_value < now) {
-    return {Attempt::Outcome::acquired, value, 0};
+    return {Attempt::Outcome::acquired, value, 0, valid_from};
   }
   // Another client (C5) won the GETSET. The page calls our overwrite harmless
   // (it only moved the expiry a little), but the winner renews and releases by
@@ -155,7 +156,7 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   for (;;) {
     const Attempt attempt = try_once(ttl);
     if (attempt.outcome == Attempt::Outcome::acquired) {
-      return {AcquireResult::Outcome::acquired, attempt.value, 0, {}};
+      return {AcquireResult::Outcome::acquired, attempt.value, 0, {}, attempt.valid_from};
     }
     if (attempt.outcome == Attempt::Outcome::retry) {
       continue;
@@ -221,6 +222,7 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
     return verdict == Verdict::taken_over ? verdict : Verdict::expired;
   }
   const std::string next = std::to_string(expiry_for(now, ttl));
+  new_value = next;  // before the write: see the contract in lock.hpp
   const bool swapped = m_store.compare_and_set(m_key, value, next);
   trace_step("SET-IF-EQUAL", m_key, std::string(value) + " " + next, swapped ? "1" : "0");
   if (!swapped) {
@@ -235,7 +237,6 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
     holder->value = next;
     lock::record_holder(m_store, m_key, *holder);
   }
-  new_value = next;
   return Verdict::done;
 }
 

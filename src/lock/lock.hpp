@@ -33,6 +33,9 @@ struct Attempt {
   Outcome outcome = Outcome::busy;
   std::string value;             // acquired: the value we wrote
   std::int64_t held_until = 0;   // busy: the holder's expiry
+  // acquired: a monotonic time no later than the clock reading `value` was
+  // computed from, so the lock is held at least until valid_from + ttl.
+  util::Micros valid_from{0};
 };
 
 // What a waiter knows while it waits, for a progress display.
@@ -56,6 +59,7 @@ struct AcquireResult {
   std::string value;            // acquired
   std::int64_t held_until = 0;  // busy: until when the holder holds it
   std::string held_value;       // busy: the holder's value (for its details)
+  util::Micros valid_from{0};   // acquired: see Attempt::valid_from
 };
 
 enum class Verdict {
@@ -94,6 +98,8 @@ class Lock {
 
   // Moves the expiry of a lock still holding `value` to now + ttl + 1 (atomic
   // compare-and-set). On success `new_value` receives the value now stored.
+  // If it throws, `new_value` holds the value it was writing, which may have
+  // been stored even so (the reply was lost): renew from that value too.
   Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value);
 
   // Records who holds the lock we took (advisory details beside it, see holder.hpp).
@@ -107,6 +113,7 @@ class Lock {
   Status status();
 
   const std::string& key() const { return m_key; }
+  store::Store& store() { return m_store; }
 
  private:
   std::int64_t now_seconds();

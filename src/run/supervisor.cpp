@@ -7,12 +7,16 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
+#include "store/store.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 
@@ -22,8 +26,131 @@ namespace {
 
 using util::Micros;
 
-// Renewing retries this often while the backend fails, until the lock would expire.
-constexpr Micros k_retry_interval{500'000};
+// While the backend fails, renewal retries after a jittered back-off that
+// starts short (a restart or a dropped idle connection heals in milliseconds)
+// and grows to a cap, until the lock could expire.
+constexpr Micros k_backoff_first{50'000};
+constexpr Micros k_backoff_cap{1'000'000};
+// The release at the end retries for this long at most; past it, the lock is
+// left to expire at its timestamp rather than keep the job's caller waiting.
+constexpr Micros k_release_patience{10'000'000};
+
+// A uniformly jittered duration in [base/2, base]: retries of many clients spread out.
+Micros jittered(Micros base) {
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
+  return Micros(dist(rng));
+}
+
+std::string seconds_text(Micros duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1fs", static_cast<double>(duration.count()) / 1e6);
+  return text;
+}
+
+const char* verdict_reason(lock::Verdict verdict) {
+  switch (verdict) {
+    case lock::Verdict::taken_over:
+      return "another value took its place";
+    case lock::Verdict::absent:
+      return "the key was deleted";
+    case lock::Verdict::expired:
+    case lock::Verdict::done:
+      break;
+  }
+  return "it expired before it was renewed";
+}
+
+// Applies `attempt` to the held value, then to each value a lost reply may have
+// left in the key, until one is ours: a write whose reply never came may still
+// have been made, and the key then holds that value, not the one we knew.
+lock::Verdict on_any_of_ours(HeldLock& held,
+                             const std::function<lock::Verdict(const std::string&)>& attempt) {
+  lock::Verdict verdict = attempt(held.value);
+  for (auto it = held.maybe_ours.rbegin();
+       verdict != lock::Verdict::done && it != held.maybe_ours.rend(); ++it) {
+    const std::string candidate = *it;
+    if (attempt(candidate) == lock::Verdict::done) {
+      verdict = lock::Verdict::done;
+    }
+  }
+  return verdict;
+}
+
+// Keeps the lock while the job runs: renews every ttl/3, and rides out a
+// backend that fails for a while (a restart, a failover, an idle-client
+// timeout) by retrying until the lock could expire. Every attempt's deadline
+// is that moment, so no decision rests on a reply that came after it, and a
+// lost lock is acted on within one renewal interval, whatever --timeout is.
+class Renewal {
+ public:
+  Renewal(lock::Lock& lock, HeldLock& held, std::int64_t ttl, const Warn& warn)
+      : m_lock(lock),
+        m_held(held),
+        m_ttl(Micros(ttl * 1'000'000)),
+        m_interval(std::max(m_ttl / 3, Micros(100'000))),
+        m_next(util::mono_now() + m_interval),
+        m_warn(warn) {}
+
+  Micros next_at() const { return m_next; }
+
+  // Renews if it is due. Returns why the lock is lost, if it is.
+  std::optional<std::string> step() {
+    const Micros sent = util::mono_now();
+    if (sent < m_next) {
+      return std::nullopt;
+    }
+    std::string written;
+    try {
+      store::DeadlineScope deadline(m_lock.store(), m_held.valid_until);
+      const lock::Verdict verdict = on_any_of_ours(m_held, [&](const std::string& value) {
+        return m_lock.renew(value, m_ttl.count() / 1'000'000, written);
+      });
+      if (verdict != lock::Verdict::done) {
+        return std::string(verdict_reason(verdict));
+      }
+      m_held.value = written;
+      m_held.maybe_ours.clear();
+      m_held.valid_until = sent + m_ttl;  // the new value was computed after `sent`
+      m_next = util::mono_now() + m_interval;
+      m_backoff = k_backoff_first;
+      if (m_trouble_since) {
+        m_warn("lock '" + m_lock.key() + "' renewed again after " +
+               seconds_text(util::mono_now() - *m_trouble_since) + " of backend trouble");
+        m_trouble_since.reset();
+      }
+      return std::nullopt;
+    } catch (const util::Error& e) {
+      if (!written.empty() && written != m_held.value) {
+        m_held.maybe_ours.push_back(written);
+      }
+      const Micros now = util::mono_now();
+      if (now >= m_held.valid_until) {
+        return std::string("no renewal was confirmed before it could expire (") + e.what() + ")";
+      }
+      if (!m_trouble_since) {
+        m_trouble_since = now;
+        m_warn(std::string("renewal failed, retrying while the lock is valid (") +
+               seconds_text(m_held.valid_until - now) + " left): " + e.what());
+      }
+      // The last attempt goes at the expiry itself, with no time left: it fails
+      // at once, and the loss is acted on then, not a --timeout later.
+      m_next = std::min(now + jittered(m_backoff), m_held.valid_until);
+      m_backoff = std::min(m_backoff * 2, k_backoff_cap);
+      return std::nullopt;
+    }
+  }
+
+ private:
+  lock::Lock& m_lock;
+  HeldLock& m_held;
+  Micros m_ttl;
+  Micros m_interval;
+  Micros m_next;
+  Micros m_backoff = k_backoff_first;
+  std::optional<Micros> m_trouble_since;  // when the current run of failures began
+  const Warn& m_warn;
+};
 
 // Runs in the vfork()ed child, which shares our memory until it execs: only
 // system calls here, no allocation (argv is built before the fork).
@@ -173,8 +300,13 @@ class JobWatchdog {
 
 void wait_for_watchdog() { JobWatchdog::wait_for_last(); }
 
-RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
+RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options,
                      SignalChannel& signals, const Warn& warn) {
+  if (util::mono_now() >= held.valid_until) {
+    // The backend answered so late that the lock may have expired already.
+    throw util::Error(util::ErrorKind::unavailable, "lock '" + lock.key() + "'",
+                      "acquired too late to be sure it is still held; the job was not started");
+  }
   RunOutcome outcome;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -184,7 +316,7 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
   util::UniqueFd error_write(pipe_fds[1]);
 
   setenv("NXLOCK_KEY", lock.key().c_str(), 1);
-  setenv("NXLOCK_VALUE", value.c_str(), 1);
+  setenv("NXLOCK_VALUE", held.value.c_str(), 1);
 
   std::vector<char*> argv;
   argv.reserve(options.command.size() + 1);
@@ -229,9 +361,7 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
   // Only now: the details are advisory, and the job need not wait for them.
   lock.record_holder(options.holder);
 
-  const Micros interval = std::max(Micros(options.ttl * 1'000'000 / 3), Micros(100'000));
-  Micros next_renew = util::mono_now() + interval;
-  Micros lock_expires = util::mono_now() + Micros(options.ttl * 1'000'000);
+  Renewal renewal(lock, held, options.ttl, warn);
   std::optional<Micros> kill_at;
   const auto signal_job = [&](int signo) {
     if (kill(-child, signo) != 0) {
@@ -261,7 +391,7 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     const Micros now = util::mono_now();
     Micros timeout = Micros::max();
     if (options.renew && !outcome.lost) {
-      timeout = std::min(timeout, next_renew - now);
+      timeout = std::min(timeout, renewal.next_at() - now);
     }
     if (kill_at) {
       timeout = std::min(timeout, *kill_at - now);
@@ -294,27 +424,38 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
       signal_job(SIGKILL);
       kill_at.reset();
     }
-    if (options.renew && !outcome.lost && util::mono_now() >= next_renew) {
-      try {
-        std::string renewed;
-        const auto verdict = lock.renew(value, options.ttl, renewed);
-        if (verdict == lock::Verdict::done) {
-          value = renewed;
-          lock_expires = util::mono_now() + Micros(options.ttl * 1'000'000);
-          next_renew = util::mono_now() + interval;
-        } else {
-          lose(verdict == lock::Verdict::taken_over ? "another value took its place"
-               : verdict == lock::Verdict::absent   ? "the key was deleted"
-                                                    : "it expired before it was renewed");
-        }
-      } catch (const util::Error& e) {
-        if (util::mono_now() >= lock_expires) {
-          lose(std::string("the backend stayed unreachable until it expired (") + e.what() +
-               ")");
-        } else {
-          warn(std::string("renewal failed, retrying: ") + e.what());
-          next_renew = util::mono_now() + std::min(interval, k_retry_interval);
-        }
+    if (options.renew && !outcome.lost) {
+      if (const auto lost = renewal.step()) {
+        lose(*lost);
+      }
+    }
+  }
+}
+
+lock::Verdict release_held(lock::Lock& lock, HeldLock& held) {
+  // No deadline cap here: the compare-and-delete is decided by the server on
+  // the value alone, so a late answer is still a true one. Retries stop when
+  // the lock could expire anyway, or after k_release_patience.
+  const Micros give_up = std::min(held.valid_until, util::mono_now() + k_release_patience);
+  Micros backoff = k_backoff_first;
+  bool unanswered = false;  // an earlier attempt's reply was lost: it may have deleted the key
+  for (;;) {
+    try {
+      const lock::Verdict verdict = on_any_of_ours(
+          held, [&](const std::string& value) { return lock.release(value); });
+      return verdict == lock::Verdict::absent && unanswered ? lock::Verdict::done : verdict;
+    } catch (const util::Error&) {
+      unanswered = true;
+      const Micros now = util::mono_now();
+      if (now >= give_up) {
+        throw;
+      }
+      const Micros pause = std::min(jittered(backoff), give_up - now);
+      backoff = std::min(backoff * 2, k_backoff_cap);
+      // A plain sleep: the job is over, and the signals we forward are blocked.
+      timespec left{static_cast<time_t>(pause.count() / 1'000'000),
+                    static_cast<long>(pause.count() % 1'000'000 * 1000)};
+      while (nanosleep(&left, &left) != 0 && errno == EINTR) {
       }
     }
   }

@@ -40,13 +40,30 @@ struct RunOutcome {
 // Reports progress a user should see (lost lock, renew trouble); the CLI prints it.
 using Warn = std::function<void(std::string_view)>;
 
+// The lock run-locked holds, as acquisition and renewal leave it.
+struct HeldLock {
+  std::string value;            // the lock value we hold
+  util::Micros valid_until{0};  // monotonic: the lock cannot expire before this
+  // Values a renewal may have written although its reply was lost (the
+  // connection broke mid-command): the key holding one of them is still ours.
+  std::vector<std::string> maybe_ours;
+};
+
 // Starts the child (own process group, parent-death signal, NXLOCK_KEY/NXLOCK_VALUE
 // in its environment, our original signal mask), records `options.holder` beside
-// the lock, and supervises the child until it ends.
-// `value` is the lock value we hold; it is updated as the lock is renewed.
-// Does not release the lock: the caller does, in every case.
-RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
+// the lock, and supervises the child until it ends, renewing `held` as it goes.
+// Backend failures are retried while the lock is still valid; a lock that could
+// have expired without a renewal confirmed is lost. Throws util::Error
+// (unavailable) without starting the child if `held` is no longer valid.
+// Does not release the lock: the caller does, in every case (release_held).
+RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options,
                      SignalChannel& signals, const Warn& warn);
+
+// Releases `held` (compare-and-delete of its value), retrying backend failures
+// with short back-off while the lock is still valid, for at most a few seconds:
+// past that it is left to expire at its timestamp. Throws the last util::Error
+// if no attempt got an answer.
+lock::Verdict release_held(lock::Lock& lock, HeldLock& held);
 
 // Waits for the watchdog process supervise() leaves behind: told the job is
 // over, it exits on its own, so the caller releases the lock first and calls

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,6 +30,24 @@ std::string process_command_line(pid_t pid, std::size_t max_length) {
     text.resize(max_length);
   }
   return text;
+}
+
+bool fill_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) {
+      continue;
+    }
+    // open() returns the lowest free descriptor: this one, as the lower ones are open.
+    // Not close-on-exec: a child run by run-locked gets the same three.
+    const int opened = open("/dev/null", O_RDWR);
+    if (opened != fd) {
+      if (opened >= 0) {
+        close(opened);
+      }
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string signal_name(int signo) {

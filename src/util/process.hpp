@@ -10,6 +10,12 @@ namespace nxlock::util {
 // /proc), shortened to `max_length`; empty if it cannot be read.
 std::string process_command_line(pid_t pid, std::size_t max_length = 200);
 
+// Opens /dev/null on each of descriptors 0, 1 and 2 that is closed, so that no
+// socket or file opened later lands there: output meant for a closed stdout
+// would otherwise go into it (a Redis connection would run it as a command).
+// Call first thing in main. Returns false if /dev/null could not be opened.
+bool fill_standard_descriptors();
+
 // "SIGTERM" for 15; "signal N" for numbers without a name.
 std::string signal_name(int signo);
 

@@ -1,0 +1,216 @@
+"""run-locked against a real redis-server that restarts, stalls, drops idle clients, or
+is cut off: the job keeps its lock through what heals in time, and is stopped before
+another client can take a lock it could no longer renew.
+
+Each test prints a MEASURE line (seen with `python3 -m unittest -v test_redis_faults`):
+how the job fared, and how long after the server's return the first renewal landed.
+"""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import unittest
+
+from faults import PartitionProxy, RestartableRedis
+from harness import NxlockTestCase, die_with_parent, BIN
+
+JOB_DEADLINE = 40  # seconds: no test job may run longer than this
+
+
+class Running:
+    """nxlock in the background, its stderr lines kept with their arrival times."""
+
+    def __init__(self, test, *args):
+        self.started = time.monotonic()
+        self.process = subprocess.Popen([BIN, *args], env=test.env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+        test.addCleanup(self.kill)
+        self.lines = []  # (monotonic time, text)
+        self.stdout = b""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for raw in self.process.stderr:
+            self.lines.append((time.monotonic(), raw.decode(errors="replace").rstrip("\n")))
+
+    def wait(self, timeout=JOB_DEADLINE):
+        self.stdout = self.process.stdout.read()
+        status = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return status
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def stderr(self):
+        return "\n".join(text for _, text in self.lines)
+
+    def first_line(self, pattern, after=0.0):
+        """The arrival time of the first stderr line matching `pattern` after `after`."""
+        for when, text in list(self.lines):
+            if when >= after and re.search(pattern, text):
+                return when
+        return None
+
+    def wait_for_line(self, pattern, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.first_line(pattern)
+            if found is not None:
+                return found
+            if self.process.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.01)
+        raise AssertionError("no stderr line matching %r; stderr so far:\n%s"
+                             % (pattern, self.stderr()))
+
+
+# -v traces each step: "SETNX key value → 1", and a renewal "SET-IF-EQUAL key old new → 1".
+ACQUIRED = r"SETNX \S+ \d+ → 1"
+RENEWED = r"SET-IF-EQUAL .* → 1"
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def measure(text):
+    print("\nMEASURE: " + text, file=sys.stderr, flush=True)
+
+
+class RedisFaults(NxlockTestCase):
+    def server(self, *extra):
+        server = RestartableRedis(*extra)
+        self.addCleanup(server.close)
+        return server
+
+    def run_locked(self, url, *args):
+        return Running(self, "-v", "-u", url, "run-locked", *args)
+
+    def assertKept(self, job, status, expected):
+        err = job.stderr()
+        self.assertEqual(status, expected, err)
+        self.assertNotIn("lost", err)
+
+    def test_restart_with_aof_keeps_the_job_and_releases(self):
+        server = self.server("--appendonly", "yes", "--appendfsync", "always")
+        job = self.run_locked(server.url, "-t", "3", "faulty", "sh", "-c", "sleep 7; exit 5")
+        job.wait_for_line(ACQUIRED)
+        time.sleep(0.5)
+        server.stop()
+        time.sleep(1.5)  # down across a renewal that falls due meanwhile
+        self.assertTrue(server.start())
+        back = time.monotonic()
+        status = job.wait()
+        self.assertKept(job, status, 5)
+        self.assertEqual(server.get("faulty"), b"", "released at the end")
+        renewed = job.first_line(RENEWED, after=back)
+        self.assertIsNotNone(renewed, job.stderr())
+        measure("AOF restart (down 1.5 s) during run-locked -t 3 of a 7 s job: exit %d after "
+                "%.1f s; first renewal %.3f s after the server's return"
+                % (status, time.monotonic() - job.started, renewed - back))
+
+    def test_stall_longer_than_timeout_keeps_the_job(self):
+        server = self.server("--enable-debug-command", "yes")
+        job = self.run_locked(server.url, "--timeout", "2", "-t", "9", "stalled", "sleep", "8")
+        acquired = job.wait_for_line(ACQUIRED)
+        # Stall the server from 2 s to 5 s after the acquisition: the renewal due at 3 s
+        # times out (--timeout 2), and must be retried rather than count as a lost lock.
+        time.sleep(max(0.0, acquired + 2 - time.monotonic()))
+        stall = subprocess.Popen(["redis-cli", "-p", str(server.port), "DEBUG", "SLEEP", "3"],
+                                 stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        stall.wait(timeout=15)
+        back = time.monotonic()
+        status = job.wait()
+        self.assertKept(job, status, 0)
+        self.assertEqual(server.get("stalled"), b"", "released at the end")
+        renewed = job.first_line(RENEWED, after=back - 0.05)
+        self.assertIsNotNone(renewed, job.stderr())
+        measure("DEBUG SLEEP 3 with --timeout 2, run-locked -t 9 of an 8 s job: exit %d after "
+                "%.1f s; first renewal %.3f s after the stall ended"
+                % (status, time.monotonic() - job.started, renewed - back))
+
+    def test_idle_client_timeout_shorter_than_the_renewal_interval(self):
+        # The server drops clients idle for 2 s; renewals come every 3 s (-t 9).
+        server = self.server("--timeout", "2")
+        job = self.run_locked(server.url, "-t", "9", "idle", "sleep", "8")
+        status = job.wait()
+        self.assertKept(job, status, 0)
+        self.assertEqual(server.get("idle"), b"", "released at the end")
+        renewals = len([1 for _, text in job.lines if re.search(RENEWED, text)])
+        self.assertGreaterEqual(renewals, 2, job.stderr())
+        measure("server timeout 2, run-locked -t 9 of an 8 s job: exit %d after %.1f s, "
+                "%d renewals, %d retried" % (status, time.monotonic() - job.started, renewals,
+                                             job.stderr().count("renewal failed")))
+
+    def test_restart_during_a_short_job_still_releases(self):
+        server = self.server("--appendonly", "yes", "--appendfsync", "always")
+        job = self.run_locked(server.url, "-t", "30", "short", "sleep", "2")
+        job.wait_for_line(ACQUIRED)
+        time.sleep(0.3)
+        server.restart()
+        status = job.wait()
+        self.assertKept(job, status, 0)
+        self.assertEqual(server.get("short"), b"", "released at the end")
+        again = self.nx("-u", server.url, "run-locked", "-n", "short", "true")
+        self.assertEqual(again.returncode, 0, again.stderr)
+
+    def test_partitioned_holder_stops_before_another_can_take_the_lock(self):
+        server = self.server()
+        proxy = PartitionProxy(server.port)
+        self.addCleanup(proxy.close)
+        log = os.path.join(self.tmp, "job.log")
+        job_script = textwrap.dedent("""\
+            import signal, sys, time
+            def stop(signo, frame):
+                with open(sys.argv[1], "a") as f:
+                    f.write("TERM %f\\n" % time.monotonic())
+                sys.exit(0)
+            signal.signal(signal.SIGTERM, stop)
+            with open(sys.argv[1], "a") as f:
+                f.write("START %f\\n" % time.monotonic())
+            time.sleep(30)
+            """)
+        # --timeout 6 is longer than the lock's life (-t 3): the renewal must not wait that long.
+        job = Running(self, "-v", "-u", proxy.url, "--timeout", "6", "run-locked", "-t", "3",
+                      "--on-lost", "term", "cut", sys.executable, "-c", job_script, log)
+        job.wait_for_line(ACQUIRED)
+        deadline = time.monotonic() + 10
+        while "START" not in read(log):
+            self.assertLess(time.monotonic(), deadline, "the job never started")
+            time.sleep(0.01)
+        proxy.partition()
+        # Another client, with a direct line to the server, takes the lock as soon as it can.
+        taken = None
+        deadline = time.monotonic() + 20
+        while taken is None and time.monotonic() < deadline:
+            other = self.nx("-u", server.url, "lock", "-n", "-t", "30", "cut")
+            if other.returncode == 0:
+                taken = time.monotonic()
+            else:
+                self.assertEqual(other.returncode, 75, other.stderr)
+                time.sleep(0.05)
+        self.assertIsNotNone(taken, "the other client never got the lock")
+        status = job.wait()
+        self.assertEqual(status, 79, job.stderr())
+        terms = [float(line.split()[1]) for line in read(log).splitlines()
+                 if line.startswith("TERM")]
+        self.assertTrue(terms, "the job got no SIGTERM:\n" + job.stderr())
+        self.assertLess(terms[0], taken, "the job was still running when another client "
+                        "took the lock (%.2f s after it)" % (terms[0] - taken))
+        measure("partitioned holder (--timeout 6, -t 3): SIGTERM %.2f s before another client "
+                "took the lock" % (taken - terms[0]))
+
+
+if __name__ == "__main__":
+    unittest.main()
