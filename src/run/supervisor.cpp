@@ -30,7 +30,7 @@ using util::Micros;
 // starts short (a restart or a dropped idle connection heals in milliseconds)
 // and grows to a cap, until the lock could expire.
 constexpr Micros k_backoff_first{50'000};
-constexpr Micros k_backoff_cap{1'000'000};
+constexpr Micros k_backoff_cap{500'000};
 // The release at the end retries for this long at most; past it, the lock is
 // left to expire at its timestamp rather than keep the job's caller waiting.
 constexpr Micros k_release_patience{10'000'000};
