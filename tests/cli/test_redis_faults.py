@@ -124,9 +124,10 @@ class RedisFaults(NxlockTestCase):
         server = self.server("--enable-debug-command", "yes")
         job = self.run_locked(server.url, "--timeout", "2", "-t", "9", "stalled", "sleep", "8")
         acquired = job.wait_for_line(ACQUIRED)
-        # Stall the server from 2 s to 5 s after the acquisition: the renewal due at 3 s
-        # times out (--timeout 2), and must be retried rather than count as a lost lock.
-        time.sleep(max(0.0, acquired + 2 - time.monotonic()))
+        # Stall the server from 2.5 s to 5.5 s after the acquisition: the renewal due at
+        # 3 s times out at 5 s (--timeout 2), and must be retried rather than count as a
+        # lost lock.
+        time.sleep(max(0.0, acquired + 2.5 - time.monotonic()))
         stall = subprocess.Popen(["redis-cli", "-p", str(server.port), "DEBUG", "SLEEP", "3"],
                                  stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
         stall.wait(timeout=15)
