@@ -260,8 +260,9 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
   for (;;) {
     const Micros now = util::mono_now();
     Micros timeout = Micros::max();
-    if (options.renew && !outcome.lost) {
-      timeout = std::min(timeout, next_renew - now);
+    if (!outcome.lost) {
+      // Not renewed, the lock is lost when it expires: wake up then to say so.
+      timeout = std::min(timeout, (options.renew ? next_renew : lock_expires) - now);
     }
     if (kill_at) {
       timeout = std::min(timeout, *kill_at - now);
@@ -293,6 +294,9 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     if (kill_at && util::mono_now() >= *kill_at) {
       signal_job(SIGKILL);
       kill_at.reset();
+    }
+    if (!options.renew && !outcome.lost && util::mono_now() >= lock_expires) {
+      lose("it expired (--no-renew)");
     }
     if (options.renew && !outcome.lost && util::mono_now() >= next_renew) {
       try {

@@ -312,6 +312,50 @@ class LostPolicy(NxlockTestCase):
                                      "the grandchild got SIGKILL with the child" + why)
                 self.assertLostAndStopped(run, child_status=KILLED)
 
+    def test_no_renew_loses_the_lock_at_expiry(self):
+        # Not renewed, the lock expires; another client takes it; the policy applies.
+        ttl = 2
+        cases = {
+            "term": (["--no-renew", "-t", str(ttl), "--kill-after", "1"],
+                     ["--on-term", "keep"], {"key": "term"}),
+            "ignore": (["--no-renew", "-t", str(ttl), "--on-lost", "ignore"],
+                       ["--on-term", "keep", "--exit", "5"],
+                       {"finish_when_lost": True, "key": "ignore"}),
+        }
+        results = {}
+
+        def run_case(name):
+            options, job_options, extra = cases[name]
+            results[name] = self.on_both_backends(options, job_options, how="expire", **extra)
+
+        threads = [threading.Thread(target=run_case, args=(name,)) for name in cases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for name in cases:
+            self.assertIn(name, results, "case %s failed to run" % name)
+        for run in results["term"]:
+            with self.subTest(backend=run.backend.name, on_lost="term"):
+                why = self.describe(run)
+                self.assertIsNotNone(run.taken_away, "another client took the lock" + why)
+                self.assertIn("expired", run.stderr_text(), "nxlock says it expired" + why)
+                terms = run.child.signal_times(signal.SIGTERM)
+                self.assertEqual(len(terms), 1, "SIGTERM at expiry" + why)
+                self.assertGreaterEqual(terms[0], run.child.start + ttl - 1,
+                                        "not before the ttl ran out" + why)
+                self.assertLessEqual(terms[0], run.taken_away[1] + MARGIN,
+                                     "by the time another client could take it" + why)
+                self.assertLostAndStopped(run, child_status=KILLED)
+        for run in results["ignore"]:
+            with self.subTest(backend=run.backend.name, on_lost="ignore"):
+                why = self.describe(run)
+                self.assertIsNotNone(run.taken_away, "another client took the lock" + why)
+                self.assertIn("expired", run.stderr_text(), "nxlock says it expired" + why)
+                self.assertEqual(run.child.signals, [], "no signal" + why)
+                self.assertEqual(run.status, 5, "the child's own status" + why)
+                self.assertEqual(run.after_run, run.other_value)
+
 
 if __name__ == "__main__":
     unittest.main()
