@@ -173,11 +173,7 @@ class LostPolicy(NxlockTestCase):
         finally:
             if p.poll() is None:
                 p.kill()  # its watchdog then stops the whole job
-            for thread in readers:
-                thread.join(timeout=COMMAND_TIMEOUT)
-            run.report = json.loads(p.stdout.read() or b"{}")
-            p.stdout.close()
-            p.stderr.close()
+            readers[1].join()
             run.child = JobLog(child_log)
             run.grandchild = JobLog(grandchild_log)
             for log in (run.child, run.grandchild):
@@ -185,6 +181,12 @@ class LostPolicy(NxlockTestCase):
                 if log.pid and not wait_for(lambda: not alive(log.pid), timeout=5):
                     run.error = "process %d outlived nxlock" % log.pid
                     os.kill(log.pid, signal.SIGKILL)
+            # Only now: a survivor holding nxlock's stdout or stderr would block the reads.
+            for thread in readers:
+                thread.join(timeout=COMMAND_TIMEOUT)
+            run.report = json.loads(p.stdout.read() or b"{}")
+            p.stdout.close()
+            p.stderr.close()
         got = self.nx(*backend.args(), "get", key)
         run.after_run = got.stdout.decode().strip() if got.returncode == 0 else None
         return run
