@@ -390,8 +390,9 @@ RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options
   for (;;) {
     const Micros now = util::mono_now();
     Micros timeout = Micros::max();
-    if (options.renew && !outcome.lost) {
-      timeout = std::min(timeout, renewal.next_at() - now);
+    if (!outcome.lost) {
+      // Not renewed, the lock is lost when it expires: wake up then to say so.
+      timeout = std::min(timeout, (options.renew ? renewal.next_at() : held.valid_until) - now);
     }
     if (kill_at) {
       timeout = std::min(timeout, *kill_at - now);
@@ -423,6 +424,9 @@ RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options
     if (kill_at && util::mono_now() >= *kill_at) {
       signal_job(SIGKILL);
       kill_at.reset();
+    }
+    if (!options.renew && !outcome.lost && util::mono_now() >= held.valid_until) {
+      lose("it expired (--no-renew)");
     }
     if (options.renew && !outcome.lost) {
       if (const auto lost = renewal.step()) {
