@@ -234,6 +234,22 @@ void Connection::fail(ErrorKind kind, const std::string& reason) {
   throw Error(kind, m_endpoint.name, reason);
 }
 
+void Connection::fail_closed(const IoResult& result) {
+  if (m_socket && m_socket->tls && result.kind != ErrorKind::permission) {
+    // A TLS 1.3 server judges our certificate after our side of the handshake
+    // is done, then closes: its alert may still be readable, and says why.
+    char byte = 0;
+    const IoResult alert = m_socket->tls->read(&byte, 1);
+    if (alert.status == IoStatus::failed && alert.kind == ErrorKind::permission) {
+      fail(alert.kind, alert.error);
+    }
+  }
+  if (result.status == IoStatus::closed) {
+    fail(ErrorKind::unavailable, "server closed the connection");
+  }
+  fail(result.kind, result.error);
+}
+
 void Connection::ensure_connected() {
   if (m_socket && !idle_connection_alive()) {
     if (util::tracing()) {
@@ -409,9 +425,8 @@ void Connection::send_all(const std::string& bytes, const Deadline& deadline) {
         }
         break;
       case IoStatus::closed:
-        fail(ErrorKind::unavailable, "server closed the connection");
       case IoStatus::failed:
-        fail(result.kind, result.error);
+        fail_closed(result);
     }
   }
 }
@@ -445,9 +460,8 @@ Reply Connection::read_reply(const Deadline& deadline) {
         }
         break;
       case IoStatus::closed:
-        fail(ErrorKind::unavailable, "server closed the connection");
       case IoStatus::failed:
-        fail(result.kind, result.error);
+        fail_closed(result);
     }
     if (util::mono_now() >= deadline.at) {
       // A server trickling its reply keeps the socket readable: the deadline
@@ -535,9 +549,8 @@ bool Connection::take_messages() {
       case IoStatus::want_write:
         return any;
       case IoStatus::closed:
-        fail(ErrorKind::unavailable, "server closed the connection");
       case IoStatus::failed:
-        fail(result.kind, result.error);
+        fail_closed(result);
     }
   }
 }

@@ -84,6 +84,8 @@ class Connection {
   Reply read_reply(const Deadline& deadline);
   bool idle_connection_alive();
   [[noreturn]] void fail(util::ErrorKind kind, const std::string& reason);
+  // Fails for a connection the server closed or broke (closed or failed I/O).
+  [[noreturn]] void fail_closed(const IoResult& result);
 
   Endpoint m_endpoint;
   std::vector<std::vector<std::string>> m_setup;
