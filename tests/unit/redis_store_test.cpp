@@ -98,7 +98,7 @@ constexpr const char* k_user_password = "alice-Pass";
 // One server with a password and an ACL user, shared by the auth tests.
 RedisServer& auth_redis() {
   static RedisServer server(
-      RedisServer::Options{std::string(k_password), std::string(k_user), k_user_password});
+      RedisServer::Options{std::string(k_password), std::string(k_user), k_user_password, {}});
   return server;
 }
 
