@@ -212,8 +212,15 @@ void Connection::close() {
   m_socket.reset();
 }
 
-bool Connection::buffered() const {
+bool Connection::tls_pending() const {
   return m_socket && m_socket->tls && m_socket->tls->pending();
+}
+
+bool Connection::buffered() const {
+  // The reader may hold bytes that came with an earlier reply (a message
+  // published right after SUBSCRIBE's confirmation): the socket will not turn
+  // readable for them.
+  return tls_pending() || (m_socket && m_socket->reader->pos < m_socket->reader->len);
 }
 
 Connection::Deadline Connection::deadline_from_now() const {
@@ -442,7 +449,7 @@ Reply Connection::read_reply(const Deadline& deadline) {
       return Reply(static_cast<redisReply*>(raw));
     }
     // OpenSSL may already hold decrypted bytes that poll cannot see.
-    if (!buffered() && !wait_ready(m_socket->fd.get(), POLLIN, deadline.at)) {
+    if (!tls_pending() && !wait_ready(m_socket->fd.get(), POLLIN, deadline.at)) {
       fail(ErrorKind::unavailable, deadline.passed());
     }
     const IoResult result = m_socket->read(buffer, sizeof buffer);
@@ -515,8 +522,17 @@ std::vector<Reply> Connection::run(const std::vector<Command>& commands, const D
 }
 
 std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
+  // Past the cap already: a command sent now (a renewal) could take effect
+  // with no reply to say so. Nothing is sent, and the connection stays.
+  if (m_cap && util::mono_now() >= *m_cap) {
+    throw Error(ErrorKind::unavailable, m_endpoint.name, deadline_from_now().passed());
+  }
   ensure_connected();
-  return run(commands, deadline_from_now());
+  const Deadline deadline = deadline_from_now();
+  if (util::mono_now() >= deadline.at) {
+    throw Error(ErrorKind::unavailable, m_endpoint.name, deadline.passed());
+  }
+  return run(commands, deadline);
 }
 
 bool Connection::take_messages() {

@@ -62,7 +62,8 @@ class Connection {
 
   bool connected() const;
   int fd() const;  // -1 when not connected
-  // True when OpenSSL holds decrypted bytes that poll on fd() would not see.
+  // True when bytes wait that poll on fd() would not report: in hiredis's
+  // reader, or decrypted by OpenSSL.
   bool buffered() const;
   // Subscriber side: reads what the socket has without waiting and consumes
   // every complete message (pub/sub pushes). True if there was at least one.
@@ -83,6 +84,7 @@ class Connection {
   void send_all(const std::string& bytes, const Deadline& deadline);
   Reply read_reply(const Deadline& deadline);
   bool idle_connection_alive();
+  bool tls_pending() const;
   [[noreturn]] void fail(util::ErrorKind kind, const std::string& reason);
   // Fails for a connection the server closed or broke (closed or failed I/O).
   [[noreturn]] void fail_closed(const IoResult& result);

@@ -304,7 +304,18 @@ std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
   setup.push_back({"SUBSCRIBE", wake_channel(key)});
   auto connection = std::make_unique<Connection>(*m_endpoint, std::move(setup));
   connection->set_cap(*m_cap);
-  connection->ensure_connected();
+  try {
+    connection->ensure_connected();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::unavailable) {
+      throw;  // a password or certificate problem does not heal by waiting
+    }
+    // The server is away (a restart): the first wait() subscribes again, and
+    // reports `changed` when it does, so nothing published meanwhile is missed.
+    if (util::tracing()) {
+      util::trace("redis: (subscriber) cannot subscribe yet: " + e.reason());
+    }
+  }
   return std::make_unique<RedisWatcher>(std::move(connection), m_cap);
 }
 
