@@ -73,6 +73,16 @@ class Deadlines(NxlockTestCase):
         self.assertOneLineError(self.nx("-u", url, "get", "k"), 69, url, "refused")
 
 
+class Addresses(NxlockTestCase):
+    def test_ipv6_and_a_name_that_resolves_to_both_families(self):
+        server = RedisServer(extra=["--bind", "127.0.0.1", "::1"])
+        self.addCleanup(server.stop)
+        r = self.nx("-u", "redis://[::1]:%d" % server.port, "setnx", "k", "v6")
+        self.assertEqual((r.returncode, r.stdout), (0, b"1\n"), r.stderr)
+        r = self.nx("-u", "redis://localhost:%d" % server.port, "get", "k")
+        self.assertEqual((r.returncode, r.stdout), (0, b"v6\n"), r.stderr)
+
+
 class ServerErrors(NxlockTestCase):
     """Every error reply a server gives is the contract's status, never 70."""
 
