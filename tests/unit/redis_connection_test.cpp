@@ -3,6 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +16,7 @@
 #include "store/redis/redis_store.hpp"
 #include "support/redis_server.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::testing {
@@ -144,6 +148,38 @@ TEST(RedisConnection, SetDeadlineCapsAWaitBelowTheTimeout) {
   EXPECT_EQ(error_from([&] { store.get("k"); }).kind(), ErrorKind::unavailable);
   store.set_deadline(std::nullopt);
   EXPECT_EQ(store.get("k"), "v");
+}
+
+TEST(RedisConnection, AResetInTheMiddleOfAWriteIsUnavailable) {
+  // SIGPIPE's default action, as a process started from a shell has it: a
+  // broken connection must be an error, whatever the disposition. (The reset
+  // surfaces as ECONNRESET here; the EPIPE of a later write, which MSG_NOSIGNAL
+  // keeps from raising SIGPIPE, is not reachable on purpose from a test.)
+  signal(SIGPIPE, SIG_DFL);
+  util::UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_EQ(listen(listener.get(), 8), 0);
+  // A "server" that reads a little of the request and resets the connection.
+  std::thread server([&listener] {
+    util::UniqueFd client(accept(listener.get(), nullptr, nullptr));
+    char buffer[4096];
+    (void)!recv(client.get(), buffer, sizeof buffer, 0);
+    const linger reset{1, 0};
+    setsockopt(client.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  });
+  RedisStore store(tcp_url(ntohs(address.sin_port)), ConnectOptions{});
+  // Far more than the socket buffers hold: the write is still going on when
+  // the reset comes, and the next send gets EPIPE.
+  const std::string value(64 << 20, 'x');
+  const auto error = error_from([&] { store.set("k", value); });
+  server.join();
+  EXPECT_EQ(error.kind(), ErrorKind::unavailable) << error.what();
 }
 
 TEST(RedisConnection, SocketsAreCloseOnExec) {

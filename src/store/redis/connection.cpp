@@ -130,6 +130,9 @@ struct Connection::Socket {
   util::UniqueFd fd;
   std::unique_ptr<TlsSession> tls;
   std::unique_ptr<redisReader, ReaderDeleter> reader;
+  // Nothing but the setup has run on it yet: just connected, it needs no
+  // check for having been closed while idle (one syscall less per invocation).
+  bool fresh = true;
 
   IoResult read(char* buffer, std::size_t size) {
     if (tls) {
@@ -258,7 +261,7 @@ void Connection::fail_closed(const IoResult& result) {
 }
 
 void Connection::ensure_connected() {
-  if (m_socket && !idle_connection_alive()) {
+  if (m_socket && !m_socket->fresh && !idle_connection_alive()) {
     if (util::tracing()) {
       util::trace("redis: the server closed the idle connection; reconnecting");
     }
@@ -532,6 +535,7 @@ std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
   if (util::mono_now() >= deadline.at) {
     throw Error(ErrorKind::unavailable, m_endpoint.name, deadline.passed());
   }
+  m_socket->fresh = false;
   return run(commands, deadline);
 }
 
