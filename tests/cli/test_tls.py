@@ -11,8 +11,7 @@ import tempfile
 import time
 import unittest
 
-from harness import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, RedisServer,
-                     die_with_parent, free_port)
+from harness import BIN, COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, RedisServer
 
 OPENSSL = "openssl"
 
@@ -175,6 +174,14 @@ class Tls(NxlockTestCase):
         self.assertOneLineError(r, 77, self.tls.url_for(), "TLS certificate verification failed")
         # The system's CAs do not know the test CA either.
         self.assertOneLineError(self.nxs("get", "k"), 77, "verification failed")
+
+    def test_an_expired_certificate_is_77(self):
+        # The certificates are valid for 3 days; ten days on, nxlock (under
+        # libfaketime, its monotonic clock left alone) finds them expired.
+        env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1")
+        r = subprocess.run(["faketime", "-f", "+10d", BIN, "-u", self.tls.url_for(), *self.ca,
+                            "get", "k"], capture_output=True, env=env, timeout=COMMAND_TIMEOUT)
+        self.assertOneLineError(r, 77, self.tls.url_for(), "certificate has expired")
 
     def test_wrong_host_name_is_77(self):
         r = self.nxs(*self.ca, "get", "k", server=self.other_host)
