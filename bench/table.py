@@ -83,6 +83,12 @@ def build(results):
               med["nxlock setnx"], med["redis-cli setnx"], ms, 0.4)
     ratio_row("1. `get K` per invocation, nxlock (Redis) vs redis-cli",
               med["nxlock get"], med["redis-cli get"], ms)
+    ratio_row("1. `setnx K V` per invocation over TLS (`rediss://`, verified) vs `redis-cli --tls`",
+              med["nxlock setnx tls"], med["redis-cli --tls setnx"], ms)
+    if "setnx before" in med:
+        ratio_row("1. plain `redis://` `setnx K V` per invocation, this build vs the one before "
+                  "the connection layer (same run, alternating)", med["setnx after"],
+                  med["setnx before"], ms, 1.05)
     ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs `flock -n FILE true`",
               med["nxlock run-locked -n"], med["flock -n"], ms, 1.25)
     for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis")):

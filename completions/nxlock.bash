@@ -1,7 +1,8 @@
 # bash completion for nxlock(1): commands, options, option values and run-locked's command line.
 
 # Global options that take a value, and those of each command.
-_nxlock_global_value_opts='-u --url --password-file --timeout --prefix'
+_nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
+    --cert --key --sni'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock'
 _nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after"
 
@@ -28,8 +29,8 @@ _nxlock()
     _init_completion -s -n : || return
 
     local commands='setnx get getset del lock unlock renew status run-locked'
-    local globals='-u --url --password-file --timeout --prefix --json -q --quiet
-        -v --verbose -h --help --help-all --version'
+    local globals='-u --url --password-file --timeout --prefix --cacert --cacertdir --cert
+        --key --sni --insecure --json -q --quiet -v --verbose -h --help --help-all --version'
 
     # Find the command, and for run-locked where its KEY is (options end there).
     local i word command='' value_opts=$_nxlock_global_value_opts ended=''
@@ -81,17 +82,21 @@ _nxlock()
                 COMPREPLY=("${COMPREPLY[@]/#/$scheme}")
                 cur=$scheme$cur
             else
-                COMPREPLY=($(compgen -W 'redis:// unix:// file://' -- "$cur"))
+                COMPREPLY=($(compgen -W 'redis:// rediss:// unix:// file://' -- "$cur"))
             fi
             compopt -o nospace 2>/dev/null
             __ltrim_colon_completions "$cur"
             return
             ;;
-        --password-file)
+        --password-file | --cacert | --cert | --key)
             _filedir
             return
             ;;
-        --timeout | --prefix | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after)
+        --cacertdir)
+            _filedir -d
+            return
+            ;;
+        --timeout | --prefix | --sni | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after)
             return # a number or free text: nothing to offer
             ;;
     esac

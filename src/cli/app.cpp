@@ -21,13 +21,12 @@ constexpr Command k_commands[] = {
     {"setnx", "Set KEY to VALUE if KEY does not exist (prints 1 or 0)",
      "nxlock setnx deploy-owner \"$HOSTNAME\"", setup_setnx},
     {"get", "Print the value of KEY", "nxlock get deploy-owner", setup_get},
-    {"getset", "Set KEY to VALUE and print the old value", "nxlock getset counter 0",
-     setup_getset},
+    {"getset", "Set KEY to VALUE and print the old value", "nxlock getset counter 0", setup_getset},
     {"del", "Delete keys (prints how many were removed)", "nxlock del deploy-owner", setup_del},
     {"lock", "Take the lock KEY and print its value (pass it to unlock/renew)",
      "v=$(nxlock lock -w 30 deploy) && trap 'nxlock unlock deploy \"$v\"' EXIT", setup_lock},
-    {"unlock", "Release the lock KEY if it still holds VALUE",
-     "nxlock unlock deploy \"$v\"", setup_unlock},
+    {"unlock", "Release the lock KEY if it still holds VALUE", "nxlock unlock deploy \"$v\"",
+     setup_unlock},
     {"renew", "Extend the lock KEY that still holds VALUE (prints the new value)",
      "v=$(nxlock renew -t 300 deploy \"$v\")", setup_renew},
     {"status", "Show whether the lock KEY is held, until when and by whom",
@@ -55,7 +54,9 @@ std::string one_line(std::string text) {
 
 }  // namespace
 
-std::span<const Command> command_table() { return k_commands; }
+std::span<const Command> command_table() {
+  return k_commands;
+}
 
 void add_clock_option(CLI::App& sub, std::string& clock) {
   sub.add_option("--clock", clock,
@@ -74,8 +75,7 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
       ->check(CLI::NonNegativeNumber)
       ->type_name("SECONDS")
       ->excludes(nonblock);
-  sub.add_option("-E,--conflict-exit-code", args.conflict_exit,
-                 "Exit status when the lock is busy")
+  sub.add_option("-E,--conflict-exit-code", args.conflict_exit, "Exit status when the lock is busy")
       ->check(CLI::Range(0, 255))
       ->type_name("N")
       ->capture_default_str();
@@ -85,8 +85,9 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
 // The global options, on the app: each command falls through to them.
 void add_global_options(CLI::App& app, GlobalOptions& g) {
   auto* url = app.add_option("-u,--url", g.url,
-                             "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], "
-                             "unix:///PATH[?db=N] or file:///PATH (default: the embedded store)")
+                             "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… "
+                             "(TLS), unix:///PATH[?db=N] or file:///PATH (default: the embedded "
+                             "store)")
                   ->type_name("URL");
   app.add_option("--password-file", g.password_file,
                  "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
@@ -95,10 +96,29 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
       ->check(CLI::PositiveNumber)
       ->type_name("SECONDS")
       ->capture_default_str();
-  auto* prefix = app.add_option("--prefix", g.prefix, "Prepended to every key")->type_name("STRING");
+  auto* prefix =
+      app.add_option("--prefix", g.prefix, "Prepended to every key")->type_name("STRING");
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
   app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
+  app.add_option("--cacert", g.cacert, "rediss://: verify the server with the CAs in FILE")
+      ->type_name("FILE")
+      ->envname("NXLOCK_CACERT");
+  app.add_option("--cacertdir", g.cacertdir, "rediss://: verify the server with the CAs in DIR")
+      ->type_name("DIR")
+      ->envname("NXLOCK_CACERTDIR");
+  auto* cert = app.add_option("--cert", g.cert, "rediss://: present this client certificate")
+                   ->type_name("FILE")
+                   ->envname("NXLOCK_CERT");
+  auto* key = app.add_option("--key", g.key, "rediss://: the client certificate's private key")
+                  ->type_name("FILE")
+                  ->envname("NXLOCK_CERT_KEY");
+  cert->needs(key);
+  key->needs(cert);
+  app.add_option("--sni", g.sni, "rediss://: the server name to send and check instead of HOST")
+      ->type_name("NAME");
+  app.add_flag("--insecure", g.insecure,
+               "rediss://: do not verify the server's certificate or name (says so on stderr)");
   url->envname("NXLOCK_URL");
   prefix->envname("NXLOCK_PREFIX");
 }
@@ -168,9 +188,10 @@ int run(int argc, char** argv) {
 
   Context context;
   GlobalOptions& g = context.globals;
-  CLI::App app{"nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
-               "(Redis or an embedded store)",
-               "nxlock"};
+  CLI::App app{
+      "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
+      "(Redis or an embedded store)",
+      "nxlock"};
   app.set_help_all_flag("--help-all", "Show help for every command");
   app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
   app.require_subcommand(1);

@@ -74,6 +74,18 @@ store::Store& Context::store() {
       options.password = env("REDISCLI_AUTH");
     }
   }
+  options.tls.cacert = globals.cacert;
+  options.tls.cacertdir = globals.cacertdir;
+  options.tls.cert = globals.cert;
+  options.tls.key = globals.key;
+  options.tls.sni = globals.sni;
+  options.tls.insecure = globals.insecure;
+  if (url.tls && globals.insecure) {
+    out.note(
+        "warning: --insecure: the TLS server's certificate and name are not "
+        "verified (" +
+        url.redacted + ")");
+  }
   m_store = store::make_store(url, options);
   return *m_store;
 }

@@ -16,6 +16,12 @@ struct GlobalOptions {
   std::string password_file;  // Redis password, kept out of `ps`
   double timeout = 2.0;       // Redis connect and per-command timeout, seconds
   std::string prefix;         // prepended to every key
+  std::string cacert;         // rediss://: CA bundle (default: the system's CAs)
+  std::string cacertdir;      // rediss://: hashed CA directory
+  std::string cert;           // rediss://: client certificate
+  std::string key;            // rediss://: its private key
+  std::string sni;            // rediss://: the server name to send and check
+  bool insecure = false;      // rediss://: skip verification
   bool json = false;
   bool quiet = false;
   bool verbose = false;

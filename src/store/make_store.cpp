@@ -2,7 +2,7 @@
 #include "store/make_store.hpp"
 
 #include "store/file_store.hpp"
-#include "store/redis_store.hpp"
+#include "store/redis/redis_store.hpp"
 
 namespace nxlock::store {
 
@@ -21,6 +21,8 @@ std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options)
   return std::make_unique<FileStore>(url.path, file_options);
 }
 
-const char* builtin_backends() { return "redis (tcp, unix), file (embedded)"; }
+const char* builtin_backends() {
+  return "redis (tcp, unix), rediss (tls), file (embedded)";
+}
 
 }  // namespace nxlock::store

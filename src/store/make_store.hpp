@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "store/redis/tls.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
 
@@ -14,6 +15,7 @@ struct ConnectOptions {
   std::optional<std::string> password;  // overrides the URL's (from --password-file or env)
   double timeout_seconds = 2.0;         // Redis connect and per-command timeout
   bool create = true;                   // file store: create the directory if missing
+  redis::TlsConfig tls;                 // rediss://: how to verify, what to present
 };
 
 // Opens the backend a URL names. Throws util::Error as Store does.

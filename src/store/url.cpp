@@ -266,12 +266,14 @@ Url parse_url(std::string_view text) {
     return parse_file(text.substr(7), redacted);
   }
   if (starts_with(text, "rediss://")) {
-    bad_url(redacted, "TLS (rediss://) is not built into this nxlock");
+    Url url = parse_redis_tcp(text.substr(9), redacted);
+    url.tls = true;
+    return url;
   }
   if (text.empty()) {
     bad_url("''", "empty URL");
   }
-  bad_url(redacted, "unknown scheme; use redis://, unix:// or file://");
+  bad_url(redacted, "unknown scheme; use redis://, rediss://, unix:// or file://");
 }
 
 std::string default_store_path() {

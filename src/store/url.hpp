@@ -1,4 +1,4 @@
-// Url: a parsed backend URL (redis://, unix://, file://) and the default store location.
+// Url: a parsed backend URL (redis://, rediss://, unix://, file://) and the default store location.
 #pragma once
 
 #include <optional>
@@ -13,6 +13,7 @@ struct Url {
   Scheme scheme = Scheme::file;
   std::string host;                     // redis_tcp: name or address, without [] for IPv6
   int port = 6379;                      // redis_tcp
+  bool tls = false;                     // redis_tcp: rediss://
   std::string path;                     // redis_unix: socket path; file: store directory
   int db = 0;                           // redis_*: SELECT index
   std::optional<std::string> user;      // redis_*: ACL user
@@ -25,7 +26,7 @@ struct Url {
 };
 
 // Parses a backend URL. Throws util::Error(usage) naming the (redacted) URL if
-// the scheme is unknown, TLS is asked for, or a part is malformed.
+// the scheme is unknown or a part is malformed.
 Url parse_url(std::string_view text);
 
 // The embedded store's default directory: $NXLOCK_STORE, else

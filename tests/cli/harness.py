@@ -44,22 +44,26 @@ class RedisServer:
         self.dir = tempfile.mkdtemp(prefix="nxlock-redis-")
         self.password = password
         self.unix_path = os.path.join(self.dir, "redis.sock")
+        self.extra = list(extra)
         for _ in range(5):
             self.port = free_port()
-            args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-                    "--unixsocket", self.unix_path, "--unixsocketperm", "700",
-                    "--save", "", "--appendonly", "no", "--daemonize", "no",
-                    "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
-            if password:
-                args += ["--requirepass", password]
-            args += list(extra)
-            self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+            self.process = subprocess.Popen(self._start_args(), stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
             if self._wait_ready():
                 atexit.register(self.stop)
                 return
             self.stop()
         raise RuntimeError("redis-server did not start; see " + self.dir)
+
+    def _start_args(self):
+        """The server's command line (subclasses change it: a TLS-only server)."""
+        args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--unixsocket", self.unix_path, "--unixsocketperm", "700",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
+        if self.password:
+            args += ["--requirepass", self.password]
+        return args + self.extra
 
     def _wait_ready(self):
         deadline = time.monotonic() + 10

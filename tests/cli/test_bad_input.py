@@ -16,7 +16,7 @@ class BadInput(NxlockTestCase):
 
     def test_unknown_scheme_and_bad_port(self):
         for url in ["http://127.0.0.1", "redis://127.0.0.1:0", "redis://127.0.0.1:99999",
-                    "redis://127.0.0.1:abc", "rediss://127.0.0.1", "file://relative/path"]:
+                    "redis://127.0.0.1:abc", "rediss://127.0.0.1:0", "file://relative/path"]:
             with self.subTest(url=url):
                 self.assertOneLineError(self.nx("-u", url, "get", "k"), 64, url.split("//")[0])
 

@@ -86,7 +86,8 @@ class Cases:
         self.assertOffers("nxlock lock --clock ", ["server", "local"], exactly=True)
 
     def test_url_schemes(self):
-        self.assertOffers("nxlock --url ", ["redis://", "unix://", "file://"], exactly=True)
+        self.assertOffers("nxlock --url ", ["redis://", "rediss://", "unix://", "file://"],
+                          exactly=True)
 
     def test_password_file_is_a_file(self):
         directory = os.path.join(self.tmp, "secrets")

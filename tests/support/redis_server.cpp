@@ -123,6 +123,7 @@ bool RedisServer::start_once(int port) {
   if (m_options.password) {
     args.insert(args.end(), {"--requirepass", *m_options.password});
   }
+  args.insert(args.end(), m_options.extra_args.begin(), m_options.extra_args.end());
   if (m_options.acl_user) {
     args.insert(args.end(), {"--user", *m_options.acl_user, "on",
                              ">" + m_options.acl_password.value_or(""), "~*", "&*", "+@all"});
@@ -231,6 +232,19 @@ void RedisServer::stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   m_pid = -1;
+}
+
+void RedisServer::restart() {
+  stop();
+  // The port was ours a moment ago; another process could take it meanwhile,
+  // but on a loopback test machine that is rare enough to fail the test.
+  for (int attempt = 0; attempt < k_start_attempts; ++attempt) {
+    if (start_once(m_port)) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  throw std::runtime_error("redis-server did not restart; see " + m_dir + "/redis.log");
 }
 
 RedisServer& shared_redis() {

@@ -16,6 +16,7 @@ class RedisServer {
     // An ACL user with every permission, for tests of redis://USER:PASSWORD@.
     std::optional<std::string> acl_user;
     std::optional<std::string> acl_password;
+    std::vector<std::string> extra_args;  // e.g. {"--enable-debug-command", "yes"}
   };
 
   // Starts redis-server (from PATH, else /usr/bin/redis-server) in a fresh temp
@@ -45,6 +46,10 @@ class RedisServer {
 
   // Stops the server now (idempotent); later connections are refused.
   void stop();
+
+  // Stops the server and starts it again on the same port and socket.
+  // Throws std::runtime_error if it does not come back.
+  void restart();
 
  private:
   bool start_once(int port);

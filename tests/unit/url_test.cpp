@@ -49,6 +49,18 @@ TEST(Url, PasswordOnlyAndIpv6) {
   EXPECT_EQ(url.redacted.find("pw"), std::string::npos);
 }
 
+TEST(Url, RedissIsRedisOverTls) {
+  const Url url = parse_url("rediss://:pw@cache.example:6380/2");
+  EXPECT_EQ(url.scheme, Url::Scheme::redis_tcp);
+  EXPECT_TRUE(url.tls);
+  EXPECT_EQ(url.host, "cache.example");
+  EXPECT_EQ(url.port, 6380);
+  EXPECT_EQ(url.db, 2);
+  EXPECT_EQ(url.redacted, "rediss://:***@cache.example:6380/2");
+  EXPECT_EQ(parse_url("rediss://[::1]").port, 6379);
+  EXPECT_FALSE(parse_url("redis://h").tls);
+}
+
 TEST(Url, UnixSocket) {
   const Url url = parse_url("unix:///run/redis/redis.sock?db=2");
   EXPECT_EQ(url.scheme, Url::Scheme::redis_unix);
@@ -66,7 +78,7 @@ TEST(Url, FileStore) {
 
 TEST(Url, BadOnesAreUsageErrors) {
   for (const char* text :
-       {"http://x", "rediss://x", "redis://", "redis://h:0", "redis://h:65536", "redis://h:x",
+       {"http://x", "rediss://", "rediss://h:0", "redis://", "redis://h:0", "redis://h:65536", "redis://h:x",
         "redis://h:", "redis://h/x", "unix://relative.sock", "file://relative", "file:///x?y=1",
         "", "localhost:6379", "redis://[::1", "unix:///s?db=x"}) {
     EXPECT_EQ(kind_of(text), util::ErrorKind::usage) << text;

@@ -1,10 +1,8 @@
-// RedisStore: the Store interface over a Redis server (hiredis, sync API).
+// RedisStore: the Store interface over one Redis connection (TCP, unix socket or TLS).
 #pragma once
 
-#include <hiredis/hiredis.h>
-
-#include <initializer_list>
 #include <memory>
+#include <optional>
 
 #include "store/make_store.hpp"
 #include "store/store.hpp"
@@ -12,11 +10,17 @@
 
 namespace nxlock::store {
 
+namespace redis {
+class Connection;
+struct Endpoint;
+}  // namespace redis
+
 class RedisStore final : public Store {
  public:
   // Connects, authenticates and selects the db. Throws util::Error naming the
   // redacted URL: unavailable (69) when refused or timed out, permission (77)
-  // when authentication fails.
+  // when authentication or TLS verification fails. A connection that breaks
+  // later is re-established by the next operation (one attempt each).
   RedisStore(const Url& url, const ConnectOptions& options);
   ~RedisStore() override;
 
@@ -31,20 +35,16 @@ class RedisStore final : public Store {
                        std::string_view value) override;
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
+  void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
   void notify(std::string_view key) override;  // PUBLISH on the key's wake-up channel
 
  private:
-  using Context = std::unique_ptr<redisContext, decltype(&redisFree)>;
-  using Reply = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
-
-  // Runs one command on m_context (arguments are binary safe); `key` is the key
-  // it touches, named in errors. Throws util::Error for a lost connection or an
-  // error reply; never returns an error reply.
-  Reply run(std::initializer_list<std::string_view> args, std::string_view key);
-
   Url m_url;
-  ConnectOptions m_options;
-  Context m_context;
+  std::shared_ptr<const redis::Endpoint> m_endpoint;
+  std::optional<std::string> m_password;
+  // Shared with the watchers, whose reconnects it bounds too.
+  std::shared_ptr<std::optional<util::Micros>> m_cap;
+  std::unique_ptr<redis::Connection> m_connection;
 };
 
 }  // namespace nxlock::store

@@ -1,0 +1,650 @@
+// Connection: non-blocking sockets driven by poll, requests by redisFormatCommandArgv, replies by
+// redisReader.
+#include "store/redis/connection.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "util/error.hpp"
+#include "util/fd.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::store::redis {
+
+namespace {
+
+using util::Error;
+using util::ErrorKind;
+using util::Micros;
+
+// Shown instead of AUTH's arguments in traces (ccache's k_redacted_secret).
+constexpr std::string_view k_redacted_secret = "***";
+
+constexpr std::size_t k_read_chunk = 16 * 1024;
+
+struct ReaderDeleter {
+  void operator()(redisReader* reader) const { redisReaderFree(reader); }
+};
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+std::string_view reply_text(const redisReply& reply) {
+  return {reply.str, reply.len};
+}
+
+// "2", "0.3": a duration as the user gave it.
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds << 's';
+  return out.str();
+}
+
+std::string lowercase_first(std::string text) {
+  if (!text.empty()) {
+    text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  }
+  return text;
+}
+
+std::string errno_text(int error) {
+  return lowercase_first(std::strerror(error));
+}
+
+// The scripts are long and say nothing in a trace line.
+std::string argument_text(const Command& command, std::size_t i) {
+  const std::string_view name = command.args.front();
+  if (i > 0 && (name == "AUTH" || name == "auth")) {
+    return std::string(k_redacted_secret);
+  }
+  if (i == 1 && name == "EVAL") {
+    return "<script>";
+  }
+  return printable(command.args[i]);
+}
+
+// `redis: SETNX lock.foo 1732000061 → 1`, with secrets and scripts elided.
+void trace_command(const Command& command, const redisReply* reply, std::string_view failure) {
+  std::string line = "redis:";
+  for (std::size_t i = 0; i < command.args.size(); ++i) {
+    line += ' ';
+    line += argument_text(command, i);
+  }
+  line += " → ";
+  line += reply ? describe_reply(*reply) : std::string(failure);
+  util::trace(line);
+}
+
+// Milliseconds for poll() until `deadline`, rounded up so a wake-up never
+// comes just before the deadline and spins.
+int poll_timeout(Micros deadline) {
+  const auto left = deadline - util::mono_now();
+  if (left <= Micros(0)) {
+    return 0;
+  }
+  return static_cast<int>(std::min<long long>((left.count() + 999) / 1000, INT_MAX));
+}
+
+// Waits until fd is ready for `events` or the deadline passes (false).
+bool wait_ready(int fd, short events, Micros deadline) {
+  for (;;) {
+    pollfd entry{fd, events, 0};
+    const int timeout = poll_timeout(deadline);
+    const int ready = poll(&entry, 1, timeout);
+    if (ready > 0) {
+      return true;  // errors and hang-ups too: the next read or write says which
+    }
+    if (ready == 0) {
+      if (util::mono_now() >= deadline) {
+        return false;
+      }
+      continue;
+    }
+    if (errno != EINTR) {
+      throw Error(ErrorKind::internal, "poll", std::strerror(errno));
+    }
+    // EINTR: the deadline is absolute, the retry waits only what is left.
+  }
+}
+
+}  // namespace
+
+// The connected socket, its TLS session if any, and the reply parser.
+struct Connection::Socket {
+  util::UniqueFd fd;
+  std::unique_ptr<TlsSession> tls;
+  std::unique_ptr<redisReader, ReaderDeleter> reader;
+  // Nothing but the setup has run on it yet: just connected, it needs no
+  // check for having been closed while idle (one syscall less per invocation).
+  bool fresh = true;
+
+  IoResult read(char* buffer, std::size_t size) {
+    if (tls) {
+      return tls->read(buffer, size);
+    }
+    for (;;) {
+      const ssize_t n = recv(fd.get(), buffer, size, 0);
+      if (n > 0) {
+        return {IoStatus::done, static_cast<std::size_t>(n), {}};
+      }
+      if (n == 0) {
+        return {IoStatus::closed, 0, {}};
+      }
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return {IoStatus::want_read, 0, {}};
+      }
+      return {IoStatus::failed, 0, errno_text(errno)};
+    }
+  }
+
+  IoResult write(const char* buffer, std::size_t size) {
+    if (tls) {
+      return tls->write(buffer, size);
+    }
+    for (;;) {
+      // MSG_NOSIGNAL: a server that went away is an EPIPE here, not a SIGPIPE
+      // that kills nxlock, and without touching the process's (and so the
+      // child's) signal dispositions.
+      const ssize_t n = send(fd.get(), buffer, size, MSG_NOSIGNAL);
+      if (n >= 0) {
+        return {IoStatus::done, static_cast<std::size_t>(n), {}};
+      }
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return {IoStatus::want_write, 0, {}};
+      }
+      if (errno == EPIPE || errno == ECONNRESET) {
+        return {IoStatus::closed, 0, {}};
+      }
+      return {IoStatus::failed, 0, errno_text(errno)};
+    }
+  }
+};
+
+// A deadline and how to explain having passed it.
+struct Connection::Deadline {
+  Micros at;
+  double seconds;  // the budget it gave
+  bool capped;     // the cap (the lock's expiry), not --timeout, set it
+
+  std::string passed() const {
+    std::ostringstream out;
+    out << "timed out after " << seconds_text(seconds);
+    if (capped) {
+      out << " (the deadline of the lock it serves)";
+    }
+    return out.str();
+  }
+};
+
+Connection::Connection(Endpoint endpoint, std::vector<std::vector<std::string>> setup)
+    : m_endpoint(std::move(endpoint)), m_setup(std::move(setup)) {}
+
+Connection::~Connection() = default;
+
+bool Connection::connected() const {
+  return m_socket != nullptr;
+}
+
+int Connection::fd() const {
+  return m_socket ? m_socket->fd.get() : -1;
+}
+
+void Connection::close() {
+  m_socket.reset();
+}
+
+bool Connection::tls_pending() const {
+  return m_socket && m_socket->tls && m_socket->tls->pending();
+}
+
+bool Connection::buffered() const {
+  // The reader may hold bytes that came with an earlier reply (a message
+  // published right after SUBSCRIBE's confirmation): the socket will not turn
+  // readable for them.
+  return tls_pending() || (m_socket && m_socket->reader->pos < m_socket->reader->len);
+}
+
+Connection::Deadline Connection::deadline_from_now() const {
+  const Micros now = util::mono_now();
+  Micros at = now + Micros(static_cast<long long>(m_endpoint.timeout_seconds * 1e6));
+  bool capped = false;
+  if (m_cap && *m_cap < at) {
+    at = std::max(*m_cap, now);
+    capped = true;
+  }
+  const double seconds =
+      capped ? static_cast<double>((at - now).count() / 1000) / 1000.0 : m_endpoint.timeout_seconds;
+  return {at, seconds, capped};
+}
+
+void Connection::fail(ErrorKind kind, const std::string& reason) {
+  close();
+  throw Error(kind, m_endpoint.name, reason);
+}
+
+void Connection::fail_closed(const IoResult& result) {
+  if (m_socket && m_socket->tls && result.kind != ErrorKind::permission) {
+    // A TLS 1.3 server judges our certificate after our side of the handshake
+    // is done, then closes: its alert may still be readable, and says why.
+    char byte = 0;
+    const IoResult alert = m_socket->tls->read(&byte, 1);
+    if (alert.status == IoStatus::failed && alert.kind == ErrorKind::permission) {
+      fail(alert.kind, alert.error);
+    }
+  }
+  if (result.status == IoStatus::closed) {
+    fail(ErrorKind::unavailable, "server closed the connection");
+  }
+  fail(result.kind, result.error);
+}
+
+void Connection::ensure_connected() {
+  if (m_socket && !m_socket->fresh && !idle_connection_alive()) {
+    if (util::tracing()) {
+      util::trace("redis: the server closed the idle connection; reconnecting");
+    }
+    close();
+  }
+  if (!m_socket) {
+    connect(deadline_from_now());
+  }
+}
+
+namespace {
+
+// Starts a non-blocking connect and waits for it within the deadline.
+// Returns the connected socket, or an invalid one with `error` set.
+util::UniqueFd connect_one(int family, const sockaddr* address, socklen_t length, Micros deadline,
+                           std::string& error, bool& timed_out) {
+  util::UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    error = errno_text(errno);
+    return {};
+  }
+  if (::connect(fd.get(), address, length) == 0) {
+    return fd;
+  }
+  if (errno != EINPROGRESS && errno != EINTR) {
+    error = errno_text(errno);
+    return {};
+  }
+  if (!wait_ready(fd.get(), POLLOUT, deadline)) {
+    timed_out = true;
+    return {};
+  }
+  int so_error = 0;
+  socklen_t so_length = sizeof so_error;
+  if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &so_length) != 0) {
+    so_error = errno;
+  }
+  if (so_error != 0) {
+    error = errno_text(so_error);
+    return {};
+  }
+  return fd;
+}
+
+}  // namespace
+
+void Connection::connect(const Deadline& deadline) {
+  close();
+  auto socket = std::make_unique<Socket>();
+  std::string error;
+  bool timed_out = false;
+  if (!m_endpoint.unix_path.empty()) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (m_endpoint.unix_path.size() >= sizeof address.sun_path) {
+      throw Error(ErrorKind::usage, m_endpoint.name, "the socket path is too long");
+    }
+    std::memcpy(address.sun_path, m_endpoint.unix_path.c_str(), m_endpoint.unix_path.size() + 1);
+    socket->fd = connect_one(AF_UNIX, reinterpret_cast<const sockaddr*>(&address), sizeof address,
+                             deadline.at, error, timed_out);
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(m_endpoint.port);
+    // Name resolution is the one step poll cannot bound; numeric hosts skip it.
+    const int status = getaddrinfo(m_endpoint.host.c_str(), port.c_str(), &hints, &found);
+    if (status != 0) {
+      throw Error(ErrorKind::unavailable, m_endpoint.name,
+                  "cannot resolve '" + m_endpoint.host + "': " + gai_strerror(status));
+    }
+    std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
+    for (const addrinfo* a = found; a != nullptr && !socket->fd && !timed_out; a = a->ai_next) {
+      socket->fd =
+          connect_one(a->ai_family, a->ai_addr, a->ai_addrlen, deadline.at, error, timed_out);
+    }
+    if (socket->fd) {
+      // Requests are written whole; Nagle would only delay them.
+      const int one = 1;
+      setsockopt(socket->fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+  }
+  if (!socket->fd) {
+    throw Error(ErrorKind::unavailable, m_endpoint.name,
+                timed_out ? deadline.passed() : (error.empty() ? "cannot connect" : error));
+  }
+
+  if (m_endpoint.tls) {
+    socket->tls = std::make_unique<TlsSession>(m_endpoint.tls, socket->fd.get(), m_endpoint.host);
+    for (;;) {
+      const IoResult step = socket->tls->handshake();
+      if (step.status == IoStatus::done) {
+        break;
+      }
+      if (step.status == IoStatus::want_read || step.status == IoStatus::want_write) {
+        if (!wait_ready(socket->fd.get(), step.status == IoStatus::want_read ? POLLIN : POLLOUT,
+                        deadline.at)) {
+          throw Error(ErrorKind::unavailable, m_endpoint.name,
+                      "TLS handshake " + deadline.passed());
+        }
+        continue;
+      }
+      throw Error(step.kind, m_endpoint.name,
+                  step.status == IoStatus::closed
+                      ? "the server closed the connection during the TLS handshake"
+                      : step.error);
+    }
+  }
+  socket->reader.reset(redisReaderCreate());
+  if (!socket->reader) {
+    throw Error(ErrorKind::internal, m_endpoint.name, "out of memory");
+  }
+  m_socket = std::move(socket);
+
+  if (m_setup.empty()) {
+    return;
+  }
+  // AUTH, SELECT (or SUBSCRIBE) in one round trip: start-up time is most of
+  // what an nxlock invocation costs. Within the connect's own deadline.
+  std::vector<Command> commands;
+  for (const auto& args : m_setup) {
+    Command command;
+    command.args.assign(args.begin(), args.end());
+    commands.push_back(std::move(command));
+  }
+  const auto replies = run(commands, deadline);
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i]->type == REDIS_REPLY_ERROR) {
+      close();
+      throw_reply_error(*replies[i], commands[i], m_endpoint.name);
+    }
+  }
+}
+
+bool Connection::idle_connection_alive() {
+  pollfd entry{m_socket->fd.get(), POLLIN, 0};
+  if (poll(&entry, 1, 0) <= 0) {
+    return true;  // nothing to read: as alive as a socket can be known to be
+  }
+  if ((entry.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+    return false;
+  }
+  char byte = 0;
+  if (m_socket->tls) {
+    // TLS 1.3 servers send session tickets after the handshake: records that
+    // make the socket readable but hold no reply. Reading consumes them.
+    const IoResult result = m_socket->tls->read(&byte, 1);
+    return result.status == IoStatus::want_read;
+  }
+  // EOF (an idle-client timeout, a restart) or unexpected bytes (a reply we
+  // stopped waiting for): either way this connection is of no more use.
+  const ssize_t n = recv(m_socket->fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+void Connection::send_all(const std::string& bytes, const Deadline& deadline) {
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const IoResult result = m_socket->write(bytes.data() + sent, bytes.size() - sent);
+    switch (result.status) {
+      case IoStatus::done:
+        sent += result.bytes;
+        break;
+      case IoStatus::want_read:
+      case IoStatus::want_write:
+        // TLS retries the write with the same bytes once the socket is ready.
+        if (!wait_ready(m_socket->fd.get(), result.status == IoStatus::want_read ? POLLIN : POLLOUT,
+                        deadline.at)) {
+          fail(ErrorKind::unavailable, deadline.passed());
+        }
+        break;
+      case IoStatus::closed:
+      case IoStatus::failed:
+        fail_closed(result);
+    }
+  }
+}
+
+Reply Connection::read_reply(const Deadline& deadline) {
+  char buffer[k_read_chunk];
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(m_socket->reader.get(), &raw) != REDIS_OK) {
+      fail(ErrorKind::unavailable, std::string("protocol error: ") + m_socket->reader->errstr);
+    }
+    if (raw != nullptr) {
+      return Reply(static_cast<redisReply*>(raw));
+    }
+    // OpenSSL may already hold decrypted bytes that poll cannot see.
+    if (!tls_pending() && !wait_ready(m_socket->fd.get(), POLLIN, deadline.at)) {
+      fail(ErrorKind::unavailable, deadline.passed());
+    }
+    const IoResult result = m_socket->read(buffer, sizeof buffer);
+    switch (result.status) {
+      case IoStatus::done:
+        if (redisReaderFeed(m_socket->reader.get(), buffer, result.bytes) != REDIS_OK) {
+          fail(ErrorKind::internal, "out of memory");
+        }
+        break;
+      case IoStatus::want_read:
+        break;  // a TLS record not complete yet, or a spurious wake-up
+      case IoStatus::want_write:
+        if (!wait_ready(m_socket->fd.get(), POLLOUT, deadline.at)) {
+          fail(ErrorKind::unavailable, deadline.passed());
+        }
+        break;
+      case IoStatus::closed:
+      case IoStatus::failed:
+        fail_closed(result);
+    }
+    if (util::mono_now() >= deadline.at) {
+      // A server trickling its reply keeps the socket readable: the deadline
+      // is for the whole exchange, checked after every read. A reply complete
+      // only now is late too: no decision may rest on it.
+      fail(ErrorKind::unavailable, deadline.passed());
+    }
+  }
+}
+
+std::vector<Reply> Connection::run(const std::vector<Command>& commands, const Deadline& deadline) {
+  std::string request;
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (const auto& command : commands) {
+    argv.clear();
+    lengths.clear();
+    for (const auto arg : command.args) {
+      argv.push_back(arg.data());
+      lengths.push_back(arg.size());
+    }
+    char* formatted = nullptr;
+    // Explicit lengths: keys and values may contain NUL or any other byte.
+    const int length = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()),
+                                              argv.data(), lengths.data());
+    if (length < 0 || formatted == nullptr) {
+      throw Error(ErrorKind::internal, m_endpoint.name, "out of memory");
+    }
+    request.append(formatted, static_cast<std::size_t>(length));
+    redisFreeCommand(formatted);
+  }
+
+  std::vector<Reply> replies;
+  std::size_t traced = 0;
+  try {
+    send_all(request, deadline);
+    for (const auto& command : commands) {
+      replies.push_back(read_reply(deadline));
+      if (util::tracing()) {
+        trace_command(command, replies.back().get(), {});
+        ++traced;
+      }
+    }
+  } catch (const Error& e) {
+    if (util::tracing() && traced < commands.size()) {
+      trace_command(commands[traced], nullptr, e.reason());
+    }
+    throw;
+  }
+  return replies;
+}
+
+std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
+  // Past the cap already: a command sent now (a renewal) could take effect
+  // with no reply to say so. Nothing is sent, and the connection stays.
+  if (m_cap && util::mono_now() >= *m_cap) {
+    throw Error(ErrorKind::unavailable, m_endpoint.name, deadline_from_now().passed());
+  }
+  ensure_connected();
+  const Deadline deadline = deadline_from_now();
+  if (util::mono_now() >= deadline.at) {
+    throw Error(ErrorKind::unavailable, m_endpoint.name, deadline.passed());
+  }
+  m_socket->fresh = false;
+  return run(commands, deadline);
+}
+
+bool Connection::take_messages() {
+  if (!m_socket) {
+    return false;
+  }
+  char buffer[k_read_chunk];
+  bool any = false;
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(m_socket->reader.get(), &raw) != REDIS_OK) {
+      fail(ErrorKind::unavailable, std::string("protocol error: ") + m_socket->reader->errstr);
+    }
+    if (raw != nullptr) {
+      Reply reply(static_cast<redisReply*>(raw));
+      if (util::tracing()) {
+        util::trace("redis: (subscriber) ← " + describe_reply(*reply));
+      }
+      any = true;
+      continue;
+    }
+    const IoResult result = m_socket->read(buffer, sizeof buffer);
+    switch (result.status) {
+      case IoStatus::done:
+        if (redisReaderFeed(m_socket->reader.get(), buffer, result.bytes) != REDIS_OK) {
+          fail(ErrorKind::internal, "out of memory");
+        }
+        break;
+      case IoStatus::want_read:
+      case IoStatus::want_write:
+        return any;
+      case IoStatus::closed:
+      case IoStatus::failed:
+        fail_closed(result);
+    }
+  }
+}
+
+[[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,
+                                    const std::string& name) {
+  std::string message = printable(reply_text(reply), 200);
+  // An error raised inside one of our scripts ends in " script: <sha1>, on
+  // @user_script:1.": noise to a user, who never wrote a script.
+  if (const auto at = message.find(" script: "); at != std::string::npos) {
+    message.resize(at);
+  }
+  std::string what = name;
+  if (!command.key.empty()) {
+    what += " key '" + printable(command.key) + "'";
+  }
+  // Redis 7 keeps WRONGTYPE as the code of an error raised inside a script,
+  // but older servers wrap it ("ERR Error running script ... WRONGTYPE").
+  if (contains(message, "WRONGTYPE")) {
+    throw Error(ErrorKind::data, what, message);
+  }
+  if (starts_with(message, "NOAUTH") || starts_with(message, "WRONGPASS") ||
+      contains(message, "invalid password") ||
+      contains(message, "invalid username-password pair") ||
+      (starts_with(message, "ERR AUTH") && contains(message, "without any password configured"))) {
+    // The server's own text never contains the password; it says which case it is.
+    throw Error(ErrorKind::permission, name, "authentication failed (" + message + ")");
+  }
+  if (starts_with(message, "NOPERM")) {
+    throw Error(ErrorKind::permission, what, message);
+  }
+  // OOM, READONLY, LOADING, MASTERDOWN, BUSY, and whatever else the server
+  // says: the server is there but will not do it now. Never 70, which means a
+  // bug in nxlock; the server's own words say what it was.
+  throw Error(ErrorKind::unavailable, what, "server replied " + message);
+}
+
+std::string printable(std::string_view text, std::size_t max_length) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < max_length; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x20 || byte == 0x7f || byte == '\\') {
+      out += '\\';
+      out += 'x';
+      out += k_hex[byte >> 4];
+      out += k_hex[byte & 0xf];
+    } else {
+      out += text[i];
+    }
+  }
+  if (text.size() > max_length) {
+    out += "…";
+  }
+  return out;
+}
+
+std::string describe_reply(const redisReply& reply) {
+  switch (reply.type) {
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(reply.integer);
+    case REDIS_REPLY_NIL:
+      return "(nil)";
+    case REDIS_REPLY_ARRAY: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < reply.elements; ++i) {
+        out += i == 0 ? "" : " ";
+        out += describe_reply(*reply.element[i]);
+      }
+      return out + "]";
+    }
+    default:
+      return printable(reply_text(reply));
+  }
+}
+
+}  // namespace nxlock::store::redis

@@ -1,0 +1,109 @@
+// Connection: one Redis socket (TCP, unix or TLS) with one deadline per connect and per exchange.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/redis/tls.hpp"
+#include "util/error.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::store::redis {
+
+// Where to connect and how errors name it.
+struct Endpoint {
+  std::string name;  // the redacted URL, for messages
+  std::string host;  // TCP: a name or an address (IPv6 without [])
+  int port = 6379;
+  std::string unix_path;  // non-empty: a unix socket instead of TCP
+  double timeout_seconds = 2.0;
+  std::shared_ptr<TlsContext> tls;  // set: TLS over TCP
+};
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// One command and the key it touches (empty if none), for error messages.
+struct Command {
+  std::vector<std::string_view> args;
+  std::string_view key;
+};
+
+class Connection {
+ public:
+  // `setup` runs after every connect, in one round trip (AUTH, SELECT, SUBSCRIBE).
+  // Connects lazily: nothing happens until the first exchange().
+  Connection(Endpoint endpoint, std::vector<std::vector<std::string>> setup);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends `commands` in one write and returns their replies in order, error
+  // replies included (mapped by throw_reply_error by the caller). Connects
+  // first if there is no connection, or if the idle one was closed by the
+  // server: one connect attempt, bounded by its own deadline. Every deadline
+  // is min(now + timeout, the cap). Throws util::Error (unavailable) for a
+  // refused connect, a lost connection or a passed deadline, after which the
+  // connection is closed: a late reply would put the stream out of step.
+  std::vector<Reply> exchange(const std::vector<Command>& commands);
+
+  // Caps every later deadline at this monotonic instant (nullopt: no cap).
+  void set_cap(std::optional<util::Micros> cap) { m_cap = cap; }
+
+  // Connects (and runs the setup) now if not connected. Throws as exchange().
+  void ensure_connected();
+
+  bool connected() const;
+  int fd() const;  // -1 when not connected
+  // True when bytes wait that poll on fd() would not report: in hiredis's
+  // reader, or decrypted by OpenSSL.
+  bool buffered() const;
+  // Subscriber side: reads what the socket has without waiting and consumes
+  // every complete message (pub/sub pushes). True if there was at least one.
+  // Throws (closing the connection) when the server went away.
+  bool take_messages();
+  // Closes the connection; the next exchange() reconnects.
+  void close();
+
+  const Endpoint& endpoint() const { return m_endpoint; }
+
+ private:
+  struct Socket;
+  struct Deadline;
+
+  Deadline deadline_from_now() const;
+  void connect(const Deadline& deadline);
+  std::vector<Reply> run(const std::vector<Command>& commands, const Deadline& deadline);
+  void send_all(const std::string& bytes, const Deadline& deadline);
+  Reply read_reply(const Deadline& deadline);
+  bool idle_connection_alive();
+  bool tls_pending() const;
+  [[noreturn]] void fail(util::ErrorKind kind, const std::string& reason);
+  // Fails for a connection the server closed or broke (closed or failed I/O).
+  [[noreturn]] void fail_closed(const IoResult& result);
+
+  Endpoint m_endpoint;
+  std::vector<std::vector<std::string>> m_setup;
+  std::optional<util::Micros> m_cap;
+  std::unique_ptr<Socket> m_socket;
+};
+
+// Throws the util::Error the contract gives for a server's error reply:
+// WRONGTYPE → data; auth failures and NOPERM → permission; anything else →
+// unavailable, with the server's words.
+[[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,
+                                    const std::string& name);
+
+// Keys and values are arbitrary bytes: control bytes escaped, long ones cut.
+std::string printable(std::string_view text, std::size_t max_length = 120);
+
+std::string describe_reply(const redisReply& reply);
+
+}  // namespace nxlock::store::redis

@@ -1,0 +1,327 @@
+// RedisStore: the Store operations as Redis commands over a Connection, and pub/sub wake-ups.
+#include "store/redis/redis_store.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+
+#include "store/redis/connection.hpp"
+#include "util/error.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+using redis::Command;
+using redis::Connection;
+using redis::Reply;
+using util::Error;
+using util::ErrorKind;
+
+// Waiters SUBSCRIBE here; whoever changes the key PUBLISHes. Channels are not
+// scoped by db, so equal keys in two dbs only cause spurious wake-ups.
+constexpr std::string_view k_wake_prefix = "nxlock:wake:";
+
+// Both scripts must run on the server: done as GET, compare, then DEL/SET from
+// here, another client could take over an expired lock between our GET and our
+// write, and we would delete or overwrite its fresh lock. A script is atomic.
+// The deleting script also wakes the key's waiters: in the same round trip, so a
+// released lock's next holder is not kept waiting for a separate PUBLISH.
+constexpr std::string_view k_compare_and_delete_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
+    "redis.call('PUBLISH', ARGV[2], '1') return 1 else return 0 end";
+constexpr std::string_view k_compare_and_set_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) "
+    "return 1 else return 0 end";
+
+[[noreturn]] void throw_unexpected(const redisReply& reply, const std::string& name) {
+  throw Error(ErrorKind::internal, name,
+              "unexpected reply from the server: " + redis::describe_reply(reply));
+}
+
+long long integer_of(const redisReply& reply, const std::string& name) {
+  if (reply.type != REDIS_REPLY_INTEGER) {
+    throw_unexpected(reply, name);
+  }
+  return reply.integer;
+}
+
+std::optional<std::string> string_of(const redisReply& reply, const std::string& name) {
+  if (reply.type == REDIS_REPLY_NIL) {
+    return std::nullopt;
+  }
+  if (reply.type != REDIS_REPLY_STRING) {
+    throw_unexpected(reply, name);
+  }
+  return std::string(reply.str, reply.len);
+}
+
+// Runs one command; an error reply becomes the contract's util::Error.
+Reply run(Connection& connection, const Command& command) {
+  auto replies = connection.exchange({command});
+  if (replies.front()->type == REDIS_REPLY_ERROR) {
+    throw_reply_error(*replies.front(), command, connection.endpoint().name);
+  }
+  return std::move(replies.front());
+}
+
+std::string wake_channel(std::string_view key) {
+  std::string channel(k_wake_prefix);
+  channel += key;
+  return channel;
+}
+
+// AUTH [USER] PASSWORD, if there is a password.
+std::vector<std::vector<std::string>> auth_setup(const Url& url,
+                                                 const std::optional<std::string>& password) {
+  std::vector<std::vector<std::string>> setup;
+  if (password) {
+    std::vector<std::string> auth{"AUTH"};
+    if (url.user) {
+      auth.push_back(*url.user);
+    }
+    auth.push_back(*password);
+    setup.push_back(std::move(auth));
+  }
+  return setup;
+}
+
+int milliseconds_until(util::Micros deadline) {
+  const auto left = deadline - util::mono_now();
+  if (left <= util::Micros(0)) {
+    return 0;
+  }
+  // Round up: rounding down would wake just before the deadline and spin.
+  return static_cast<int>(std::min<long long>((left.count() + 999) / 1000, INT_MAX));
+}
+
+// Waits on a subscriber connection: any message on the key's channel means
+// "look again". A broken subscriber connection is not an error for a waiter:
+// it reports `changed` (a release may have gone unseen), and the next wait
+// resubscribes; while that fails, it waits out its timeout as a poll tick.
+class RedisWatcher final : public Watcher {
+ public:
+  RedisWatcher(std::unique_ptr<Connection> connection,
+               std::shared_ptr<std::optional<util::Micros>> cap)
+      : m_connection(std::move(connection)), m_cap(std::move(cap)) {}
+
+  WaitResult wait(util::Micros timeout, int interrupt_fd) override {
+    const util::Micros deadline = util::mono_now() + std::max(timeout, util::Micros(0));
+    if (!m_connection->connected()) {
+      if (resubscribe(deadline)) {
+        return WaitResult::changed;  // a release while we were away went unseen
+      }
+    } else if (m_connection->buffered() && take()) {
+      return WaitResult::changed;
+    }
+    for (;;) {
+      const int fd = m_connection->fd();
+      pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
+      // With no connection, only the interrupt: the timeout is the poll tick.
+      pollfd* first = fd >= 0 ? fds : fds + 1;
+      const nfds_t count = static_cast<nfds_t>((fd >= 0 ? 1 : 0) + (interrupt_fd >= 0 ? 1 : 0));
+      const int ready = poll(first, count, milliseconds_until(deadline));
+      if (ready < 0) {
+        if (errno == EINTR) {
+          continue;  // the deadline is absolute: the retry waits only what is left
+        }
+        throw Error(ErrorKind::internal, m_connection->endpoint().name,
+                    std::string("poll: ") + std::strerror(errno));
+      }
+      if (ready == 0) {
+        if (util::mono_now() >= deadline) {
+          return WaitResult::timed_out;
+        }
+        continue;
+      }
+      if (interrupt_fd >= 0 && fds[1].revents != 0) {
+        return WaitResult::interrupted;  // left unread: it is the caller's
+      }
+      if (fd >= 0 && fds[0].revents != 0 && take()) {
+        return WaitResult::changed;
+      }
+      // A TLS record that held no message (a session ticket): wait on.
+      if (!m_connection->connected()) {
+        return WaitResult::changed;
+      }
+    }
+  }
+
+ private:
+  // True if a message came, or the connection broke (the caller looks again).
+  bool take() {
+    try {
+      return m_connection->take_messages();
+    } catch (const Error& e) {
+      if (util::tracing()) {
+        util::trace("redis: (subscriber) " + e.reason() + "; will resubscribe");
+      }
+      m_connection->close();
+      return true;
+    }
+  }
+
+  bool resubscribe(util::Micros deadline) {
+    // Bounded by the wait too: a waiter must stay responsive to its interrupt.
+    std::optional<util::Micros> cap = *m_cap;
+    cap = cap ? std::min(*cap, deadline) : deadline;
+    m_connection->set_cap(cap);
+    try {
+      m_connection->ensure_connected();
+      return true;
+    } catch (const Error& e) {
+      if (util::tracing()) {
+        util::trace("redis: (subscriber) cannot resubscribe: " + e.reason());
+      }
+      return false;
+    }
+  }
+
+  std::unique_ptr<Connection> m_connection;
+  std::shared_ptr<std::optional<util::Micros>> m_cap;
+};
+
+std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
+                                                     const ConnectOptions& options) {
+  auto endpoint = std::make_shared<redis::Endpoint>();
+  endpoint->name = url.redacted;
+  endpoint->timeout_seconds = options.timeout_seconds;
+  if (url.scheme == Url::Scheme::redis_unix) {
+    endpoint->unix_path = url.path;
+  } else {
+    endpoint->host = url.host;
+    endpoint->port = url.port;
+  }
+  if (url.tls) {
+    endpoint->tls = redis::make_tls_context(options.tls, url.redacted);
+  }
+  return endpoint;
+}
+
+}  // namespace
+
+RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
+    : m_url(url),
+      m_endpoint(make_endpoint(url, options)),
+      m_password(options.password ? options.password : url.password),
+      m_cap(std::make_shared<std::optional<util::Micros>>()) {
+  auto setup = auth_setup(m_url, m_password);
+  if (url.db != 0) {
+    setup.push_back({"SELECT", std::to_string(url.db)});
+  }
+  m_connection = std::make_unique<Connection>(*m_endpoint, std::move(setup));
+  m_connection->ensure_connected();
+}
+
+RedisStore::~RedisStore() = default;
+
+void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
+  *m_cap = monotonic_deadline;
+  m_connection->set_cap(monotonic_deadline);
+}
+
+bool RedisStore::set_if_absent(std::string_view key, std::string_view value) {
+  const auto reply = run(*m_connection, {{"SETNX", key, value}, key});
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+std::optional<std::string> RedisStore::get(std::string_view key) {
+  const auto reply = run(*m_connection, {{"GET", key}, key});
+  return string_of(*reply, m_url.redacted);
+}
+
+std::optional<std::string> RedisStore::get_and_set(std::string_view key, std::string_view value) {
+  // GETSET rather than SET ... GET: the documented pattern names GETSET, and
+  // it works on servers older than 6.2.
+  const auto reply = run(*m_connection, {{"GETSET", key, value}, key});
+  return string_of(*reply, m_url.redacted);
+}
+
+void RedisStore::set(std::string_view key, std::string_view value) {
+  run(*m_connection, {{"SET", key, value}, key});
+}
+
+std::size_t RedisStore::del(const std::vector<std::string>& keys) {
+  if (keys.empty()) {
+    return 0;  // DEL with no keys is a syntax error, and the answer is known
+  }
+  Command command{{"DEL"}, keys.size() == 1 ? std::string_view(keys.front()) : std::string_view()};
+  for (const auto& key : keys) {
+    command.args.push_back(key);
+  }
+  const auto reply = run(*m_connection, command);
+  return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
+}
+
+bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected) {
+  // A script, not GET then DEL: see k_compare_and_delete_script.
+  const std::string channel = wake_channel(key);
+  const auto reply =
+      run(*m_connection, {{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+bool RedisStore::compare_and_set(std::string_view key, std::string_view expected,
+                                 std::string_view value) {
+  // A script, not GET then SET: see k_compare_and_set_script.
+  const auto reply =
+      run(*m_connection, {{"EVAL", k_compare_and_set_script, "1", key, expected, value}, key});
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+util::Micros RedisStore::now() {
+  const auto reply = run(*m_connection, {{"TIME"}, {}});
+  // TIME answers [seconds, microseconds], both as decimal strings.
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+    throw_unexpected(*reply, m_url.redacted);
+  }
+  long long parts[2] = {0, 0};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const redisReply& element = *reply->element[i];
+    if (element.type != REDIS_REPLY_STRING) {
+      throw_unexpected(*reply, m_url.redacted);
+    }
+    const auto [end, ec] = std::from_chars(element.str, element.str + element.len, parts[i]);
+    if (ec != std::errc() || end != element.str + element.len) {
+      throw_unexpected(*reply, m_url.redacted);
+    }
+  }
+  return util::Micros(parts[0] * 1'000'000 + parts[1]);
+}
+
+std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
+  // A second connection, opened only now that a waiter actually waits: a
+  // subscribed connection can run no other command. Pub/sub ignores the db,
+  // so it needs no SELECT. SUBSCRIBE is part of its setup, so every
+  // reconnect subscribes again; reading the confirmation is what arms the
+  // watch: once the server has answered, every later PUBLISH reaches us.
+  auto setup = auth_setup(m_url, m_password);
+  setup.push_back({"SUBSCRIBE", wake_channel(key)});
+  auto connection = std::make_unique<Connection>(*m_endpoint, std::move(setup));
+  connection->set_cap(*m_cap);
+  try {
+    connection->ensure_connected();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::unavailable) {
+      throw;  // a password or certificate problem does not heal by waiting
+    }
+    // The server is away (a restart): the first wait() subscribes again, and
+    // reports `changed` when it does, so nothing published meanwhile is missed.
+    if (util::tracing()) {
+      util::trace("redis: (subscriber) cannot subscribe yet: " + e.reason());
+    }
+  }
+  return std::make_unique<RedisWatcher>(std::move(connection), m_cap);
+}
+
+void RedisStore::notify(std::string_view key) {
+  const std::string channel = wake_channel(key);
+  run(*m_connection, {{"PUBLISH", channel, "1"}, key});
+}
+
+}  // namespace nxlock::store
