@@ -17,10 +17,14 @@ namespace {
 using lock::Verdict;
 
 nlohmann::json holder_json(const lock::Holder& holder) {
-  return {{"host", holder.host},
-          {"pid", holder.pid},
-          {"command", holder.command},
-          {"acquired_at", holder.acquired_at}};
+  nlohmann::json j = {{"host", holder.host},
+                      {"pid", holder.pid},
+                      {"command", holder.command},
+                      {"acquired_at", holder.acquired_at}};
+  if (holder.finished_at != 0) {
+    j["finished_at"] = holder.finished_at;
+  }
+  return j;
 }
 
 std::string holder_text(const lock::Holder& holder) {
@@ -80,10 +84,11 @@ class WaitStatusLine {
     if (m_holder) {
       line += ", held by " + holder_text(*m_holder);
     }
-    line += ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
-            "s left, waited " +
-            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
-            "s\033[K";
+    line +=
+        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
+        "s left, waited " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
+        "s\033[K";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
     m_shown = true;
@@ -152,10 +157,13 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
   }
   const auto holder = lock::read_holder(ctx.store(), lock.key(), result.held_value);
   const auto now = util::whole_seconds(util::wall_now());
-  std::string message = "lock '" + lock.key() + "': busy, held until " +
-                        util::format_local_time(result.held_until);
+  std::string message =
+      "lock '" + lock.key() + "': busy, held until " + util::format_local_time(result.held_until);
   if (holder) {
     message += " by " + holder_text(*holder);
+    if (holder->finished_at != 0) {
+      message += ", which finished and holds it for --hold";
+    }
   }
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
   ctx.out.bytes_field("key", lock.key());
@@ -187,10 +195,10 @@ Runner setup_lock(CLI::App& sub) {
     }
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock::record_holder(store, lock.key(),
-                        lock::describe_holder(*acquired.value, owner,
-                                              util::process_command_line(owner),
-                                              util::whole_seconds(clock->now())));
+    lock::record_holder(
+        store, lock.key(),
+        lock::describe_holder(*acquired.value, owner, util::process_command_line(owner),
+                              util::whole_seconds(clock->now())));
     ctx.out.line(*acquired.value);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
@@ -254,8 +262,7 @@ Runner setup_renew(CLI::App& sub) {
       ->capture_default_str();
   add_clock_option(sub, args->clock);
   sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")
-      ->required();
+  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
     lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
@@ -315,6 +322,13 @@ Runner setup_status(CLI::App& sub) {
       ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
                    util::format_local_time(status.holder->acquired_at));
       ctx.out.field("holder", holder_json(*status.holder));
+      if (status.holder->finished_at != 0) {
+        // run-locked --hold: the job is over, but the lock stays until its expiry.
+        ctx.out.line("finished " + util::format_local_time(status.holder->finished_at) +
+                     ", holding the lock until " + util::format_local_time(status.expires_at) +
+                     " (--hold)");
+        ctx.out.field("hold_until", status.expires_at);
+      }
     }
     ctx.out.field("state", "held");
     ctx.out.field("held", true);
