@@ -84,11 +84,10 @@ class WaitStatusLine {
     if (m_holder) {
       line += ", held by " + holder_text(*m_holder);
     }
-    line +=
-        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
-        "s left, waited " +
-        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
-        "s\033[K";
+    line += ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
+            "s left, waited " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
+            "s\033[K";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
     m_shown = true;
@@ -157,8 +156,8 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
   }
   const auto holder = lock::read_holder(ctx.store(), lock.key(), result.held_value);
   const auto now = util::whole_seconds(util::wall_now());
-  std::string message =
-      "lock '" + lock.key() + "': busy, held until " + util::format_local_time(result.held_until);
+  std::string message = "lock '" + lock.key() + "': busy, held until " +
+                        util::format_local_time(result.held_until);
   if (holder) {
     message += " by " + holder_text(*holder);
     if (holder->finished_at != 0) {
@@ -195,10 +194,10 @@ Runner setup_lock(CLI::App& sub) {
     }
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock::record_holder(
-        store, lock.key(),
-        lock::describe_holder(*acquired.value, owner, util::process_command_line(owner),
-                              util::whole_seconds(clock->now())));
+    lock::record_holder(store, lock.key(),
+                        lock::describe_holder(*acquired.value, owner,
+                                              util::process_command_line(owner),
+                                              util::whole_seconds(clock->now())));
     ctx.out.line(*acquired.value);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
@@ -262,7 +261,8 @@ Runner setup_renew(CLI::App& sub) {
       ->capture_default_str();
   add_clock_option(sub, args->clock);
   sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")
+      ->required();
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
     lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));

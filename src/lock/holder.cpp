@@ -37,9 +37,7 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   return h;
 }
 
-std::string holder_key(std::string_view key) {
-  return std::string(key) + ":holder";
-}
+std::string holder_key(std::string_view key) { return std::string(key) + ":holder"; }
 
 Holder describe_holder(std::string value, std::int64_t pid, std::string command,
                        std::int64_t acquired_at) {

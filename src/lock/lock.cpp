@@ -60,9 +60,7 @@ void trace_step(std::string_view command, std::string_view key, std::string_view
 
 }  // namespace
 
-std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) {
-  return now_seconds + ttl + 1;
-}
+std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) { return now_seconds + ttl + 1; }
 
 std::int64_t expiry_holding_until(Micros until) {
   // A lock with value V is held while V >= now in whole seconds (floor), that is
@@ -97,9 +95,7 @@ std::int64_t parse_user_value(std::string_view key, std::string_view value) {
 Lock::Lock(store::Store& store, Clock& clock, std::string key)
     : m_store(store), m_clock(clock), m_key(std::move(key)) {}
 
-std::int64_t Lock::now_seconds() {
-  return util::whole_seconds(m_clock.now());
-}
+std::int64_t Lock::now_seconds() { return util::whole_seconds(m_clock.now()); }
 
 std::int64_t Lock::parse_or_throw(std::string_view text) {
   const auto value = parse_lock_value(text);
@@ -175,8 +171,8 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     }
     const Micros now_mono = util::mono_now();
     if (!forever && now_mono >= deadline) {
-      return {
-          AcquireResult::Outcome::busy, {}, attempt.held_until, std::to_string(attempt.held_until)};
+      return {AcquireResult::Outcome::busy, {}, attempt.held_until,
+              std::to_string(attempt.held_until)};
     }
     if (!watcher) {
       // Arm the watch, then look again: a release between our last look and
@@ -331,8 +327,8 @@ Status Lock::status() {
   }
   status.value = *current;
   status.expires_at = parse_or_throw(*current);
-  status.state =
-      status.expires_at < status.now_seconds ? Status::State::expired : Status::State::held;
+  status.state = status.expires_at < status.now_seconds ? Status::State::expired
+                                                         : Status::State::held;
   status.holder = read_holder(m_store, m_key, *current);
   return status;
 }

@@ -35,8 +35,8 @@ struct Attempt {
     retry,     // the key changed under us (deleted between SETNX and GET): go again
   };
   Outcome outcome = Outcome::busy;
-  std::string value;            // acquired: the value we wrote
-  std::int64_t held_until = 0;  // busy: the holder's expiry
+  std::string value;             // acquired: the value we wrote
+  std::int64_t held_until = 0;   // busy: the holder's expiry
 };
 
 // What a waiter knows while it waits, for a progress display.
