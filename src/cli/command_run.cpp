@@ -49,7 +49,7 @@ CLI::Validator hold_seconds() {
         }
         return {};
       },
-      "SECONDS");
+      "NONNEGATIVE");
 }
 
 }  // namespace
