@@ -4,7 +4,7 @@
 _nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
     --cert --key --sni'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock'
-_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after"
+_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold"
 
 # The index in COMP_WORDS of word $1 of words[]: they differ when ':' or '='
 # split a word (redis://host:6379), and _command_offset counts in COMP_WORDS.
@@ -96,7 +96,7 @@ _nxlock()
             _filedir -d
             return
             ;;
-        --timeout | --prefix | --sni | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after)
+        --timeout | --prefix | --sni | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold)
             return # a number or free text: nothing to offer
             ;;
     esac
@@ -117,7 +117,7 @@ _nxlock()
             lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock' ;;
             run-locked)
                 opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock
-                    --no-renew --on-lost --kill-after --'
+                    --no-renew --on-lost --kill-after --hold --'
                 ;;
             unlock) opts='-f --force --clock' ;;
             renew) opts='-t --ttl --clock' ;;

@@ -3,7 +3,7 @@
 # Options that take a value in the next word: global ones, then those of lock and run-locked.
 set -g __fish_nxlock_value_opts -u --url --password-file --timeout --prefix \
     --cacert --cacertdir --cert --key --sni \
-    -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after
+    -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after --hold
 
 # Prints the words of run-locked's child command line typed so far (those after
 # KEY and one optional --), and succeeds, if the cursor is in that command line.
@@ -134,3 +134,4 @@ complete -c nxlock -n $run -l on-lost -x \
     -a 'term\t"SIGTERM, then SIGKILL (default)" kill\t"SIGKILL at once" ignore\t"only warn"' \
     -d 'What to do if the lock is lost'
 complete -c nxlock -n $run -l kill-after -x -d 'Seconds between SIGTERM and SIGKILL (default 10)'
+complete -c nxlock -n $run -l hold -x -d 'Keep the lock SECONDS after it was taken (once per tick across hosts)'

@@ -1,6 +1,8 @@
 // run-locked: take the lock, run COMMAND under it, release it, exit with COMMAND's status.
 #include <unistd.h>
 
+#include <charconv>
+#include <cmath>
 #include <memory>
 
 #include "cli/acquire.hpp"
@@ -20,6 +22,9 @@ std::string join(const std::vector<std::string>& words) {
   return text;
 }
 
+// The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
+constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
+
 run::OnLost parse_on_lost(const std::string& text) {
   if (text == "kill") {
     return run::OnLost::kill;
@@ -28,6 +33,23 @@ run::OnLost parse_on_lost(const std::string& text) {
     return run::OnLost::ignore;
   }
   return run::OnLost::term;
+}
+
+// --hold's SECONDS: a plain decimal number (fractions allowed), not negative, not
+// inf or nan, and small enough to add to a Unix time in microseconds.
+CLI::Validator hold_seconds() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        double seconds = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+            !std::isfinite(seconds) || seconds < 0 || seconds > k_max_hold) {
+          return "'" + text + "' is not a number of seconds from 0 to " +
+                 std::to_string(static_cast<std::int64_t>(k_max_hold));
+        }
+        return {};
+      },
+      "NONNEGATIVE");
 }
 
 }  // namespace
@@ -39,6 +61,7 @@ Runner setup_run_locked(CLI::App& sub) {
     bool no_renew = false;
     std::string on_lost = "term";
     double kill_after = 10;
+    double hold = 0;
     std::vector<std::string> help_only_command;
   };
   auto args = std::make_shared<Args>();
@@ -51,6 +74,13 @@ Runner setup_run_locked(CLI::App& sub) {
   sub.add_option("--kill-after", args->kill_after,
                  "Seconds between SIGTERM and SIGKILL when the lock is lost")
       ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  sub.add_option("--hold", args->hold,
+                 "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
+                 "the same crontab line on many hosts then runs once per tick (a bit longer "
+                 "than clock skew + cron's start jitter, shorter than the period)")
+      ->check(hold_seconds())
       ->type_name("SECONDS")
       ->capture_default_str();
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
@@ -76,6 +106,9 @@ Runner setup_run_locked(CLI::App& sub) {
     }
     run::HeldLock held{*acquired.value,
                        acquired.valid_from + util::Micros(args->lock.ttl * 1'000'000), {}};
+    // On the clock that made the lock decision (Redis TIME unless --clock local),
+    // read after the lock was taken: the hold counts from no earlier than that.
+    const util::Micros acquired_at = clock->now();
 
     run::RunOptions options;
     options.command = command;
@@ -84,7 +117,7 @@ Runner setup_run_locked(CLI::App& sub) {
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
     options.holder = lock::describe_holder(held.value, getpid(), join(command),
-                                           util::whole_seconds(clock->now()));
+                                           util::whole_seconds(acquired_at));
 
     run::RunOutcome outcome;
     try {
@@ -99,11 +132,25 @@ Runner setup_run_locked(CLI::App& sub) {
       throw;
     }
 
+    // --hold keeps the lock of a job that ran; one that never started (126, 127)
+    // did nothing worth holding for, and goes at once.
+    const bool ran = outcome.ending == run::RunOutcome::Ending::exited ||
+                     outcome.ending == run::RunOutcome::Ending::signaled;
+    std::string kept_value;
+    const auto release = [&] {
+      if (ran && args->hold > 0) {
+        const auto hold = util::Micros(static_cast<std::int64_t>(std::ceil(args->hold * 1e6)));
+        return run::release_held(lock, held, [&](const std::string& value) {
+          return lock.release_after(value, acquired_at + hold, kept_value);
+        });
+      }
+      return run::release_held(lock, held);
+    };
     if (!outcome.lost) {
       // The child's status is what cron reports; a failed release is a warning
       // (the lock then simply expires at its timestamp).
       try {
-        const auto verdict = run::release_held(lock, held);
+        const auto verdict = release();
         if (verdict != lock::Verdict::done) {
           ctx.out.note("lock '" + lock.key() + "': not released at exit (" +
                        (verdict == lock::Verdict::expired ? "expired" : "no longer ours") + ")");
@@ -117,6 +164,9 @@ Runner setup_run_locked(CLI::App& sub) {
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
     ctx.out.field("lost", outcome.lost);
+    if (!kept_value.empty()) {
+      ctx.out.field("hold_until", std::stoll(kept_value));
+    }
     switch (outcome.ending) {
       case run::RunOutcome::Ending::not_found:
         ctx.out.error(outcome.status, command.front(), "command not found");

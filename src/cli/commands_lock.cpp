@@ -17,10 +17,14 @@ namespace {
 using lock::Verdict;
 
 nlohmann::json holder_json(const lock::Holder& holder) {
-  return {{"host", holder.host},
-          {"pid", holder.pid},
-          {"command", holder.command},
-          {"acquired_at", holder.acquired_at}};
+  nlohmann::json j = {{"host", holder.host},
+                      {"pid", holder.pid},
+                      {"command", holder.command},
+                      {"acquired_at", holder.acquired_at}};
+  if (holder.finished_at != 0) {
+    j["finished_at"] = holder.finished_at;
+  }
+  return j;
 }
 
 std::string holder_text(const lock::Holder& holder) {
@@ -156,6 +160,9 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
                         util::format_local_time(result.held_until);
   if (holder) {
     message += " by " + holder_text(*holder);
+    if (holder->finished_at != 0) {
+      message += ", which finished and holds it for --hold";
+    }
   }
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
   ctx.out.bytes_field("key", lock.key());
@@ -315,6 +322,13 @@ Runner setup_status(CLI::App& sub) {
       ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
                    util::format_local_time(status.holder->acquired_at));
       ctx.out.field("holder", holder_json(*status.holder));
+      if (status.holder->finished_at != 0) {
+        // run-locked --hold: the job is over, but the lock stays until its expiry.
+        ctx.out.line("finished " + util::format_local_time(status.holder->finished_at) +
+                     ", holding the lock until " + util::format_local_time(status.expires_at) +
+                     " (--hold)");
+        ctx.out.field("hold_until", status.expires_at);
+      }
     }
     ctx.out.field("state", "held");
     ctx.out.field("held", true);

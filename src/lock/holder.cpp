@@ -11,11 +11,14 @@
 namespace nxlock::lock {
 
 std::string Holder::to_json() const {
-  const nlohmann::json j = {{"value", value},
-                            {"host", host},
-                            {"pid", pid},
-                            {"command", command},
-                            {"acquired_at", acquired_at}};
+  nlohmann::json j = {{"value", value},
+                      {"host", host},
+                      {"pid", pid},
+                      {"command", command},
+                      {"acquired_at", acquired_at}};
+  if (finished_at != 0) {
+    j["finished_at"] = finished_at;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -30,6 +33,7 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   h.pid = j.value("pid", std::int64_t{0});
   h.command = j.value("command", "");
   h.acquired_at = j.value("acquired_at", std::int64_t{0});
+  h.finished_at = j.value("finished_at", std::int64_t{0});
   return h;
 }
 

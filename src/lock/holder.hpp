@@ -19,6 +19,9 @@ struct Holder {
   std::int64_t pid = 0;
   std::string command;
   std::int64_t acquired_at = 0;  // Unix seconds
+  // Unix seconds at which the job ended while the lock stays held (run-locked
+  // --hold); 0 while it runs.
+  std::int64_t finished_at = 0;
 
   std::string to_json() const;
   // nullopt if the text is not a holder record.

@@ -62,6 +62,15 @@ void trace_step(std::string_view command, std::string_view key, std::string_view
 
 std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) { return now_seconds + ttl + 1; }
 
+std::int64_t expiry_holding_until(Micros until) {
+  // A lock with value V is held while V >= now in whole seconds (floor), that is
+  // up to the instant V + 1 exclusive, by every client's reading of the clock.
+  // Held until at least `until` means V + 1 >= until: the least such V is
+  // ceil(until) - 1. Rounding down instead would free the lock up to a second
+  // early; V = ceil(until) would hold it up to a second longer than asked.
+  return std::chrono::ceil<std::chrono::seconds>(until).count() - 1;
+}
+
 std::optional<std::int64_t> parse_lock_value(std::string_view text) {
   std::int64_t value = 0;
   if (text.empty() || text.size() > 18 || text[0] == '-' || text[0] == '+') {
@@ -212,6 +221,48 @@ Verdict Lock::release(std::string_view value) {
   // already stand there, and the compare-and-delete leaves it alone.
   forget_own_holder(value);
   return deleted ? Verdict::done : why_not(value);
+}
+
+Verdict Lock::release_after(std::string_view value, Micros not_before, std::string& kept_value) {
+  kept_value.clear();
+  const Micros now = m_clock.now();
+  if (not_before <= now) {
+    return release(value);
+  }
+  const std::int64_t expires = parse_user_value(m_key, value);
+  if (expires < util::whole_seconds(now)) {
+    // Expired: the lock may be someone else's already; there is nothing to keep.
+    const Verdict verdict = why_not(value);
+    return verdict == Verdict::taken_over ? verdict : Verdict::expired;
+  }
+  // not_before > now, so this value is >= now in whole seconds: never already expired.
+  const std::string next = std::to_string(expiry_holding_until(not_before));
+  // Not a DEL: waiters are left asleep (a compare-and-set wakes none on Redis, and
+  // a file-store watcher woken by it finds the lock still held) until the new
+  // expiry, where their wait ends by itself.
+  const bool swapped = m_store.compare_and_set(m_key, value, next);
+  trace_step("SET-IF-EQUAL", m_key, std::string(value) + " " + next, swapped ? "1" : "0");
+  if (!swapped) {
+    const Verdict verdict = why_not(value);
+    forget_own_holder(value);
+    return verdict;
+  }
+  if (m_holder && m_holder->value == value) {
+    // The details follow the lock's new value and say the job is over. A
+    // compare-and-set on the exact record we wrote: should the hold already have
+    // run out and a new holder have written its own, ours must not replace it.
+    Holder holder = *m_holder;
+    holder.value = next;
+    holder.finished_at = util::whole_seconds(now);
+    try {
+      m_store.compare_and_set(holder_key(m_key), m_holder->to_json(), holder.to_json());
+      m_holder = std::move(holder);
+    } catch (const util::Error& e) {
+      util::trace(std::string("holder details not updated: ") + e.what());
+    }
+  }
+  kept_value = next;
+  return Verdict::done;
 }
 
 Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {

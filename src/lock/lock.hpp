@@ -20,6 +20,10 @@ namespace nxlock::lock {
 // The lock value for a lock taken at `now_seconds` for `ttl` seconds.
 std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl);
 
+// The lock value that keeps a lock held until at least `until` (Unix time) and
+// expires as soon after it as the value format allows.
+std::int64_t expiry_holding_until(util::Micros until);
+
 // Parses a lock value: plain decimal digits only. nullopt if it is not one.
 std::optional<std::int64_t> parse_lock_value(std::string_view text);
 
@@ -95,6 +99,14 @@ class Lock {
   // Deletes the lock only if it still holds `value` and has not expired (atomic
   // compare-and-delete), then wakes waiters.
   Verdict release(std::string_view value);
+
+  // release(), but the lock is not let go before `not_before` (Unix time on this
+  // lock's clock, microseconds): while that is still ahead, the expiry of the lock
+  // still holding `value` is moved to it instead (atomic compare-and-set, as renew
+  // does; shorter or longer than the ttl) and the holder details stay, marked
+  // finished. `kept_value` receives the value left in place, or is emptied when the
+  // lock was deleted. Verdicts as for release().
+  Verdict release_after(std::string_view value, util::Micros not_before, std::string& kept_value);
 
   // Moves the expiry of a lock still holding `value` to now + ttl + 1 (atomic
   // compare-and-set). On success `new_value` receives the value now stored.

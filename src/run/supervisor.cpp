@@ -436,7 +436,7 @@ RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options
   }
 }
 
-lock::Verdict release_held(lock::Lock& lock, HeldLock& held) {
+lock::Verdict release_held(lock::Lock& lock, HeldLock& held, const ReleaseStep& release_one) {
   // No deadline cap here: the compare-and-delete is decided by the server on
   // the value alone, so a late answer is still a true one. Retries stop when
   // the lock could expire anyway, or after k_release_patience.
@@ -445,8 +445,9 @@ lock::Verdict release_held(lock::Lock& lock, HeldLock& held) {
   bool unanswered = false;  // an earlier attempt's reply was lost: it may have deleted the key
   for (;;) {
     try {
-      const lock::Verdict verdict = on_any_of_ours(
-          held, [&](const std::string& value) { return lock.release(value); });
+      const lock::Verdict verdict = on_any_of_ours(held, [&](const std::string& value) {
+        return release_one ? release_one(value) : lock.release(value);
+      });
       return verdict == lock::Verdict::absent && unanswered ? lock::Verdict::done : verdict;
     } catch (const util::Error&) {
       unanswered = true;

@@ -63,7 +63,10 @@ RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options
 // with short back-off while the lock is still valid, for at most a few seconds:
 // past that it is left to expire at its timestamp. Throws the last util::Error
 // if no attempt got an answer.
-lock::Verdict release_held(lock::Lock& lock, HeldLock& held);
+// `release_one` releases one value (default: lock.release); --hold passes one
+// that keeps the lock until the hold's end instead.
+using ReleaseStep = std::function<lock::Verdict(const std::string& value)>;
+lock::Verdict release_held(lock::Lock& lock, HeldLock& held, const ReleaseStep& release_one = {});
 
 // Waits for the watchdog process supervise() leaves behind: told the job is
 // over, it exits on its own, so the caller releases the lock first and calls

@@ -103,7 +103,8 @@ class Cases:
 
     def test_child_command_after_key(self):
         for line in ("nxlock run-locked -n KEY tru", "nxlock run-locked -n KEY -- tru",
-                     "nxlock -u redis://h:6379 run-locked -t 30 KEY tru"):
+                     "nxlock -u redis://h:6379 run-locked -t 30 KEY tru",
+                     "nxlock run-locked -n --hold 30 KEY tru"):
             got = self.assertOffers(line, ["true"])
             self.assertFalse([g for g in got if not g.startswith("tru")], got)
 

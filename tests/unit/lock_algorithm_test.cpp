@@ -21,6 +21,7 @@ class FakeClock final : public lock::Clock {
   explicit FakeClock(std::int64_t seconds) : m_now(util::Micros(seconds * 1'000'000)) {}
   util::Micros now() override { return m_now; }
   void set(std::int64_t seconds) { m_now = util::Micros(seconds * 1'000'000); }
+  void set(util::Micros now) { m_now = now; }
 
  private:
   util::Micros m_now;
@@ -343,6 +344,121 @@ TEST(LockAlgorithm, StatusReadsStateAndHolder) {
   clock.set(k_t0 + k_ttl + 2);
   status = lock.status();
   EXPECT_EQ(status.state, lock::Status::State::expired);
+}
+
+util::Micros at(std::int64_t seconds, std::int64_t micros = 0) {
+  return util::Micros(seconds * 1'000'000 + micros);
+}
+
+// --hold's rounding: the value keeps the lock held at every instant before the
+// hold's end (by "expired when value < now" on whole seconds) and no more than
+// a second past it.
+TEST(LockHold, ExpiryHoldingUntilIsHeldToTheEndAndNoSecondLonger) {
+  for (const std::int64_t micros : {0, 1, 250'000, 999'999}) {
+    const util::Micros until = at(k_t0 + 3, micros);
+    const std::int64_t value = lock::expiry_holding_until(until);
+    EXPECT_GE(value, util::whole_seconds(until - util::Micros(1))) << micros;  // held just before
+    EXPECT_GE(at(value + 1), until) << micros;  // first expired instant
+    EXPECT_LT(at(value + 1) - until, util::Micros(1'000'000)) << micros;
+  }
+  EXPECT_EQ(lock::expiry_holding_until(at(k_t0 + 3)), k_t0 + 2);
+  EXPECT_EQ(lock::expiry_holding_until(at(k_t0 + 3, 1)), k_t0 + 3);
+}
+
+TEST(LockHold, ReleaseAfterKeepsTheLockUntilTheHoldEnds) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  const auto value = lock.try_once(k_ttl).value;
+  lock.record_holder(lock::describe_holder(value, 42, "report", k_t0));
+  clock.set(at(k_t0, 500'000));  // the job took half a second
+  std::string kept;
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3, 250'000), kept), Verdict::done);
+  EXPECT_EQ(kept, std::to_string(k_t0 + 3));  // shorter than the ttl's expiry
+  EXPECT_EQ(store.inner.get(k_key), kept);
+  const auto holder = lock::read_holder(store, k_key, kept);
+  ASSERT_TRUE(holder.has_value());  // the details stay while the lock is held
+  EXPECT_EQ(holder->pid, 42);
+  EXPECT_EQ(holder->finished_at, k_t0);
+
+  FakeClock other_clock(k_t0 + 3);
+  Lock other(store, other_clock, k_key);
+  other_clock.set(at(k_t0 + 3, 999'999));
+  EXPECT_EQ(other.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  other_clock.set(at(k_t0 + 4));
+  EXPECT_EQ(other.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+}
+
+TEST(LockHold, AHoldLongerThanTheTtlWins) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  const auto value = lock.try_once(k_ttl).value;
+  std::string kept;
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3 * k_ttl), kept), Verdict::done);
+  EXPECT_EQ(kept, std::to_string(k_t0 + 3 * k_ttl - 1));
+  EXPECT_EQ(store.inner.get(k_key), kept);
+}
+
+TEST(LockHold, AHoldThatHasPassedReleasesAtOnce) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  const auto value = lock.try_once(k_ttl).value;
+  lock.record_holder(lock::describe_holder(value, 42, "report", k_t0));
+  clock.set(k_t0 + 5);
+  std::string kept = "stale";
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3), kept), Verdict::done);
+  EXPECT_TRUE(kept.empty());
+  EXPECT_FALSE(store.inner.get(k_key).has_value());
+  EXPECT_FALSE(store.inner.get(lock::holder_key(k_key)).has_value());
+}
+
+// A lost lock is never held: neither an expired value of ours nor another's.
+TEST(LockHold, NothingIsHeldForALostLock) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock lock(store, clock, k_key);
+  const auto value = lock.try_once(k_ttl).value;
+  clock.set(k_t0 + k_ttl + 2);
+  std::string kept;
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 60), kept), Verdict::expired);
+  EXPECT_TRUE(kept.empty());
+  EXPECT_EQ(store.inner.get(k_key), value);
+
+  store.inner.set(k_key, std::to_string(k_t0 + 50));
+  clock.set(k_t0 + 1);
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 60), kept), Verdict::taken_over);
+  EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + 50));
+}
+
+// The hold's details update is a compare-and-set of the record we wrote: a
+// holder that came in between (the hold ran out at once) keeps its own.
+TEST(LockHold, ReleaseAfterLeavesTheNextHoldersDetailsAlone) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock a(store, clock, k_key);
+  const auto a_value = a.try_once(k_ttl).value;
+  a.record_holder(lock::describe_holder(a_value, 1, "a", k_t0));
+
+  FakeClock b_clock(k_t0 + 100);
+  Lock b(store, b_clock, k_key);
+  std::string b_value;
+  store.hook_before = "CAS";  // A's compare-and-set of the lock...
+  store.hook = [&] {
+    store.hook_before = "CAS";  // ...then, before the one of its details:
+    store.hook = [&] {
+      b_value = b.try_once(k_ttl).value;
+      b.record_holder(lock::describe_holder(b_value, 2, "b", k_t0 + 100));
+    };
+  };
+  std::string kept;
+  EXPECT_EQ(a.release_after(a_value, at(k_t0 + 3), kept), Verdict::done);
+  ASSERT_FALSE(b_value.empty());
+  const auto holder = lock::read_holder(store, k_key, b_value);
+  ASSERT_TRUE(holder.has_value());
+  EXPECT_EQ(holder->pid, 2);
+  EXPECT_EQ(holder->finished_at, 0);
 }
 
 }  // namespace

@@ -1,0 +1,171 @@
+"""run-locked --hold: once per cron tick across hosts, on the embedded store and Redis."""
+import json
+import os
+import time
+import unittest
+
+from harness import NxlockTestCase
+
+
+def wait_until(unix_time, timeout=30.0):
+    """Sleeps until the wall clock reaches `unix_time` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.time() < unix_time and time.monotonic() < deadline:
+        time.sleep(min(0.05, max(0.0, unix_time - time.time())))
+    assert time.time() >= unix_time, "clock did not reach %f" % unix_time
+
+
+class Hold(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def backends(self):
+        # The embedded store and Redis over TCP: a hold is seconds long, so the
+        # unix-socket flavour of the same server is left to the other tests.
+        return [b for b in super().backends() if b.name in ("file", "redis")]
+
+    def marker(self, backend, name):
+        return os.path.join(self.tmp, "%s-%s" % (backend.name, name))
+
+    def run_json(self, backend, *args):
+        r = self.nx(*backend.args(), "--json", "run-locked", *args)
+        return r, json.loads(r.stdout.decode().splitlines()[-1])
+
+    def test_a_second_run_within_the_hold_does_not_run_and_the_next_tick_does(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                started = time.time()
+                # -t 1: the hold outlasts the ttl, and wins.
+                r, out = self.run_json(backend, "-n", "-t", "1", "--hold", "4", "job",
+                                       "touch", self.marker(backend, "1"))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(os.path.exists(self.marker(backend, "1")))
+                hold_until = out["hold_until"]
+                # Held at least 4 s from before we started it, and not a second more.
+                self.assertGreaterEqual(hold_until + 1, started + 4)
+                self.assertLessEqual(hold_until + 1, time.time() + 4 + 1)
+
+                time.sleep(1)
+                r = self.nx(*u, "run-locked", "-n", "-t", "1", "--hold", "4", "job",
+                            "touch", self.marker(backend, "2"))
+                self.assertEqual(r.returncode, 75, r.stderr)
+                self.assertFalse(os.path.exists(self.marker(backend, "2")))
+                self.assertIn(b"finished", r.stderr)
+
+                # Past the ttl's own expiry (-t 1 taken in second A expires at
+                # A + 3): still held, by the hold.
+                r = self.nx(*u, "--json", "status", "job")
+                acquired_at = json.loads(r.stdout)["holder"]["acquired_at"]
+                wait_until(acquired_at + 3.1)
+                r = self.nx(*u, "status", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                text = r.stdout.decode()
+                self.assertIn("finished", text)
+                self.assertIn("holding the lock until", text)
+                r = self.nx(*u, "--json", "status", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                status = json.loads(r.stdout)
+                self.assertEqual((status["state"], status["held"]), ("held", True))
+                self.assertEqual(status["hold_until"], hold_until)
+                self.assertEqual(status["expires_at"], hold_until)
+                self.assertEqual(status["holder"]["command"],
+                                 "touch " + self.marker(backend, "1"))
+                self.assertLessEqual(abs(status["holder"]["finished_at"] - started), 2)
+
+                # The next tick, after the hold: it runs.
+                wait_until(hold_until + 1 + 0.05)
+                r = self.nx(*u, "run-locked", "-n", "--hold", "4", "job",
+                            "touch", self.marker(backend, "3"))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(os.path.exists(self.marker(backend, "3")))
+
+    def test_a_waiter_enters_when_the_hold_ends_not_before(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                entered = self.marker(backend, "entered")
+                # The job runs 1 s; the waiter waits through the job, then through
+                # the hold's compare-and-set (which must not let it in), to the end.
+                first = self.popen(*u, "--json", "run-locked", "--hold", "3", "job",
+                                   "sleep", "1", stdout=-1)
+                self.addCleanup(first.wait)
+                deadline = time.monotonic() + 10
+                while self.nx(*u, "status", "job").returncode != 0:
+                    self.assertLess(time.monotonic(), deadline, "the first run never took the lock")
+                    time.sleep(0.02)
+                waiter = self.popen(*u, "run-locked", "-w", "20", "job", "python3", "-c",
+                                    "import time; open(%r, 'w').write(repr(time.time()))" % entered)
+                self.addCleanup(waiter.wait)
+                out, _ = first.communicate(timeout=20)
+                self.assertEqual(first.returncode, 0)
+                hold_until = json.loads(out.decode())["hold_until"]
+                self.assertEqual(waiter.wait(timeout=20), 0)
+                with open(entered) as f:
+                    entered_at = float(f.read())
+                # The lock expires at hold_until + 1 (value < now); 50 ms for the
+                # difference between a reading of Redis TIME carried on our clock.
+                self.assertGreaterEqual(entered_at, hold_until + 1 - 0.05)
+                self.assertLessEqual(entered_at, hold_until + 1 + 3)
+
+    def test_without_hold_the_release_is_immediate(self):
+        for backend in self.backends():
+            for hold in ([], ["--hold", "0"]):
+                with self.subTest(backend=backend.name, hold=hold):
+                    u = backend.args()
+                    r, out = self.run_json(backend, "-n", *hold, "job", "true")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertNotIn("hold_until", out)
+                    marker = self.marker(backend, "after-%d" % len(hold))
+                    r = self.nx(*u, "run-locked", "-n", "job", "touch", marker)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertTrue(os.path.exists(marker))
+
+    def test_a_job_longer_than_the_hold_releases_at_its_end(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                r, out = self.run_json(backend, "-n", "--hold", "0.5", "job", "sleep", "1.5")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn("hold_until", out)
+                self.assertEqual(self.nx(*backend.args(), "status", "job").returncode, 1)
+
+    def test_a_command_that_never_started_holds_nothing(self):
+        script = os.path.join(self.tmp, "not-executable")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(script, 0o644)
+        for backend in self.backends():
+            for command, status in ((["no-such-command-nxlock"], 127), ([script], 126)):
+                with self.subTest(backend=backend.name, status=status):
+                    r = self.nx(*backend.args(), "run-locked", "-n", "--hold", "60", "job",
+                                *command)
+                    self.assertEqual(r.returncode, status, r.stderr)
+                    self.assertEqual(self.nx(*backend.args(), "status", "job").returncode, 1)
+
+    def test_a_lock_that_expired_under_the_job_is_not_held(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                # No renewal, ttl 1: the lock expires (by int(start) + 3) while the job runs.
+                r = self.nx(*u, "run-locked", "--no-renew", "-t", "1", "--hold", "60", "job",
+                            "sleep", "3.2")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(b"not released", r.stderr)
+                r = self.nx(*u, "--json", "status", "job")
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(json.loads(r.stdout)["state"], "expired")
+
+    def test_bad_hold_values_are_usage_errors(self):
+        marker = os.path.join(self.tmp, "ran")
+        for value in ("-1", "nan", "inf", "-inf", "abc", "", "1e400", "0x10", "5s", "2e12"):
+            with self.subTest(value=value):
+                r = self.nx("run-locked", "--hold", value, "job", "touch", marker)
+                self.assertOneLineError(r, 64, "--hold")
+                self.assertFalse(os.path.exists(marker))
+        r = self.nx("run-locked", "--hold=0.25", "job", "touch", marker)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
