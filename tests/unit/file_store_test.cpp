@@ -1,6 +1,7 @@
 // FileStore: the contract suite (with MemoryStore as the reference), plus what only the
 // embedded store promises: its on-disk format, refusing foreign or corrupt files without
 // touching them, not following symlinks, permissions, and many processes at once.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -28,6 +30,24 @@
 #include "util/crc32c.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+
+// Counts the fsync and fdatasync calls of this process: the test binary's
+// definitions come before libc's, which they call.
+static std::atomic<int> g_syncs{0};
+
+extern "C" int fsync(int fd) {
+  using Real = int (*)(int);
+  static const auto real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "fsync"));
+  ++g_syncs;
+  return real(fd);
+}
+
+extern "C" int fdatasync(int fd) {
+  using Real = int (*)(int);
+  static const auto real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "fdatasync"));
+  ++g_syncs;
+  return real(fd);
+}
 
 namespace nxlock::testing {
 namespace {
@@ -755,14 +775,35 @@ TEST_F(FileStoreTest, KillingAWriterAtAnyInstantLeavesAWholeRecord) {
   }
 }
 
-TEST_F(FileStoreTest, DurableModeWorksTheSame) {
+// Durable mode gives the same answers, and syncs every write that reported
+// success (the record before its rename, the directory after it or after an
+// unlink); the default mode syncs nothing once the store exists.
+TEST_F(FileStoreTest, DurableModeWorksTheSameAndSyncsEveryWrite) {
   FileStore::Options options;
   options.durable = true;
   FileStore store(store_path(), options);
-  EXPECT_TRUE(store.set_if_absent("k", "v"));
-  EXPECT_EQ(store.get_and_set("k", "w"), "v");
-  EXPECT_TRUE(store.compare_and_delete("k", "w"));
-  EXPECT_EQ(store.get("k"), std::nullopt);
+  store.set("other", "x");  // the data directory and the stripes exist from here on
+  store.set("k", "x");
+  EXPECT_TRUE(store.compare_and_delete("k", "x"));
+
+  const auto syncs_of = [](const std::function<void()>& operation) {
+    const int before = g_syncs;
+    operation();
+    return g_syncs - before;
+  };
+  EXPECT_GE(syncs_of([&] { EXPECT_TRUE(store.set_if_absent("k", "v")); }), 2);
+  EXPECT_GE(syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w"), "v"); }), 2);
+  EXPECT_GE(syncs_of([&] { EXPECT_TRUE(store.compare_and_set("k", "w", "y")); }), 2);
+  EXPECT_GE(syncs_of([&] { EXPECT_TRUE(store.compare_and_delete("k", "y")); }), 1);
+  EXPECT_EQ(syncs_of([&] { EXPECT_EQ(store.get("k"), std::nullopt); }), 0);
+  EXPECT_EQ(syncs_of([&] { EXPECT_FALSE(store.compare_and_delete("k", "y")); }), 0);
+
+  FileStore fast(store_path(), {});
+  EXPECT_EQ(syncs_of([&] {
+              EXPECT_TRUE(fast.set_if_absent("k", "v"));
+              EXPECT_TRUE(fast.compare_and_delete("k", "v"));
+            }),
+            0);
 }
 
 TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
