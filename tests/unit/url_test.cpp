@@ -67,8 +67,8 @@ TEST(Url, FileStore) {
 TEST(Url, BadOnesAreUsageErrors) {
   for (const char* text :
        {"http://x", "rediss://x", "redis://", "redis://h:0", "redis://h:65536", "redis://h:x",
-        "redis://h:", "redis://h/x", "unix://relative.sock", "file://relative", "file:///x?y=1", "",
-        "localhost:6379", "redis://[::1", "unix:///s?db=x"}) {
+        "redis://h:", "redis://h/x", "unix://relative.sock", "file://relative", "file:///x?y=1",
+        "", "localhost:6379", "redis://[::1", "unix:///s?db=x"}) {
     EXPECT_EQ(kind_of(text), util::ErrorKind::usage) << text;
   }
 }
