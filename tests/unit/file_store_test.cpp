@@ -200,6 +200,12 @@ std::optional<ErrorKind> error_kind(const std::function<void()>& body,
   return std::nullopt;
 }
 
+// A forked child's failure would otherwise show only as its exit status: say why
+// on stderr, where the test's output keeps it.
+void child_failed(const std::exception& e) {
+  std::cerr << "child process " << ::getpid() << " failed: " << e.what() << std::endl;
+}
+
 // Runs `body` in a forked child and returns its exit status (or 128 + signal).
 int in_child(const std::function<int()>& body) {
   const pid_t pid = ::fork();
@@ -207,7 +213,8 @@ int in_child(const std::function<int()>& body) {
     int status = 99;
     try {
       status = body();
-    } catch (...) {
+    } catch (const std::exception& e) {
+      child_failed(e);
       status = 98;
     }
     ::_exit(status);
@@ -333,7 +340,8 @@ TEST_F(FileStoreTest, ManyProcessesInitializeOneDirectoryAtOnce) {
         FileStore store(store_path(), {});
         store.set("k" + std::to_string(i), "v");
         ::_exit(0);
-      } catch (...) {
+      } catch (const std::exception& e) {
+        child_failed(e);
         ::_exit(1);
       }
     }
@@ -705,7 +713,8 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
               break;
           }
         }
-      } catch (...) {
+      } catch (const std::exception& e) {
+        child_failed(e);
         ::_exit(1);
       }
       const bool written = ::write(results[1], counts, sizeof counts) == sizeof counts;
