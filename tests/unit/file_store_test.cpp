@@ -800,19 +800,25 @@ TEST_F(FileStoreTest, DurableModeWorksTheSameAndSyncsEveryWrite) {
     operation();
     return g_syncs - before;
   };
-  EXPECT_GE(syncs_of([&] { EXPECT_TRUE(store.set_if_absent("k", "v")); }), 2);
-  EXPECT_GE(syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w"), "v"); }), 2);
-  EXPECT_GE(syncs_of([&] { EXPECT_TRUE(store.compare_and_set("k", "w", "y")); }), 2);
-  EXPECT_GE(syncs_of([&] { EXPECT_TRUE(store.compare_and_delete("k", "y")); }), 1);
-  EXPECT_EQ(syncs_of([&] { EXPECT_EQ(store.get("k"), std::nullopt); }), 0);
-  EXPECT_EQ(syncs_of([&] { EXPECT_FALSE(store.compare_and_delete("k", "y")); }), 0);
+  int syncs = syncs_of([&] { EXPECT_TRUE(store.set_if_absent("k", "v")); });
+  EXPECT_GE(syncs, 2) << "durable set_if_absent: record and directory";
+  syncs = syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w"), "v"); });
+  EXPECT_GE(syncs, 2) << "durable get_and_set: record and directory";
+  syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_set("k", "w", "y")); });
+  EXPECT_GE(syncs, 2) << "durable compare_and_set: record and directory";
+  syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_delete("k", "y")); });
+  EXPECT_GE(syncs, 1) << "durable compare_and_delete: the directory after the unlink";
+  syncs = syncs_of([&] { EXPECT_EQ(store.get("k"), std::nullopt); });
+  EXPECT_EQ(syncs, 0) << "a read";
+  syncs = syncs_of([&] { EXPECT_FALSE(store.compare_and_delete("k", "y")); });
+  EXPECT_EQ(syncs, 0) << "a write that changed nothing";
 
   FileStore fast(store_path(), {});
-  EXPECT_EQ(syncs_of([&] {
-              EXPECT_TRUE(fast.set_if_absent("k", "v"));
-              EXPECT_TRUE(fast.compare_and_delete("k", "v"));
-            }),
-            0);
+  syncs = syncs_of([&] {
+    EXPECT_TRUE(fast.set_if_absent("k", "v"));
+    EXPECT_TRUE(fast.compare_and_delete("k", "v"));
+  });
+  EXPECT_EQ(syncs, 0) << "the default mode";
 }
 
 TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
