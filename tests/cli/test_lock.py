@@ -214,9 +214,10 @@ class LockCommands(NxlockTestCase):
                 clocks.append(("local", ["--clock", "local"], skew))
             for name, option, ahead in clocks:
                 with self.subTest(backend=backend.name, clock=name):
+                    self.nx(*u, "del", "job")  # whatever a failed case left
                     # The value written: now + ttl + 1 by the deciding clock.
                     before = int(time.time())
-                    r = skewed(*u, "lock", *option, "-t", "10", "job")
+                    r = skewed(*u, "lock", "-n", *option, "-t", "10", "job")
                     after = int(time.time())
                     self.assertEqual(r.returncode, 0, r.stderr)
                     value = int(r.stdout)
