@@ -111,14 +111,14 @@ class KeyValue(NxlockTestCase):
                 def nx(*args):
                     return subprocess.run([BIN, *args], env=case_env, capture_output=True,
                                           preexec_fn=preexec, timeout=COMMAND_TIMEOUT)
-                r = nx("setnx", "k", name)
+                r = nx("setnx", name, "v")
                 self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(os.path.isdir(path), "no store at " + path)
                 info = os.stat(path)
                 self.assertEqual(info.st_mode & 0o777, 0o700, path)
                 self.assertEqual(info.st_uid, NOBODY if preexec else os.geteuid())
-                self.assertEqual(nx("get", "k").stdout, name.encode() + b"\n")
-                self.assertEqual(nx("-u", "file://" + path, "get", "k").stdout,
-                                 name.encode() + b"\n")
+                self.assertEqual(nx("get", name).stdout, b"v\n")
+                self.assertEqual(nx("-u", "file://" + path, "get", name).stdout, b"v\n")
         self.assertFalse(os.path.exists(self.store_path), "NXLOCK_STORE was not used")
 
     def test_sync_1_syncs_each_write_before_it_is_reported(self):
