@@ -243,7 +243,10 @@ class RunLocked(NxlockTestCase):
                 while p.poll() is None:
                     r = self.nx(*u, "--json", "lock", "-n", "job")
                     if p.poll() is not None:
-                        break  # released at the end: a success here proves nothing
+                        # The job ended and released: a success now proves nothing.
+                        if r.returncode == 0:
+                            self.nx(*u, "unlock", "job", json.loads(r.stdout)["value"])
+                        break
                     if r.returncode != 75:
                         failures.append("%s: another client took the lock while the job ran "
                                         "(exit %d after %d polls) %s"
