@@ -137,15 +137,10 @@ class InterleavingProxy {
       if (fds[0].revents != 0) {
         return;
       }
-      if (fds[1].revents != 0) {
-        util::UniqueFd client(::accept4(m_listen.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        util::UniqueFd server = connect_upstream();
-        if (client && server) {
-          pairs.push_back({std::move(client), std::move(server)});
-        }
-      }
-      std::vector<bool> closed(pairs.size(), false);
-      for (std::size_t i = 0; i < pairs.size(); ++i) {
+      // Only the pairs polled above: fds has no entries for one accepted below.
+      const std::size_t polled = pairs.size();
+      std::vector<bool> closed(polled, false);
+      for (std::size_t i = 0; i < polled; ++i) {
         const pollfd& from_client = fds[2 + 2 * i];
         const pollfd& from_server = fds[3 + 2 * i];
         if (from_server.revents != 0) {
@@ -162,9 +157,16 @@ class InterleavingProxy {
           closed[i] = !forward(pairs[i].client.get(), pairs[i].server.get());
         }
       }
-      for (std::size_t i = pairs.size(); i-- > 0;) {
+      for (std::size_t i = polled; i-- > 0;) {
         if (closed[i]) {
           pairs.erase(pairs.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+      }
+      if (fds[1].revents != 0) {
+        util::UniqueFd client(::accept4(m_listen.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        util::UniqueFd server = connect_upstream();
+        if (client && server) {
+          pairs.push_back({std::move(client), std::move(server)});
         }
       }
     }
