@@ -1,9 +1,30 @@
 """setnx/get/getset/del through the binary, on the embedded store and on Redis."""
 import json
 import os
+import re
+import shutil
+import subprocess
+import tempfile
 import unittest
 
-from harness import NxlockTestCase
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase
+
+NOBODY = 65534
+
+
+def step_of(strace_line):
+    """One line of `strace -y` as a step of a store write, or None."""
+    call = re.search(r"(\w+)\((\d+)<([^>]*)>", strace_line)
+    if not call:
+        return None
+    name, path = call.group(1), call.group(3)
+    if name in ("fsync", "fdatasync"):
+        return "sync record" if path.endswith(".tmp") else "sync directory"
+    if name.startswith("rename"):
+        return "rename"
+    if name.startswith("unlink"):
+        return "unlink"
+    return None
 
 AWKWARD_VALUES = [
     b"plain", b"with space", "ünïcødé ✓".encode(), b"line1\nline2", b"trailing\n",
@@ -64,11 +85,79 @@ class KeyValue(NxlockTestCase):
                                  b"v\n")
 
     def test_default_store_is_private(self):
-        os.environ.pop("NXLOCK_URL", None)
-        self.assertEqual(self.nx("setnx", "k", "v").returncode, 0)
-        mode = os.stat(self.store_path).st_mode & 0o777
-        self.assertEqual(mode, 0o700)
-        self.assertEqual(self.nx("get", "k").stdout, b"v\n")
+        # The real default: no URL and no NXLOCK_STORE, a private HOME and
+        # XDG_STATE_HOME. Root's default is /var/lib/nxlock, so a root test run
+        # checks the per-user default as nobody, in a home that nobody owns.
+        home = tempfile.mkdtemp(prefix="nxlock-home-")
+        self.addCleanup(shutil.rmtree, home, ignore_errors=True)
+        preexec = None
+        if os.geteuid() == 0:
+            os.chown(home, NOBODY, NOBODY)
+
+            def preexec():
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+        env = dict(self.env, HOME=home)
+        del env["NXLOCK_STORE"]
+        cases = [
+            ("XDG_STATE_HOME", dict(env, XDG_STATE_HOME=os.path.join(home, "state")),
+             os.path.join(home, "state", "nxlock")),
+            ("HOME", {k: v for k, v in env.items() if k != "XDG_STATE_HOME"},
+             os.path.join(home, ".local", "state", "nxlock")),
+        ]
+        for name, case_env, path in cases:
+            with self.subTest(default_from=name):
+                def nx(*args):
+                    return subprocess.run([BIN, *args], env=case_env, capture_output=True,
+                                          preexec_fn=preexec, timeout=COMMAND_TIMEOUT)
+                r = nx("setnx", name, "v")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(os.path.isdir(path), "no store at " + path)
+                info = os.stat(path)
+                self.assertEqual(info.st_mode & 0o777, 0o700, path)
+                self.assertEqual(info.st_uid, NOBODY if preexec else os.geteuid())
+                self.assertEqual(nx("get", name).stdout, b"v\n")
+                self.assertEqual(nx("-u", "file://" + path, "get", name).stdout, b"v\n")
+        self.assertFalse(os.path.exists(self.store_path), "NXLOCK_STORE was not used")
+
+    def test_sync_1_syncs_each_write_before_it_is_reported(self):
+        # What ?sync=1 promises (docs/STORE-FORMAT.md): each record is fsynced
+        # before the rename that commits it, and the stripe directory after the
+        # rename or unlink; without it nothing is synced. Seen with strace -y,
+        # which names the file or directory behind every descriptor.
+        calls = "fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat"
+        # An ASan build's leak check cannot run under ptrace.
+        env = dict(self.env, ASAN_OPTIONS=":".join(filter(None, [
+            self.env.get("ASAN_OPTIONS"), "detect_leaks=0"])))
+        # The store, its data directory and the key's stripe exist from here on
+        # (creating them syncs more: the marker, and the parent of each directory).
+        plain = "file://" + self.store_path
+        self.assertEqual(self.nx("-u", plain, "setnx", "k", "x").returncode, 0)
+        self.assertEqual(self.nx("-u", plain, "del", "k").returncode, 0)
+        for durable in (True, False):
+            url = "file://" + self.store_path + ("?sync=1" if durable else "")
+            for command, expected in ((["setnx", "k", "v"], b"1\n"),
+                                      (["getset", "k", "w"], b"v\n"),
+                                      (["del", "k"], b"1\n")):
+                with self.subTest(durable=durable, command=command[0]):
+                    log = os.path.join(self.tmp, "strace.log")
+                    r = subprocess.run(["strace", "-f", "-y", "-qq", "-o", log, "-e",
+                                        "trace=" + calls, BIN, "-u", url, *command],
+                                       env=env, capture_output=True,
+                                       timeout=COMMAND_TIMEOUT)
+                    self.assertEqual((r.returncode, r.stdout), (0, expected), r.stderr)
+                    with open(log) as f:
+                        steps = [step_of(line) for line in f if "(" in line]
+                    steps = [s for s in steps if s]
+                    commit = "unlink" if command[0] == "del" else "rename"
+                    if not durable:
+                        self.assertEqual(steps, [commit])
+                    elif commit == "rename":
+                        self.assertEqual(steps, ["sync record", "rename", "sync directory"])
+                    else:
+                        self.assertEqual(steps, ["unlink", "sync directory"])
+        self.assertEqual(self.nx("-u", plain, "get", "k").returncode, 1)
 
     def test_json_output(self):
         for backend in self.backends():

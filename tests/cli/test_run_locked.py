@@ -1,13 +1,15 @@
 """run-locked: exit statuses, environment, signals, renewal, a lost lock, nxlock's own death."""
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase
+from harness import BIN, NxlockTestCase, die_with_parent
 
 
 def alive(pid):
@@ -29,6 +31,46 @@ def read(path):
             return f.read()
     except FileNotFoundError:
         return ""
+
+
+def children_of(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def sleepers_under(pid):
+    """The live `sleep` processes among the descendants of pid (found by parentage, not name)."""
+    found, todo = [], children_of(pid)
+    while todo:
+        child = todo.pop()
+        todo.extend(children_of(child))
+        try:
+            with open("/proc/%d/comm" % child) as f:
+                if f.read().strip() == "sleep" and alive(child):
+                    found.append(child)
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def kill_all(pids):
+    """Cleanup: SIGKILL the processes this test started that still run."""
+    for pid in pids:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def stop(process):
+    """Cleanup: SIGKILL a process the test started, if it still runs, and reap it."""
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=10)
 
 
 def wait_for(predicate, timeout=10.0, interval=0.02):
@@ -106,23 +148,62 @@ class RunLocked(NxlockTestCase):
         r = self.nx("run-locked", "--", "job", "--", "echo", "--", "a")
         self.assertEqual(r.stdout, b"-- a\n")
 
-    def test_signals_are_forwarded(self):
+    def test_every_forwarded_signal_reaches_the_child(self):
+        # The job sets its own handlers: a shell cannot trap a signal it started
+        # with ignored (`nohup`, `cmd &` in a script), and the test must not
+        # depend on how it was started. nxlock itself is started both with the
+        # default dispositions and with all six ignored, as nohup and `&` leave
+        # some of them: it must forward them either way.
+        forwarded = [signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT,
+                     signal.SIGUSR1, signal.SIGUSR2]
+        job = textwrap.dedent("""
+            import os, signal, sys, time
+            log, ready, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+            got = []
+            def on(signo, frame):
+                got.append(signo)
+                with open(log, "a") as f:
+                    f.write("%d\\n" % signo)
+                if len(got) == count:
+                    os._exit(7)
+            for name in ("SIGHUP", "SIGINT", "SIGTERM", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
+                signal.signal(getattr(signal, name), on)
+            open(ready, "w").close()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+            os._exit(3)
+            """)
+
+        def start_with(disposition):
+            def preexec():
+                die_with_parent()
+                for signo in forwarded:
+                    signal.signal(signo, disposition)
+            return preexec
+
         for backend in self.backends()[:2]:
-            for signo in (signal.SIGUSR1, signal.SIGHUP, signal.SIGINT):
-                with self.subTest(backend=backend.name, signal=signo):
-                    got = os.path.join(self.tmp, "got")
-                    ready = os.path.join(self.tmp, "ready")
-                    for path in (got, ready):
-                        if os.path.exists(path):
-                            os.unlink(path)
-                    script = ('trap "echo %d > %s; exit 7" %d; touch %s; '
-                              'while :; do sleep 0.05; done' % (signo, got, signo, ready))
-                    p = self.popen(*backend.args(), "run-locked", "job", "sh", "-c", script)
-                    self.assertTrue(wait_for(lambda: os.path.exists(ready)))
-                    p.send_signal(signo)
+            for disposition in (signal.SIG_DFL, signal.SIG_IGN):
+                with self.subTest(backend=backend.name, inherited=disposition.name):
+                    tag = "%s-%s" % (backend.name, disposition.name)
+                    log = os.path.join(self.tmp, "got-" + tag)
+                    ready = os.path.join(self.tmp, "ready-" + tag)
+                    key = "job-" + tag  # a failed case leaves its lock held: not in the way
+                    p = self.popen(*backend.args(), "run-locked", key, sys.executable, "-c", job,
+                                   log, ready, str(len(forwarded)),
+                                   preexec_fn=start_with(disposition))
+                    self.addCleanup(stop, p)
+                    self.assertTrue(wait_for(lambda: os.path.exists(ready)), "the job started")
+                    for signo in forwarded:
+                        p.send_signal(signo)
+                        self.assertTrue(
+                            wait_for(lambda: str(int(signo)) in read(log).split(), timeout=5),
+                            "%s did not reach the job (it got: %s; nxlock %s)"
+                            % (signo.name, read(log).split(), "alive" if p.poll() is None
+                               else "exited %s" % p.returncode))
                     self.assertEqual(p.wait(timeout=10), 7)
-                    self.assertEqual(read(got).strip(), str(int(signo)))
-                    self.assertFree(backend)
+                    self.assertEqual(read(log).split(), [str(int(s)) for s in forwarded])
+                    self.assertFree(backend, key)
 
     def test_renewal_keeps_the_lock_past_twice_the_ttl(self):
         for backend in self.backends()[:2]:
@@ -141,16 +222,72 @@ class RunLocked(NxlockTestCase):
                 self.assertGreaterEqual(refusals, 6)
                 self.assertFree(backend)
 
+    def test_renewal_leaves_no_gap_and_keeps_two_thirds_of_the_ttl(self):
+        # Another client polls throughout: never a moment in which it could take
+        # the lock, and the time left on it, as that client sees it ("held until"),
+        # never drops much below what renewing every ttl/3 leaves. With ttl 6 the
+        # value is floor(renewal)+7, renewed every 2 s: at least 5 s left, 4 with
+        # a second of scheduling slack; renewing once per ttl lets it fall to 3 for
+        # the whole fifth second, and to 1 later.
+        ttl = 6
+        failures = []
+
+        def watch(backend):
+            u = backend.args()
+            p = self.popen(*u, "run-locked", "-t", str(ttl), "job", "sleep", "5.5")
+            try:
+                if not wait_for(lambda: self.nx(*u, "status", "job").returncode == 0):
+                    failures.append("%s: the job never took the lock" % backend.name)
+                    return
+                least, polls = None, 0
+                while p.poll() is None:
+                    r = self.nx(*u, "--json", "lock", "-n", "job")
+                    if p.poll() is not None:
+                        # The job ended and released: a success now proves nothing.
+                        if r.returncode == 0:
+                            self.nx(*u, "unlock", "job", json.loads(r.stdout)["value"])
+                        break
+                    if r.returncode != 75:
+                        failures.append("%s: another client took the lock while the job ran "
+                                        "(exit %d after %d polls) %s"
+                                        % (backend.name, r.returncode, polls, r.stdout))
+                        return
+                    # held_until minus the whole second now: the page's "value - now".
+                    left = json.loads(r.stdout)["seconds_left"] - 1
+                    least = left if least is None else min(least, left)
+                    polls += 1
+                    time.sleep(0.05)
+                if p.wait(timeout=20) != 0:
+                    failures.append("%s: the job failed" % backend.name)
+                if polls < 20:
+                    failures.append("%s: only %d polls" % (backend.name, polls))
+                if least is None or least < ttl - 2:
+                    failures.append("%s: the lock came within %s s of expiring (ttl %d)"
+                                    % (backend.name, least, ttl))
+                print("\n%s: %d polls, never free, at least %s s left" % (backend.name, polls,
+                                                                          least))
+            finally:
+                stop(p)
+
+        threads = [threading.Thread(target=watch, args=(b,)) for b in self.backends()[:2]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        self.assertEqual(failures, [])
+        for backend in self.backends()[:2]:
+            self.assertFree(backend)
+
     def test_lost_lock_stops_the_whole_pipeline(self):
         for backend in self.backends()[:2]:
             with self.subTest(backend=backend.name):
                 u = backend.args()
-                marker = "10%d.2%d" % (os.getpid() % 100, len(backend.name))  # unique sleep arg
-                self.addCleanup(subprocess.run, ["pkill", "-f", "^sleep %s$" % marker])
                 p = self.popen(*u, "run-locked", "-t", "3", "--kill-after", "1", "job",
-                               "sh", "-c", "sleep %s | sleep %s" % (marker, marker),
-                               stderr=subprocess.PIPE)
-                self.assertTrue(wait_for(lambda: len(self.pids_of(marker)) == 2))
+                               "sh", "-c", "sleep 100 | sleep 100", stderr=subprocess.PIPE)
+                members = []
+                self.addCleanup(kill_all, members)
+                self.assertTrue(wait_for(lambda: len(sleepers_under(p.pid)) == 2))
+                members.extend(sleepers_under(p.pid))
                 # Another client breaks in: the lock now holds someone else's value.
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "lock", "-t", "60", "job").returncode, 0)
@@ -159,15 +296,10 @@ class RunLocked(NxlockTestCase):
                 p.stderr.close()
                 self.assertEqual(status, 79, err)
                 self.assertIn("lost", err)
-                self.assertTrue(wait_for(lambda: not self.pids_of(marker), timeout=5),
-                                "pipeline members survived: %s" % self.pids_of(marker))
+                self.assertTrue(wait_for(lambda: not any(alive(m) for m in members), timeout=5),
+                                "pipeline members survived: %s" % [m for m in members if alive(m)])
                 # The new holder's lock was left alone.
                 self.assertEqual(self.nx(*u, "status", "job").returncode, 0)
-
-    def pids_of(self, marker):
-        # Anchored: the sh -c and nxlock command lines mention the marker too.
-        out = subprocess.run(["pgrep", "-f", "^sleep %s$" % marker], capture_output=True).stdout
-        return [int(x) for x in out.split() if alive(int(x))]
 
     def test_sigkill_of_nxlock_leaves_no_child(self):
         # Not just the direct child: a grandchild (a pipeline member, a `&` job) too.
@@ -215,23 +347,28 @@ class RunLocked(NxlockTestCase):
                 u = backend.args()
                 value = self.nx(*u, "lock", "job").stdout.decode().strip()
                 marker = os.path.join(self.tmp, "started-" + backend.name)
-                p = self.popen(*u, "run-locked", "job", "touch", marker, stderr=subprocess.PIPE)
-                time.sleep(0.5)
+                trace = os.path.join(self.tmp, "trace-" + backend.name)
+                with open(trace, "wb") as err:
+                    p = self.popen(*u, "-v", "run-locked", "job", "touch", marker, stderr=err)
+                self.addCleanup(stop, p)
+                # Waiting: it has found the lock held (SETNX → 0, then GET).
+                self.assertTrue(wait_for(lambda: "GET" in read(trace)), read(trace))
                 self.assertIsNone(p.poll(), "run-locked waits for the lock")
                 p.send_signal(signal.SIGTERM)
                 self.assertEqual(p.wait(timeout=5), 128 + signal.SIGTERM)
-                p.stderr.close()
                 self.assertFalse(os.path.exists(marker))
                 self.assertEqual(self.nx(*u, "get", "job").stdout.decode().strip(), value)
 
     def test_on_lost_ignore_keeps_the_child(self):
         backend = self.backends()[0]
         u = backend.args()
+        started = os.path.join(self.tmp, "started")
         p = self.popen(*u, "run-locked", "-t", "3", "--on-lost", "ignore", "job", "sh", "-c",
-                       "sleep 2.5; exit 5", stderr=subprocess.PIPE)
-        time.sleep(0.5)
-        self.nx(*u, "unlock", "--force", "job")
-        self.nx(*u, "lock", "-t", "60", "job")
+                       'touch "$0"; sleep 2.5; exit 5', started, stderr=subprocess.PIPE)
+        self.addCleanup(stop, p)
+        self.assertTrue(wait_for(lambda: os.path.exists(started)), "the job started")
+        self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
+        self.assertEqual(self.nx(*u, "lock", "-t", "60", "job").returncode, 0)
         self.assertEqual(p.wait(timeout=15), 5)
         self.assertIn(b"lost", p.stderr.read())
         p.stderr.close()

@@ -1,6 +1,7 @@
 // FileStore: the contract suite (with MemoryStore as the reference), plus what only the
 // embedded store promises: its on-disk format, refusing foreign or corrupt files without
 // touching them, not following symlinks, permissions, and many processes at once.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -28,6 +30,24 @@
 #include "util/crc32c.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+
+// Counts the fsync and fdatasync calls of this process: the test binary's
+// definitions come before libc's, which they call.
+static std::atomic<int> g_syncs{0};
+
+extern "C" int fsync(int fd) {
+  using Real = int (*)(int);
+  static const auto real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "fsync"));
+  ++g_syncs;
+  return real(fd);
+}
+
+extern "C" int fdatasync(int fd) {
+  using Real = int (*)(int);
+  static const auto real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "fdatasync"));
+  ++g_syncs;
+  return real(fd);
+}
 
 namespace nxlock::testing {
 namespace {
@@ -180,6 +200,12 @@ std::optional<ErrorKind> error_kind(const std::function<void()>& body,
   return std::nullopt;
 }
 
+// A forked child's failure would otherwise show only as its exit status: say why
+// on stderr, where the test's output keeps it.
+void child_failed(const std::exception& e) {
+  std::cerr << "child process " << ::getpid() << " failed: " << e.what() << std::endl;
+}
+
 // Runs `body` in a forked child and returns its exit status (or 128 + signal).
 int in_child(const std::function<int()>& body) {
   const pid_t pid = ::fork();
@@ -187,7 +213,8 @@ int in_child(const std::function<int()>& body) {
     int status = 99;
     try {
       status = body();
-    } catch (...) {
+    } catch (const std::exception& e) {
+      child_failed(e);
       status = 98;
     }
     ::_exit(status);
@@ -313,7 +340,8 @@ TEST_F(FileStoreTest, ManyProcessesInitializeOneDirectoryAtOnce) {
         FileStore store(store_path(), {});
         store.set("k" + std::to_string(i), "v");
         ::_exit(0);
-      } catch (...) {
+      } catch (const std::exception& e) {
+        child_failed(e);
         ::_exit(1);
       }
     }
@@ -685,7 +713,8 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
               break;
           }
         }
-      } catch (...) {
+      } catch (const std::exception& e) {
+        child_failed(e);
         ::_exit(1);
       }
       const bool written = ::write(results[1], counts, sizeof counts) == sizeof counts;
@@ -755,14 +784,41 @@ TEST_F(FileStoreTest, KillingAWriterAtAnyInstantLeavesAWholeRecord) {
   }
 }
 
-TEST_F(FileStoreTest, DurableModeWorksTheSame) {
+// Durable mode gives the same answers, and syncs every write that reported
+// success (the record before its rename, the directory after it or after an
+// unlink); the default mode syncs nothing once the store exists.
+TEST_F(FileStoreTest, DurableModeWorksTheSameAndSyncsEveryWrite) {
   FileStore::Options options;
   options.durable = true;
   FileStore store(store_path(), options);
-  EXPECT_TRUE(store.set_if_absent("k", "v"));
-  EXPECT_EQ(store.get_and_set("k", "w"), "v");
-  EXPECT_TRUE(store.compare_and_delete("k", "w"));
-  EXPECT_EQ(store.get("k"), std::nullopt);
+  store.set("other", "x");  // the data directory and the stripes exist from here on
+  store.set("k", "x");
+  EXPECT_TRUE(store.compare_and_delete("k", "x"));
+
+  const auto syncs_of = [](const std::function<void()>& operation) {
+    const int before = g_syncs;
+    operation();
+    return g_syncs - before;
+  };
+  int syncs = syncs_of([&] { EXPECT_TRUE(store.set_if_absent("k", "v")); });
+  EXPECT_GE(syncs, 2) << "durable set_if_absent: record and directory";
+  syncs = syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w"), "v"); });
+  EXPECT_GE(syncs, 2) << "durable get_and_set: record and directory";
+  syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_set("k", "w", "y")); });
+  EXPECT_GE(syncs, 2) << "durable compare_and_set: record and directory";
+  syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_delete("k", "y")); });
+  EXPECT_GE(syncs, 1) << "durable compare_and_delete: the directory after the unlink";
+  syncs = syncs_of([&] { EXPECT_EQ(store.get("k"), std::nullopt); });
+  EXPECT_EQ(syncs, 0) << "a read";
+  syncs = syncs_of([&] { EXPECT_FALSE(store.compare_and_delete("k", "y")); });
+  EXPECT_EQ(syncs, 0) << "a write that changed nothing";
+
+  FileStore fast(store_path(), {});
+  syncs = syncs_of([&] {
+    EXPECT_TRUE(fast.set_if_absent("k", "v"));
+    EXPECT_TRUE(fast.compare_and_delete("k", "v"));
+  });
+  EXPECT_EQ(syncs, 0) << "the default mode";
 }
 
 TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {

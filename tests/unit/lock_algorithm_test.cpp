@@ -106,14 +106,55 @@ TEST(LockAlgorithm, HeldLockIsBusyAndNeverWritten) {
   EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + 5));
 }
 
+// The GET step alone decides: a value equal to now is held, so no GETSET is
+// sent. (A GET step that called it expired would still end busy, because the
+// GETSET step then sees the same value: only the steps tell the two apart.)
 TEST(LockAlgorithm, ValueEqualToNowIsStillHeld) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   store.inner.set(k_key, std::to_string(k_t0));
   Lock c4(store, clock, k_key);
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  const Attempt held = c4.try_once(k_ttl);
+  EXPECT_EQ(held.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(held.held_until, k_t0);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET"}));
+  EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0));
+
+  store.log.clear();
   clock.set(k_t0 + 1);  // now the value is older than now: expired
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+  const Attempt taken = c4.try_once(k_ttl);
+  EXPECT_EQ(taken.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
+  EXPECT_EQ(store.inner.get(k_key), taken.value);
+}
+
+// C4's GET saw an expired value; before its GETSET another client wrote a value
+// that expires exactly now. The old value GETSET returns equals now: still held,
+// so C4 does not own the lock and gives the value back.
+TEST(LockAlgorithm, GetsetReturningAValueEqualToNowIsNotOwned) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  const std::string other = std::to_string(k_t0);
+  store.hook_before = "GETSET";
+  store.hook = [&] { store.inner.set(k_key, other); };
+  Lock c4(store, clock, k_key);
+  const Attempt a = c4.try_once(k_ttl);
+  EXPECT_EQ(a.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(a.held_until, k_t0);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET", "CAS"}));
+  EXPECT_EQ(store.inner.get(k_key), other);
+
+  // One second later the same old value is expired: the GETSET step owns it.
+  store.log.clear();
+  clock.set(k_t0 + 1);
+  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  store.hook_before = "GETSET";
+  store.hook = [&] { store.inner.set(k_key, other); };
+  const Attempt b = c4.try_once(k_ttl);
+  EXPECT_EQ(b.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
+  EXPECT_EQ(store.inner.get(k_key), b.value);
 }
 
 // C3 crashed holding the lock. C1 and C2 both find it expired. The broken
@@ -163,8 +204,8 @@ TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
   // C4's GETSET overwrote C5's value; C4 put it back by compare-and-set, so the
   // key holds the winner's value again and C4 wrote nothing else.
   EXPECT_EQ(store.inner.get(k_key), c5_attempt.value);
-  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET", "SETNX", "GET",
-                                                 "GETSET", "CAS"}));
+  EXPECT_EQ(store.log,
+            (std::vector<std::string>{"SETNX", "GET", "GETSET", "SETNX", "GET", "GETSET", "CAS"}));
   // C4 retrying sees a held lock.
   EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
   // The winner still owns its value: it can renew it and release it.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "store/make_store.hpp"
+#include "store/url.hpp"
 #include "unit/store_contract.hpp"
 #include "util/fd.hpp"
 
@@ -39,8 +41,24 @@ std::vector<std::string> awkward_strings() {
   };
 }
 
+// describe() is how errors name the backend: one printable line, and a name a
+// user can give back (a URL, or the store's path) to reach these very keys.
 TEST_P(StoreContract, DescribesItself) {
-  EXPECT_FALSE(m_store->describe().empty());
+  const std::string name = m_store->describe();
+  ASSERT_FALSE(name.empty());
+  EXPECT_EQ(m_store->describe(), name);
+  for (const char c : name) {
+    EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f) << "control byte in " << name;
+  }
+  if (name == "memory") {
+    return;  // the tests' reference store lives in this process only
+  }
+  store::ConnectOptions options;
+  options.create = false;
+  const auto reopened =
+      store::make_store(store::parse_url(name.front() == '/' ? "file://" + name : name), options);
+  m_store->set("described", "here");
+  EXPECT_EQ(reopened->get("described"), "here") << name << " names another backend";
 }
 
 TEST_P(StoreContract, GetOfAMissingKeyIsAbsent) {

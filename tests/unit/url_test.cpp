@@ -94,14 +94,5 @@ TEST(Url, ErrorsNeverShowThePassword) {
   }
 }
 
-TEST(Url, DefaultStorePath) {
-  setenv("NXLOCK_STORE", "/tmp/somewhere", 1);
-  EXPECT_EQ(store::default_store_path(), "/tmp/somewhere");
-  unsetenv("NXLOCK_STORE");
-  if (geteuid() == 0) {
-    EXPECT_EQ(store::default_store_path(), "/var/lib/nxlock");
-  }
-}
-
 }  // namespace
 }  // namespace nxlock
