@@ -33,12 +33,14 @@ struct Attempt {
   Outcome outcome = Outcome::busy;
   std::string value;             // acquired: the value we wrote
   std::int64_t held_until = 0;   // busy: the holder's expiry
+  std::int64_t now_seconds = 0;  // the clock reading the decision was made with
 };
 
 // What a waiter knows while it waits, for a progress display.
 struct WaitProgress {
-  std::int64_t held_until = 0;  // the holder's expiry (Unix seconds)
-  util::Micros waited{0};       // since acquire() began
+  std::int64_t held_until = 0;   // the holder's expiry (Unix seconds)
+  std::int64_t now_seconds = 0;  // the lock's clock when it was found held
+  util::Micros waited{0};        // since acquire() began
 };
 
 struct WaitPolicy {
@@ -53,9 +55,10 @@ struct WaitPolicy {
 struct AcquireResult {
   enum class Outcome { acquired, busy, interrupted };
   Outcome outcome = Outcome::busy;
-  std::string value;            // acquired
-  std::int64_t held_until = 0;  // busy: until when the holder holds it
-  std::string held_value;       // busy: the holder's value (for its details)
+  std::string value;             // acquired
+  std::int64_t held_until = 0;   // busy: until when the holder holds it
+  std::string held_value;        // busy: the holder's value (for its details)
+  std::int64_t now_seconds = 0;  // busy: the clock reading the last decision was made with
 };
 
 enum class Verdict {
@@ -100,8 +103,10 @@ class Lock {
   // Remembering the record spares release() and renew() a read of it.
   void record_holder(Holder holder);
 
-  // Deletes whatever the key holds; true if something was there.
-  bool force_release();
+  // Deletes whatever the key holds; true if something was there. The holder
+  // details go too, best effort: if they cannot (a corrupt record), the lock is
+  // still released and `holder_problem` says why.
+  bool force_release(std::optional<std::string>& holder_problem);
 
   // Reads the lock's state and, when held, the holder's details.
   Status status();

@@ -70,7 +70,9 @@ int status_of(int wait_status) {
 // read the terminal and Ctrl-C reaches the whole job; gives it back afterwards.
 class TerminalHandoff {
  public:
-  TerminalHandoff() { m_active = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp(); }
+  TerminalHandoff() {
+    m_active = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  }
   bool active() const { return m_active; }
   void give(pid_t group) const {
     if (m_active) {
@@ -114,8 +116,8 @@ class JobWatchdog {
       return;  // best effort: the direct child still has its parent-death signal
     }
     s_arguments = {fds[0], fds[1]};
-    s_unreaped =
-        clone(&JobWatchdog::watch, s_stack + sizeof s_stack, CLONE_VM | SIGCHLD, &s_arguments);
+    s_unreaped = clone(&JobWatchdog::watch, s_stack + sizeof s_stack, CLONE_VM | SIGCHLD,
+                       &s_arguments);
     close(fds[0]);
     m_pipe.reset(fds[1]);
     if (s_unreaped < 0) {
@@ -227,9 +229,7 @@ class JobWatchdog {
 
 }  // namespace
 
-void wait_for_watchdog() {
-  JobWatchdog::wait_for_last();
-}
+void wait_for_watchdog() { JobWatchdog::wait_for_last(); }
 
 RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& options,
                      SignalChannel& signals, const Warn& warn) {
@@ -278,8 +278,8 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     while (waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
     }
     watchdog.disarm();
-    outcome.ending =
-        exec_error == ENOENT ? RunOutcome::Ending::not_found : RunOutcome::Ending::not_executable;
+    outcome.ending = exec_error == ENOENT ? RunOutcome::Ending::not_found
+                                          : RunOutcome::Ending::not_executable;
     outcome.status = exec_error == ENOENT ? 127 : 126;
     outcome.detail = std::strerror(exec_error);
     return outcome;
@@ -342,8 +342,8 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
     const pid_t reaped = waitpid(child, &wait_status, WNOHANG);
     if (reaped == child) {
       watchdog.disarm();
-      outcome.ending =
-          WIFSIGNALED(wait_status) ? RunOutcome::Ending::signaled : RunOutcome::Ending::exited;
+      outcome.ending = WIFSIGNALED(wait_status) ? RunOutcome::Ending::signaled
+                                                : RunOutcome::Ending::exited;
       outcome.status = status_of(wait_status);
       return outcome;
     }
@@ -367,7 +367,8 @@ RunOutcome supervise(lock::Lock& lock, std::string& value, const RunOptions& opt
         }
       } catch (const util::Error& e) {
         if (util::mono_now() >= lock_expires) {
-          lose(std::string("the backend stayed unreachable until it expired (") + e.what() + ")");
+          lose(std::string("the backend stayed unreachable until it expired (") + e.what() +
+               ")");
         } else {
           warn(std::string("renewal failed, retrying: ") + e.what());
           next_renew = util::mono_now() + std::min(interval, k_retry_interval);
