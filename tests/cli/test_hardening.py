@@ -182,6 +182,15 @@ class PasswordsStayPrivate(NxlockTestCase):
             with self.subTest(where=where):
                 self.assertNotIn(self.password.encode(), text)
 
+    def test_run_locked_records_its_command_redacted(self):
+        # The child asks for the status of its own lock; its command line holds the URL.
+        r = self.nx("-u", self.url, "run-locked", "k", "sh", "-c", '"$0" -u "$1" status k',
+                    BIN, self.url)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"holder: ", r.stdout)
+        self.assertIn(b"redis://:***@", r.stdout)
+        self.assertNotIn(self.password.encode(), r.stdout)
+
     def test_records_of_other_clients_are_redacted_when_shown(self):
         r = self.nx("-u", self.url, "lock", "-t", "60", "k")
         self.assertEqual(r.returncode, 0, r.stderr)
