@@ -117,7 +117,7 @@ _nxlock()
             lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock' ;;
             run-locked)
                 opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock
-                    --no-renew --on-lost --kill-after --hold --'
+                    --no-renew --inherit-credentials --on-lost --kill-after --hold --'
                 ;;
             unlock) opts='-f --force --clock' ;;
             renew) opts='-t --ttl --clock' ;;

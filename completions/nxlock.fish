@@ -130,6 +130,7 @@ complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds fro
 # run-locked.
 set -l run '__fish_nxlock_using run-locked'
 complete -c nxlock -n $run -l no-renew -d 'Do not renew the lock while COMMAND runs'
+complete -c nxlock -n $run -l inherit-credentials -d 'Let COMMAND inherit the Redis passwords in the environment'
 complete -c nxlock -n $run -l on-lost -x \
     -a 'term\t"SIGTERM, then SIGKILL (default)" kill\t"SIGKILL at once" ignore\t"only warn"' \
     -d 'What to do if the lock is lost'

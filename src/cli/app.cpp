@@ -4,9 +4,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
@@ -52,10 +54,46 @@ std::string one_line(std::string text) {
   return text;
 }
 
+// "setnx, get, ..., run-locked": the commands, for the message about one that is not.
+std::string command_names() {
+  std::string names;
+  for (const Command& command : k_commands) {
+    names += names.empty() ? "" : ", ";
+    names += command.name;
+  }
+  return names;
+}
+
 }  // namespace
 
 std::span<const Command> command_table() {
   return k_commands;
+}
+
+CLI::Validator duration_check(double min_seconds, double max_seconds) {
+  // "0.001", "1000000": readable, never hundreds of digits.
+  const auto bound = [](double seconds) {
+    if (seconds == std::floor(seconds)) {
+      return std::to_string(static_cast<std::int64_t>(seconds));
+    }
+    std::ostringstream text;
+    text << seconds;
+    return text.str();
+  };
+  const std::string range = "[" + bound(min_seconds) + " - " + bound(max_seconds) + "]";
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        char* end = nullptr;
+        const double seconds = std::strtod(input.c_str(), &end);
+        // NaN compares false with everything and infinity overflows every
+        // deadline: both are refused, as is anything out of range.
+        if (input.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < min_seconds ||
+            seconds > max_seconds) {
+          return "'" + input + "' is not a number of seconds in " + range;
+        }
+        return {};
+      },
+      "NUMBER in " + range);
 }
 
 void add_clock_option(CLI::App& sub, std::string& clock) {
@@ -72,7 +110,7 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
       ->capture_default_str();
   auto* nonblock = sub.add_flag("-n,--nonblock", args.nonblock, "Try once; do not wait");
   sub.add_option("-w,--wait", args.wait, "Give up after SECONDS (fractions allowed)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(duration_check(0, k_max_duration_seconds))
       ->type_name("SECONDS")
       ->excludes(nonblock);
   sub.add_option("-E,--conflict-exit-code", args.conflict_exit, "Exit status when the lock is busy")
@@ -93,7 +131,7 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
       ->type_name("FILE");
   app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(duration_check(k_min_timeout_seconds, k_max_duration_seconds))
       ->type_name("SECONDS")
       ->capture_default_str();
   auto* prefix =
@@ -205,6 +243,16 @@ int run(int argc, char** argv) {
   const std::string_view named = command_index < argc ? argv[command_index] : "";
   const bool known = std::any_of(std::begin(k_commands), std::end(k_commands),
                                  [&](const Command& c) { return named == c.name; });
+
+  if (!known && command_index < argc && !named.empty() && named[0] != '-') {
+    // CLI11 would say "A subcommand is required": say which word is not one.
+    context.out.json = std::find(argv + 1, argv + argc, std::string_view("--json")) != argv + argc;
+    context.out.error(k_exit_usage, "usage",
+                      "'" + std::string(named) + "' is not an nxlock command (commands: " +
+                          command_names() + "; see 'nxlock --help')");
+    context.out.flush(k_exit_usage);
+    return k_exit_usage;
+  }
 
   Runner runner;
   CLI::App* run_locked = nullptr;

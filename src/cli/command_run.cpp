@@ -3,11 +3,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
 #include "run/supervisor.hpp"
+#include "util/redact.hpp"
 
 namespace nxlock::cli {
 
@@ -52,6 +54,22 @@ CLI::Validator hold_seconds() {
       "NONNEGATIVE");
 }
 
+// The child gets no password of ours unless asked (--inherit-credentials): it
+// may print its environment (a CI log, a crash report) or pass it on further.
+// A password-bearing NXLOCK_URL stays, redacted: an nxlock inside the job then
+// fails loudly on authentication rather than quietly using another backend.
+void drop_credentials_from_environment() {
+  for (const char* name : {"NXLOCK_PASSWORD", "REDISCLI_AUTH", "NXLOCK_SENTINEL_PASSWORD"}) {
+    unsetenv(name);
+  }
+  if (const char* url = std::getenv("NXLOCK_URL")) {
+    const std::string redacted = util::redact_secrets(url);
+    if (redacted != url) {
+      setenv("NXLOCK_URL", redacted.c_str(), 1);
+    }
+  }
+}
+
 }  // namespace
 
 Runner setup_run_locked(CLI::App& sub) {
@@ -59,6 +77,7 @@ Runner setup_run_locked(CLI::App& sub) {
     std::string key;
     LockArgs lock;
     bool no_renew = false;
+    bool inherit_credentials = false;
     std::string on_lost = "term";
     double kill_after = 10;
     double hold = 0;
@@ -67,13 +86,16 @@ Runner setup_run_locked(CLI::App& sub) {
   auto args = std::make_shared<Args>();
   add_lock_options(sub, args->lock);
   sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
+  sub.add_flag("--inherit-credentials", args->inherit_credentials,
+               "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
+               "COMMAND's environment (removed by default)");
   sub.add_option("--on-lost", args->on_lost,
                  "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
       ->check(CLI::IsMember({"term", "kill", "ignore"}))
       ->capture_default_str();
   sub.add_option("--kill-after", args->kill_after,
                  "Seconds between SIGTERM and SIGKILL when the lock is lost")
-      ->check(CLI::NonNegativeNumber)
+      ->check(duration_check(0, k_max_duration_seconds))
       ->type_name("SECONDS")
       ->capture_default_str();
   sub.add_option("--hold", args->hold,
@@ -116,7 +138,10 @@ Runner setup_run_locked(CLI::App& sub) {
     options.renew = !args->no_renew;
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
-    options.holder = lock::describe_holder(held.value, getpid(), join(command),
+    if (!args->inherit_credentials) {
+      drop_credentials_from_environment();
+    }
+    options.holder = lock::describe_holder(held.value, getpid(), ctx.redact(join(command)),
                                            util::whole_seconds(acquired_at));
 
     run::RunOutcome outcome;

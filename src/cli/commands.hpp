@@ -45,6 +45,16 @@ struct LockArgs {
   std::string clock = "server";
 };
 void add_lock_options(CLI::App& sub, LockArgs& args);
+
+// Durations (--wait, --timeout, --kill-after) are at most this many seconds
+// (about 11 days): every deadline and poll timeout then fits its type.
+inline constexpr double k_max_duration_seconds = 1e6;
+// Below a millisecond a socket timeout rounds to zero, which means "none".
+inline constexpr double k_min_timeout_seconds = 0.001;
+
+// Checks a duration option: a finite number of seconds in [min, max]; the
+// message names the bounds (a usage error, exit 64).
+CLI::Validator duration_check(double min_seconds, double max_seconds);
 void add_clock_option(CLI::App& sub, std::string& clock);
 
 }  // namespace nxlock::cli

@@ -8,6 +8,7 @@
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
 #include "util/process.hpp"
+#include "util/redact.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::cli {
@@ -16,10 +17,12 @@ namespace {
 
 using lock::Verdict;
 
+// Records written by other clients (or older versions) may hold a password in
+// their command: never show one.
 nlohmann::json holder_json(const lock::Holder& holder) {
   nlohmann::json j = {{"host", holder.host},
                       {"pid", holder.pid},
-                      {"command", holder.command},
+                      {"command", util::redact_secrets(holder.command)},
                       {"acquired_at", holder.acquired_at}};
   if (holder.finished_at != 0) {
     j["finished_at"] = holder.finished_at;
@@ -30,7 +33,7 @@ nlohmann::json holder_json(const lock::Holder& holder) {
 std::string holder_text(const lock::Holder& holder) {
   std::string text = "pid " + std::to_string(holder.pid) + " on " + holder.host;
   if (!holder.command.empty()) {
-    text += " (" + holder.command + ")";
+    text += " (" + util::redact_secrets(holder.command) + ")";
   }
   return text;
 }
@@ -79,7 +82,7 @@ class WaitStatusLine {
       m_held_until = progress.held_until;
       m_holder = lock::read_holder(m_ctx.store(), m_lock.key(), std::to_string(m_held_until));
     }
-    const auto now = util::whole_seconds(util::wall_now());
+    const auto now = progress.now_seconds;  // the clock that found the lock held
     std::string line = "\rnxlock: waiting for '" + m_lock.key() + "'";
     if (m_holder) {
       line += ", held by " + holder_text(*m_holder);
@@ -155,7 +158,9 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
       break;
   }
   const auto holder = lock::read_holder(ctx.store(), lock.key(), result.held_value);
-  const auto now = util::whole_seconds(util::wall_now());
+  // The clock that found the lock held (the server's, unless --clock local):
+  // another clock may be off by any amount.
+  const auto now = result.now_seconds;
   std::string message = "lock '" + lock.key() + "': busy, held until " +
                         util::format_local_time(result.held_until);
   if (holder) {
@@ -192,12 +197,15 @@ Runner setup_lock(CLI::App& sub) {
     if (!acquired.value) {
       return acquired.exit_status;
     }
+    // A signal from here on would leave the lock held by nobody, its value
+    // unprinted: it stays pending until we have printed and exited.
+    signals.keep_blocked();
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock::record_holder(store, lock.key(),
-                        lock::describe_holder(*acquired.value, owner,
-                                              util::process_command_line(owner),
-                                              util::whole_seconds(clock->now())));
+    lock::record_holder(
+        store, lock.key(),
+        lock::describe_holder(*acquired.value, owner, ctx.redact(util::process_command_line(owner)),
+                              util::whole_seconds(clock->now())));
     ctx.out.line(*acquired.value);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
@@ -228,7 +236,12 @@ Runner setup_unlock(CLI::App& sub) {
     lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
     ctx.out.bytes_field("key", lock.key());
     if (args->force) {
-      const bool deleted = lock.force_release();
+      std::optional<std::string> holder_problem;
+      const bool deleted = lock.force_release(holder_problem);
+      if (holder_problem) {
+        ctx.out.warn("lock '" + lock.key() + "': holder details not removed: " + *holder_problem);
+        ctx.out.field("holder_error", *holder_problem);
+      }
       ctx.out.field("released", deleted);
       if (!deleted) {
         ctx.out.note("lock '" + lock.key() + "': not released: no such lock");

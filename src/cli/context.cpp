@@ -10,6 +10,7 @@
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
+#include "util/redact.hpp"
 
 namespace nxlock::cli {
 
@@ -86,8 +87,24 @@ store::Store& Context::store() {
         "verified (" +
         url.redacted + ")");
   }
+  for (const auto& secret : {url.password, options.password}) {
+    if (secret) {
+      m_secrets.push_back(*secret);
+    }
+  }
   m_store = store::make_store(url, options);
   return *m_store;
+}
+
+std::string Context::redact(std::string_view text) const {
+  std::vector<std::string> secrets = m_secrets;
+  // Also those in the environment that this invocation did not use.
+  for (const char* name : {"NXLOCK_PASSWORD", "REDISCLI_AUTH", "NXLOCK_SENTINEL_PASSWORD"}) {
+    if (auto value = env(name)) {
+      secrets.push_back(std::move(*value));
+    }
+  }
+  return util::redact_secrets(text, secrets);
 }
 
 std::string Context::key(std::string_view user_key) const {

@@ -41,8 +41,14 @@ class Context {
   // for the empty key: in a script it is almost always an unset variable.
   std::string key(std::string_view user_key) const;
 
+  // `text` (a command line to store or show) with every secret this invocation
+  // knows (URL, file and environment passwords) and every password-like
+  // pattern replaced by "***".
+  std::string redact(std::string_view text) const;
+
  private:
   std::unique_ptr<store::Store> m_store;
+  std::vector<std::string> m_secrets;  // the passwords store() was given
 };
 
 }  // namespace nxlock::cli

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <random>
 
 #include "util/error.hpp"
@@ -21,6 +22,9 @@ constexpr Micros k_poll_max{300'000};
 // Wake a hair after the expiry second begins, so the holder's value is
 // already older than now when we look.
 constexpr Micros k_expiry_slack{2'000};
+// Lock values from here on are beyond any wait: their expiry in microseconds
+// would not fit in 64 bits (a value may have 18 digits).
+constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() / 1'000'000 - 1;
 // A progress display (the terminal status line) is refreshed this often.
 constexpr Micros k_progress_interval{1'000'000};
 
@@ -116,7 +120,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   const bool set = m_store.set_if_absent(m_key, value);
   trace_step("SETNX", m_key, value, set ? "1" : "0");
   if (set) {
-    return {Attempt::Outcome::acquired, value, 0, valid_from};
+    return {Attempt::Outcome::acquired, value, 0, now, valid_from};
   }
 
   const auto current = m_store.get(m_key);
@@ -126,7 +130,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   }
   const std::int64_t held_until = parse_or_throw(*current);
   if (held_until >= now) {
-    return {Attempt::Outcome::busy, {}, held_until};
+    return {Attempt::Outcome::busy, {}, held_until, now};
   }
 
   // Expired. Never DEL-then-SETNX (two clients could both succeed): GETSET tells
@@ -134,7 +138,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   const auto old = m_store.get_and_set(m_key, value);
   trace_step("GETSET", m_key, value, old ? *old : "(nil)");
   if (!old) {
-    return {Attempt::Outcome::acquired, value, 0, valid_from};  // deleted meanwhile: our write created it
+    return {Attempt::Outcome::acquired, value, 0, now, valid_from};  // deleted meanwhile: our write created it
   }
   const auto old_value = parse_lock_value(*old);
   if (!old_value) {
@@ -143,7 +147,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
     parse_or_throw(*old);
   }
   if (*old_value < now) {
-    return {Attempt::Outcome::acquired, value, 0, valid_from};
+    return {Attempt::Outcome::acquired, value, 0, now, valid_from};
   }
   // Another client (C5) won the GETSET. The page calls our overwrite harmless
   // (it only moved the expiry a little), but the winner renews and releases by
@@ -153,7 +157,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
     const bool restored = m_store.compare_and_set(m_key, value, *old);
     trace_step("SET-IF-EQUAL", m_key, value + " " + *old, restored ? "1" : "0");
   }
-  return {Attempt::Outcome::busy, {}, *old_value};
+  return {Attempt::Outcome::busy, {}, *old_value, now};
 }
 
 AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
@@ -165,15 +169,19 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   for (;;) {
     const Attempt attempt = try_once(ttl);
     if (attempt.outcome == Attempt::Outcome::acquired) {
-      return {AcquireResult::Outcome::acquired, attempt.value, 0, {}, attempt.valid_from};
+      return {AcquireResult::Outcome::acquired, attempt.value, 0, {}, attempt.now_seconds,
+              attempt.valid_from};
     }
     if (attempt.outcome == Attempt::Outcome::retry) {
       continue;
     }
     const Micros now_mono = util::mono_now();
     if (!forever && now_mono >= deadline) {
-      return {AcquireResult::Outcome::busy, {}, attempt.held_until,
-              std::to_string(attempt.held_until)};
+      return {AcquireResult::Outcome::busy,
+              {},
+              attempt.held_until,
+              std::to_string(attempt.held_until),
+              attempt.now_seconds};
     }
     if (!watcher) {
       // Arm the watch, then look again: a release between our last look and
@@ -181,14 +189,19 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       watcher = m_store.watch(m_key);
       continue;
     }
+    // A value far in the future (up to 18 digits) would overflow in microseconds
+    // and make the sleep zero: beyond any poll tick, the tick decides. Never
+    // below the slack either, whatever the value and the clock say.
     const Micros until_expiry =
-        Micros((attempt.held_until + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
-    Micros timeout = std::min(jittered_poll(), std::max(until_expiry, Micros(0)));
+        attempt.held_until >= k_far_seconds
+            ? k_poll_max
+            : Micros((attempt.held_until + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
+    Micros timeout = std::min(jittered_poll(), std::max(until_expiry, k_expiry_slack));
     if (!forever) {
       timeout = std::min(timeout, deadline - now_mono);
     }
     if (policy.on_wait) {
-      policy.on_wait(WaitProgress{attempt.held_until, now_mono - started});
+      policy.on_wait(WaitProgress{attempt.held_until, attempt.now_seconds, now_mono - started});
       timeout = std::min(timeout, k_progress_interval);
     }
     const auto result = watcher->wait(timeout, policy.interrupt_fd);
@@ -310,10 +323,15 @@ void Lock::forget_own_holder(std::string_view value) {
   forget_holder(m_store, m_key, value);
 }
 
-bool Lock::force_release() {
+bool Lock::force_release(std::optional<std::string>& holder_problem) {
   const std::size_t removed = m_store.del({m_key});
   trace_step("DEL", m_key, "", std::to_string(removed));
-  m_store.del({holder_key(m_key)});
+  try {
+    m_store.del({holder_key(m_key)});
+  } catch (const util::Error& e) {
+    // Advisory details: a corrupt record must not turn a release into a failure.
+    holder_problem = e.what();
+  }
   m_store.notify(m_key);
   return removed > 0;
 }

@@ -37,6 +37,7 @@ struct Attempt {
   Outcome outcome = Outcome::busy;
   std::string value;             // acquired: the value we wrote
   std::int64_t held_until = 0;   // busy: the holder's expiry
+  std::int64_t now_seconds = 0;  // the clock reading the decision was made with
   // acquired: a monotonic time no later than the clock reading `value` was
   // computed from, so the lock is held at least until valid_from + ttl.
   util::Micros valid_from{0};
@@ -44,8 +45,9 @@ struct Attempt {
 
 // What a waiter knows while it waits, for a progress display.
 struct WaitProgress {
-  std::int64_t held_until = 0;  // the holder's expiry (Unix seconds)
-  util::Micros waited{0};       // since acquire() began
+  std::int64_t held_until = 0;   // the holder's expiry (Unix seconds)
+  std::int64_t now_seconds = 0;  // the lock's clock when it was found held
+  util::Micros waited{0};        // since acquire() began
 };
 
 struct WaitPolicy {
@@ -60,10 +62,11 @@ struct WaitPolicy {
 struct AcquireResult {
   enum class Outcome { acquired, busy, interrupted };
   Outcome outcome = Outcome::busy;
-  std::string value;            // acquired
-  std::int64_t held_until = 0;  // busy: until when the holder holds it
-  std::string held_value;       // busy: the holder's value (for its details)
-  util::Micros valid_from{0};   // acquired: see Attempt::valid_from
+  std::string value;             // acquired
+  std::int64_t held_until = 0;   // busy: until when the holder holds it
+  std::string held_value;        // busy: the holder's value (for its details)
+  std::int64_t now_seconds = 0;  // busy: the clock reading the last decision was made with
+  util::Micros valid_from{0};    // acquired: see Attempt::valid_from
 };
 
 enum class Verdict {
@@ -118,8 +121,10 @@ class Lock {
   // Remembering the record spares release() and renew() a read of it.
   void record_holder(Holder holder);
 
-  // Deletes whatever the key holds; true if something was there.
-  bool force_release();
+  // Deletes whatever the key holds; true if something was there. The holder
+  // details go too, best effort: if they cannot (a corrupt record), the lock is
+  // still released and `holder_problem` says why.
+  bool force_release(std::optional<std::string>& holder_problem);
 
   // Reads the lock's state and, when held, the holder's details.
   Status status();

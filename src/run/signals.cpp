@@ -28,7 +28,11 @@ SignalChannel::SignalChannel() {
   }
 }
 
-SignalChannel::~SignalChannel() { sigprocmask(SIG_SETMASK, &m_original, nullptr); }
+SignalChannel::~SignalChannel() {
+  if (!m_keep_blocked) {
+    sigprocmask(SIG_SETMASK, &m_original, nullptr);
+  }
+}
 
 std::optional<int> SignalChannel::take() {
   signalfd_siginfo info{};

@@ -30,8 +30,14 @@ class SignalChannel {
   // The mask to give a child before exec: the one we started with.
   const sigset_t& original_mask() const { return m_original; }
 
+  // Leaves the signals blocked when this channel goes, for the rest of the
+  // process: from here on a signal must not stop us before we have said what
+  // we did (a lock taken, its value not yet printed).
+  void keep_blocked() { m_keep_blocked = true; }
+
  private:
   sigset_t m_original{};
+  bool m_keep_blocked = false;
   util::UniqueFd m_fd;
 };
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -152,11 +153,21 @@ class Renewal {
   const Warn& m_warn;
 };
 
+// The watchdog's process name: not "nxlock", nor containing it, nor 15 characters
+// long (killall then compares the command line, which the watchdog shares with us).
+constexpr const char* k_watchdog_name = "nxl-watchdog";
+
 // Runs in the vfork()ed child, which shares our memory until it execs: only
 // system calls here, no allocation (argv is built before the fork).
 [[noreturn]] void exec_child(char* const* argv, const SignalChannel& signals, int error_pipe,
-                             pid_t parent, bool take_terminal) {
+                             int watchdog_pipe, pid_t parent, bool take_terminal) {
   setpgid(0, 0);
+  // The job's group, told to the watchdog before the job can start anything:
+  // from here on, our death (even before exec) takes the whole group with it.
+  if (watchdog_pipe >= 0) {
+    const pid_t group = getpid();
+    [[maybe_unused]] auto told = write(watchdog_pipe, &group, sizeof group);
+  }
   if (take_terminal) {
     // Both sides call tcsetpgrp so the child owns the terminal before it can read it.
     tcsetpgrp(STDIN_FILENO, getpid());
@@ -206,9 +217,15 @@ class TerminalHandoff {
 };
 
 // PR_SET_PDEATHSIG reaches only the direct child, so a `sh -c 'a | b'` job would
-// outlive a SIGKILLed nxlock. A watchdog process waits on a pipe only we can
-// write: end-of-file without a "done" byte means we died, and it kills the job's
-// whole process group. It leaves quietly when disarmed.
+// outlive a SIGKILLed nxlock. A watchdog process waits on a pipe only we (and,
+// until it execs, the child) can write: the child writes its process group, and
+// end-of-file without a "done" byte means we died, so the watchdog kills that
+// whole group. It leaves quietly when disarmed.
+//
+// The kills that take nxlock must not take the watchdog too: it has its own
+// process group (`timeout -s KILL`, `kill -9 -PGID` reach only ours) and its own
+// name, k_watchdog_name (`killall -9 nxlock` and `pkill nxlock` match the name;
+// its command line is still ours, as it shares our memory, so `pkill -f` would).
 //
 // It is a clone() sharing our memory (no page tables copied, so it costs a
 // fraction of a fork) but with its own descriptor table; it runs on its own
@@ -216,7 +233,8 @@ class TerminalHandoff {
 // die: the kernel keeps the memory alive for the watchdog alone.
 class JobWatchdog {
  public:
-  explicit JobWatchdog(pid_t job_group) {
+  // Started before the job, so that no moment of the job's life is unwatched.
+  JobWatchdog() {
     // Every watchdog runs on the one stack below: a disarmed one that may still
     // be on it (a second run in this process, as in the unit tests) goes first.
     wait_for_last();
@@ -224,17 +242,22 @@ class JobWatchdog {
     if (pipe2(fds, O_CLOEXEC) != 0) {
       return;  // best effort: the direct child still has its parent-death signal
     }
-    s_arguments = {fds[0], fds[1], job_group};
+    s_arguments = {fds[0], fds[1]};
     s_unreaped = clone(&JobWatchdog::watch, s_stack + sizeof s_stack, CLONE_VM | SIGCHLD,
                        &s_arguments);
     close(fds[0]);
     m_pipe.reset(fds[1]);
     if (s_unreaped < 0) {
       m_pipe.reset();
+    } else {
+      setpgid(s_unreaped, s_unreaped);  // as the watchdog does: whichever runs first
     }
   }
   JobWatchdog(const JobWatchdog&) = delete;
   JobWatchdog& operator=(const JobWatchdog&) = delete;
+
+  // Where the child writes its process group; -1 without a watchdog.
+  int pipe() const { return m_pipe ? m_pipe.get() : -1; }
 
   // The job ended under our watch: let the watchdog go without killing anything.
   // Not waited for here: it exits on its own at once, and waiting now would put
@@ -270,24 +293,59 @@ class JobWatchdog {
   struct Arguments {
     int read_end;
     int write_end;
-    pid_t job_group;
   };
 
   static int watch(void* raw) {
     const Arguments arguments = *static_cast<Arguments*>(raw);
-    // Signals sent to our process group must not take the watchdog away first.
+    // Out of nxlock's process group and under another name (see above); the
+    // signals a group or a terminal sends must not take the watchdog away first.
+    setpgid(0, 0);
+    prctl(PR_SET_NAME, k_watchdog_name);
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, nullptr);
-    close(arguments.write_end);
-    close(STDIN_FILENO);  // hold no pipe of the caller's open past our life
-    close(STDOUT_FILENO);
-    close(STDERR_FILENO);
-    char byte = 0;
-    if (read(arguments.read_end, &byte, 1) <= 0) {
-      kill(-arguments.job_group, SIGKILL);
+    // Hold none of our descriptors: not the write end (or end-of-file never
+    // comes), not the child's exec-error pipe, not a pipe of the caller's past
+    // our life, nor a store's lock.
+    close_all_but(arguments.read_end);
+    // The job's group (from the child), then a "done" byte from us, or end-of-file.
+    pid_t group = 0;
+    if (!read_exactly(arguments.read_end, &group, sizeof group) || group <= 0) {
+      _exit(0);  // we died before the job started: its child has PR_SET_PDEATHSIG
+    }
+    char done = 0;
+    if (!read_exactly(arguments.read_end, &done, 1)) {
+      kill(-group, SIGKILL);
     }
     _exit(0);
+  }
+
+  static void close_all_but(int keep) {
+    const auto last = static_cast<unsigned>(keep);
+    if ((keep == 0 || close_range(0, last - 1, 0) == 0) && close_range(last + 1, ~0U, 0) == 0) {
+      return;
+    }
+    rlimit limit{};  // close_range() needs Linux 5.9
+    getrlimit(RLIMIT_NOFILE, &limit);
+    const int top = limit.rlim_cur == RLIM_INFINITY ? 65536 : static_cast<int>(limit.rlim_cur);
+    for (int fd = 0; fd < top; ++fd) {
+      if (fd != keep) {
+        close(fd);
+      }
+    }
+  }
+
+  static bool read_exactly(int fd, void* buffer, std::size_t size) {
+    auto* at = static_cast<char*>(buffer);
+    while (size > 0) {
+      const ssize_t got = read(fd, at, size);
+      if (got <= 0) {
+        return false;  // every signal is blocked: no EINTR, so this is end-of-file
+      }
+      at += got;
+      size -= static_cast<std::size_t>(got);
+    }
+    return true;
   }
 
   alignas(64) static inline char s_stack[16 * 1024];
@@ -326,6 +384,7 @@ RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options
   argv.push_back(nullptr);
 
   TerminalHandoff terminal;
+  JobWatchdog watchdog;
   const pid_t parent = getpid();
   // vfork: the child borrows our memory until exec instead of copying page
   // tables, which is a measurable part of a short job's cost (BENCHMARKS.md).
@@ -334,12 +393,11 @@ RunOutcome supervise(lock::Lock& lock, HeldLock& held, const RunOptions& options
     throw util::Error(util::ErrorKind::internal, "fork", std::strerror(errno));
   }
   if (child == 0) {
-    exec_child(argv.data(), signals, error_write.get(), parent, terminal.active());
+    exec_child(argv.data(), signals, error_write.get(), watchdog.pipe(), parent, terminal.active());
   }
   setpgid(child, child);  // also here, so the group exists before we signal it
   terminal.give(child);
   error_write.reset();
-  JobWatchdog watchdog(child);
 
   // The child closes the pipe by exec'ing (O_CLOEXEC) or writes errno.
   int exec_error = 0;

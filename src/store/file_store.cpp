@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "store/file_record.hpp"
 #include "util/crc32c.hpp"
 #include "util/error.hpp"
 
@@ -189,10 +190,7 @@ util::UniqueFd create_exclusive(int dir, const std::string& name, const std::str
 
 // ---- records ---------------------------------------------------------------
 
-struct Entry {
-  std::string key;
-  std::string value;
-};
+using record::Entry;
 
 // Where a key lives: STORE/data/<stripe>/<name>, name = FNV-1a 64 of the key in hex.
 struct BucketName {
@@ -469,6 +467,23 @@ class FileWatcher final : public Watcher {
 };
 
 }  // namespace
+
+// The record functions, for tests and fuzz targets (store/file_record.hpp).
+namespace record {
+
+std::string bucket_file_name(std::string_view key) {
+  return store::bucket_file_name(key);
+}
+
+std::string encode(const std::vector<Entry>& entries) {
+  return store::encode_record(entries);
+}
+
+std::vector<Entry> parse(std::string_view bytes, const std::string& name, const std::string& path) {
+  return store::parse_record(bytes, name, path);
+}
+
+}  // namespace record
 
 // ---- opening ---------------------------------------------------------------
 

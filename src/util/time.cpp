@@ -18,9 +18,13 @@ Micros wall_now() { return read_clock(CLOCK_REALTIME); }
 Micros mono_now() { return read_clock(CLOCK_MONOTONIC); }
 
 std::string format_local_time(std::int64_t unix_seconds) {
+  // Past the year 9999 a date reads as nonsense, and far enough out localtime_r
+  // fails and leaves day 0 of 1900 (a lock value may have 18 digits).
   const time_t t = static_cast<time_t>(unix_seconds);
   tm local{};
-  localtime_r(&t, &local);
+  if (localtime_r(&t, &local) == nullptr || local.tm_year > 9999 - 1900) {
+    return "beyond the year 9999";
+  }
   char buffer[64];
   const size_t n = strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S %Z", &local);
   return std::string(buffer, n);

@@ -20,7 +20,8 @@ inline std::int64_t whole_seconds(Micros t) {
   return std::chrono::floor<std::chrono::seconds>(t).count();
 }
 
-// "2026-11-22 07:40:11 UTC"-style local rendering of a Unix time in seconds.
+// "2026-11-22 07:40:11 UTC"-style local rendering of a Unix time in seconds;
+// "beyond the year 9999" for later times.
 std::string format_local_time(std::int64_t unix_seconds);
 
 }  // namespace nxlock::util

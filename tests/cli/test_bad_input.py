@@ -1,5 +1,6 @@
 """Bad input and broken backends: one-line errors with the contract's exit statuses."""
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -107,7 +108,11 @@ class BadInput(NxlockTestCase):
                 os.setgid(65534)
                 os.setuid(65534)
         os.chmod(self.tmp, 0o755)
-        r = subprocess.run([BIN, "-u", "file://" + self.store_path, "get", "k"],
+        # The checkout may sit in a directory only we can enter (mktemp -d, a
+        # private home): the unprivileged user runs a copy from the temp dir.
+        binary = os.path.join(self.tmp, "nxlock")
+        shutil.copy(BIN, binary)
+        r = subprocess.run([binary, "-u", "file://" + self.store_path, "get", "k"],
                            capture_output=True, preexec_fn=drop, timeout=30)
         self.assertOneLineError(r, 77, self.store_path)
 
