@@ -166,8 +166,32 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const Micros deadline = started + policy.wait_for.value_or(Micros(0));
   std::unique_ptr<store::Watcher> watcher;
 
+  std::int64_t last_held_until = 0;
   for (;;) {
-    const Attempt attempt = try_once(ttl);
+    Attempt attempt;
+    try {
+      attempt = try_once(ttl);
+    } catch (const util::Error& e) {
+      // Once waiting (the watch is armed, so the backend answered before), a
+      // backend that fails for a while (a restart, a failover) is waited out
+      // like a busy lock, until the wait's own deadline. A first attempt that
+      // fails is a wrong URL or a dead server, said at once.
+      const Micros now_mono = util::mono_now();
+      if (!watcher || e.kind() != util::ErrorKind::unavailable ||
+          (!forever && now_mono >= deadline)) {
+        throw;
+      }
+      util::trace(std::string("waiting on: ") + e.what());
+      Micros timeout = jittered_poll();
+      if (!forever) {
+        timeout = std::min(timeout, deadline - now_mono);
+      }
+      if (watcher->wait(timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
+        return {AcquireResult::Outcome::interrupted, {}, last_held_until, {}};
+      }
+      continue;
+    }
+    last_held_until = attempt.held_until;
     if (attempt.outcome == Attempt::Outcome::acquired) {
       return {AcquireResult::Outcome::acquired, attempt.value, 0, {}, attempt.now_seconds,
               attempt.valid_from};

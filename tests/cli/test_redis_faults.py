@@ -166,6 +166,29 @@ class RedisFaults(NxlockTestCase):
         again = self.nx("-u", server.url, "run-locked", "-n", "short", "true")
         self.assertEqual(again.returncode, 0, again.stderr)
 
+    def test_waiter_rides_out_a_restart(self):
+        server = self.server("--appendonly", "yes", "--appendfsync", "always")
+        held = self.nx("-u", server.url, "lock", "-t", "60", "waited")
+        self.assertEqual(held.returncode, 0, held.stderr)
+        waiter = Running(self, "-v", "-u", server.url, "lock", "-w", "30", "-t", "60", "waited")
+        waiter.wait_for_line(r"GET waited")
+        server.restart()
+        time.sleep(0.5)  # the waiter meets the restart, and keeps waiting
+        self.assertIsNone(waiter.process.poll(), waiter.stderr())
+        released = self.nx("-u", server.url, "unlock", "waited", held.stdout.strip())
+        self.assertEqual(released.returncode, 0, released.stderr)
+        self.assertEqual(waiter.wait(), 0, waiter.stderr())
+        self.assertEqual(server.get("waited"), waiter.stdout.strip())
+
+    def test_a_wrong_url_is_not_waited_on(self):
+        server = self.server()
+        port = server.port
+        server.stop()
+        started = time.monotonic()
+        r = self.nx("-u", "redis://127.0.0.1:%d" % port, "lock", "-w", "30", "gone")
+        self.assertEqual(r.returncode, 69, r.stderr)
+        self.assertLess(time.monotonic() - started, 10)
+
     def test_partitioned_holder_stops_before_another_can_take_the_lock(self):
         server = self.server()
         proxy = PartitionProxy(server.port)
