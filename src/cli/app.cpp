@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -83,12 +84,14 @@ CLI::Validator duration_check(double min_seconds, double max_seconds) {
   const std::string range = "[" + bound(min_seconds) + " - " + bound(max_seconds) + "]";
   return CLI::Validator(
       [=](std::string& input) -> std::string {
-        char* end = nullptr;
-        const double seconds = std::strtod(input.c_str(), &end);
+        // from_chars, not strtod: plain decimal only (no "0x10", no locale).
+        double seconds = 0;
+        const char* last = input.data() + input.size();
+        const auto [end, ec] = std::from_chars(input.data(), last, seconds);
         // NaN compares false with everything and infinity overflows every
         // deadline: both are refused, as is anything out of range.
-        if (input.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < min_seconds ||
-            seconds > max_seconds) {
+        if (input.empty() || ec != std::errc() || end != last || !std::isfinite(seconds) ||
+            seconds < min_seconds || seconds > max_seconds) {
           return "'" + input + "' is not a number of seconds in " + range;
         }
         return {};

@@ -37,23 +37,6 @@ run::OnLost parse_on_lost(const std::string& text) {
   return run::OnLost::term;
 }
 
-// --hold's SECONDS: a plain decimal number (fractions allowed), not negative, not
-// inf or nan, and small enough to add to a Unix time in microseconds.
-CLI::Validator hold_seconds() {
-  return CLI::Validator(
-      [](const std::string& text) -> std::string {
-        double seconds = 0;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-            !std::isfinite(seconds) || seconds < 0 || seconds > k_max_hold) {
-          return "'" + text + "' is not a number of seconds from 0 to " +
-                 std::to_string(static_cast<std::int64_t>(k_max_hold));
-        }
-        return {};
-      },
-      "NONNEGATIVE");
-}
-
 // The child gets no password of ours unless asked (--inherit-credentials): it
 // may print its environment (a CI log, a crash report) or pass it on further.
 // A password-bearing NXLOCK_URL stays, redacted: an nxlock inside the job then
@@ -102,7 +85,7 @@ Runner setup_run_locked(CLI::App& sub) {
                  "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
                  "the same crontab line on many hosts then runs once per tick (a bit longer "
                  "than clock skew + cron's start jitter, shorter than the period)")
-      ->check(hold_seconds())
+      ->check(duration_check(0, k_max_hold))
       ->type_name("SECONDS")
       ->capture_default_str();
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
