@@ -356,7 +356,13 @@ bool Lock::force_release(std::optional<std::string>& holder_problem) {
     // Advisory details: a corrupt record must not turn a release into a failure.
     holder_problem = e.what();
   }
-  m_store.notify(m_key);
+  try {
+    m_store.notify(m_key);
+  } catch (const util::Error& e) {
+    // The wake-up is best effort (an ACL may forbid PUBLISH): the lock is gone,
+    // and waiters find that on their poll tick.
+    util::trace(std::string("wake-up not sent: ") + e.what());
+  }
   return removed > 0;
 }
 

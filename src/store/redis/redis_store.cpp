@@ -31,10 +31,12 @@ constexpr std::string_view k_wake_prefix = "nxlock:wake:";
 // here, another client could take over an expired lock between our GET and our
 // write, and we would delete or overwrite its fresh lock. A script is atomic.
 // The deleting script also wakes the key's waiters: in the same round trip, so a
-// released lock's next holder is not kept waiting for a separate PUBLISH.
+// released lock's next holder is not kept waiting for a separate PUBLISH. The
+// wake-up is best effort (pcall): a user whose ACL forbids PUBLISH still
+// releases, and the waiters then find the lock free on their poll tick.
 constexpr std::string_view k_compare_and_delete_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
-    "redis.call('PUBLISH', ARGV[2], '1') return 1 else return 0 end";
+    "redis.pcall('PUBLISH', ARGV[2], '1') return 1 else return 0 end";
 constexpr std::string_view k_compare_and_set_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) "
     "return 1 else return 0 end";
