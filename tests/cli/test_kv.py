@@ -91,8 +91,13 @@ class KeyValue(NxlockTestCase):
         home = tempfile.mkdtemp(prefix="nxlock-home-")
         self.addCleanup(shutil.rmtree, home, ignore_errors=True)
         preexec = None
+        binary = BIN
         if os.geteuid() == 0:
             os.chown(home, NOBODY, NOBODY)
+            # The checkout may sit in a private (0700) directory that nobody
+            # cannot enter: nobody runs a copy from its own home instead.
+            binary = os.path.join(home, "nxlock")
+            shutil.copy(BIN, binary)
 
             def preexec():
                 os.setgroups([])
@@ -109,7 +114,7 @@ class KeyValue(NxlockTestCase):
         for name, case_env, path in cases:
             with self.subTest(default_from=name):
                 def nx(*args):
-                    return subprocess.run([BIN, *args], env=case_env, capture_output=True,
+                    return subprocess.run([binary, *args], env=case_env, capture_output=True,
                                           preexec_fn=preexec, timeout=COMMAND_TIMEOUT)
                 r = nx("setnx", name, "v")
                 self.assertEqual(r.returncode, 0, r.stderr)
