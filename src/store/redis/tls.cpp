@@ -258,7 +258,7 @@ std::shared_ptr<TlsContext> make_tls_context(const TlsConfig& config, const std:
 }
 
 TlsSession::TlsSession(std::shared_ptr<TlsContext> context, int fd, const std::string& host)
-    : m_context(std::move(context)), m_fd(fd) {
+    : m_context(std::move(context)) {
   const Api& api = m_context->api();
   const TlsConfig& config = m_context->config();
   api.err_clear_error();

@@ -61,7 +61,6 @@ class TlsSession {
 
   std::shared_ptr<TlsContext> m_context;
   void* m_ssl = nullptr;  // SSL*, kept opaque so no OpenSSL header leaks out
-  int m_fd;
 };
 
 }  // namespace nxlock::store::redis
