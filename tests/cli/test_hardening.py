@@ -12,24 +12,7 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, die_with_parent
-
-
-def wait_for(predicate, timeout=10.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, die_with_parent, read, wait_for
 
 
 def proc_stat(pid):

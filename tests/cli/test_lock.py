@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from harness import NxlockTestCase, BIN, die_with_parent
+from harness import NxlockTestCase, BIN, die_with_parent, wait_for as wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -39,15 +39,6 @@ def parse_sections(log_path, kills=()):
 
 def overlaps(intervals):
     return [(a, b) for a, b in zip(intervals, intervals[1:]) if b[0] < a[1]]
-
-
-def wait_until(predicate, timeout=10.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def stop(process):

@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, die_with_parent
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, alive, die_with_parent, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "lost_policy_job.py")
@@ -21,23 +21,6 @@ TTL = 3
 INTERVAL = TTL / 3  # how often run-locked renews, so how late it may notice a loss
 MARGIN = 1.5  # slack for a loaded machine on every timing bound
 KILLED = 128 + signal.SIGKILL
-
-
-def wait_for(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie is dead
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 class JobLog:

@@ -15,7 +15,7 @@ import time
 import unittest
 
 from faults import PartitionProxy, RestartableRedis
-from harness import NxlockTestCase, die_with_parent, BIN
+from harness import BIN, NxlockTestCase, die_with_parent, read
 
 JOB_DEADLINE = 40  # seconds: no test job may run longer than this
 
@@ -74,14 +74,6 @@ class Running:
 # -v traces each step: "SETNX key value → 1", and a renewal "SET-IF-EQUAL key old new → 1".
 ACQUIRED = r"SETNX \S+ \d+ → 1"
 RENEWED = r"SET-IF-EQUAL .* → 1"
-
-
-def read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
 
 
 def measure(text):

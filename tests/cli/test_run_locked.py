@@ -9,28 +9,7 @@ import threading
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, die_with_parent
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes.
-    try:
-        with open("/proc/%d/stat" % pid) as f:  # noqa: the file is closed by `with`
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+from harness import BIN, NxlockTestCase, alive, die_with_parent, read, wait_for
 
 
 def children_of(pid):
@@ -71,15 +50,6 @@ def stop(process):
     if process.poll() is None:
         process.kill()
     process.wait(timeout=10)
-
-
-def wait_for(predicate, timeout=10.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 class RunLocked(NxlockTestCase):
