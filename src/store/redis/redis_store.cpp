@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "store/redis/connection.hpp"
+#include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
 
@@ -191,14 +192,19 @@ std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
   auto endpoint = std::make_shared<redis::Endpoint>();
   endpoint->name = url.redacted;
   endpoint->timeout_seconds = options.timeout_seconds;
+  if (url.tls) {
+    endpoint->tls = redis::make_tls_context(options.tls, url.redacted);
+  }
   if (url.scheme == Url::Scheme::redis_unix) {
     endpoint->unix_path = url.path;
+  } else if (url.scheme == Url::Scheme::redis_sentinel) {
+    // Shared by the store's connection and its watchers': each asks at connect.
+    endpoint->locator = std::make_shared<redis::SentinelLocator>(
+        url.redacted, url.sentinels, url.master, options.sentinel_password, options.timeout_seconds,
+        endpoint->tls);
   } else {
     endpoint->host = url.host;
     endpoint->port = url.port;
-  }
-  if (url.tls) {
-    endpoint->tls = redis::make_tls_context(options.tls, url.redacted);
   }
   return endpoint;
 }
