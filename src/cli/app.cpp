@@ -125,6 +125,10 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "redis+sentinel://: read the Sentinels' own password from FILE (or set "
                  "NXLOCK_SENTINEL_PASSWORD)")
       ->type_name("FILE");
+  app.add_option("--replicas", g.replicas,
+                 "Redis: every lock write waits until N replicas have it (WAIT); else exit 69")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N");
   url->envname("NXLOCK_URL");
   prefix->envname("NXLOCK_PREFIX");
 }

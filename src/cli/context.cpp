@@ -79,6 +79,7 @@ store::Store& Context::store() {
   } else {
     options.sentinel_password = env("NXLOCK_SENTINEL_PASSWORD");
   }
+  options.replicas = globals.replicas;
   options.tls.cacert = globals.cacert;
   options.tls.cacertdir = globals.cacertdir;
   options.tls.cert = globals.cert;

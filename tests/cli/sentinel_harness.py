@@ -83,33 +83,38 @@ class Sentinel:
 
 
 class Deployment:
-    """A master, a replica of it and a Sentinel that watches both, ready for a failover."""
+    """A master, `replicas` replicas of it and a Sentinel that watches them, ready for a failover."""
 
-    def __init__(self, sentinel_password=None):
+    def __init__(self, replicas=1, sentinel_password=None):
         self.master = RedisServer()
-        self.replica = None
+        self.replicas = []
         self.sentinel = None
         try:
-            self.replica = RedisServer(extra=["--replicaof", "127.0.0.1", str(self.master.port)])
-            wait_for(lambda: "master_link_status:up" in cli(self.replica.port, "INFO",
-                                                            "replication"),
-                     10, "the replica to sync")
+            for _ in range(replicas):
+                self.replicas.append(
+                    RedisServer(extra=["--replicaof", "127.0.0.1", str(self.master.port)]))
+            for replica in self.replicas:
+                wait_for(lambda: "master_link_status:up" in cli(replica.port, "INFO",
+                                                                "replication"),
+                         10, "the replica to sync")
             self.sentinel = Sentinel(self.master.port, password=sentinel_password)
-            # A failover needs a replica the Sentinel knows of (it learns them from INFO).
-            wait_for(lambda: ("%d" % self.replica.port) in self.sentinel.cli(
-                "SENTINEL", "replicas", MASTER_NAME), 15, "the Sentinel to see the replica")
+            # A failover needs replicas the Sentinel knows of (it learns them from INFO).
+            for replica in self.replicas:
+                wait_for(lambda: ("%d" % replica.port) in self.sentinel.cli(
+                    "SENTINEL", "replicas", MASTER_NAME), 15, "the Sentinel to see the replica")
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def replica(self):
+        return self.replicas[0]
 
     def url(self, sentinels=None, scheme="redis+sentinel"):
         hosts = sentinels or ["127.0.0.1:%d" % self.sentinel.port]
         return "%s://%s/%s" % (scheme, ",".join(hosts), MASTER_NAME)
 
-    def servers(self):
-        return [self.master, self.replica]
-
     def stop(self):
-        for process in (self.sentinel, self.replica, self.master):
+        for process in [self.sentinel, *self.replicas, self.master]:
             if process is not None:
                 process.stop()

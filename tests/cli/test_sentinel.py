@@ -1,6 +1,7 @@
 """redis+sentinel://: commands through a Sentinel, unreachable and unknowing Sentinels, and a failover under run-locked."""
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -123,44 +124,63 @@ class TestRole(SentinelTestCase):
 def failover_round(test, extra_args=()):
     """SIGKILLs the master while run-locked holds a lock for a 9 s job.
 
-    Returns (seconds from the kill until a renewal landed on the new master,
-    how many times a second taker got the lock while the first held it).
+    Meanwhile other clients try to take the lock every 0.2 s. Returns (seconds
+    from the kill until a renewal landed on the new master, how many of those
+    other clients got the lock while the job held it: double holders).
     """
     d = test.deployment
     old_port = d.master.port
+    by_port = {r.port: r for r in d.replicas}
     with open(os.path.join(test.tmp, "job.err"), "wb") as err:
-        job = test.popen("-u", test.url, *extra_args, "run-locked", "--ttl", "8", "job",
+        job = test.popen("-u", test.url, *extra_args, "-v", "run-locked", "--ttl", "8", "job",
                          "sleep", "9", stderr=err)
+    doubles = 0
     try:
         wait_for(lambda: cli(old_port, "EXISTS", "job").strip() == "1", 10, "the lock")
-        # The replica must have the lock before the master dies (with --replicas
-        # 1 nxlock itself waits for that).
-        wait_for(lambda: cli(d.replica.port, "EXISTS", "job").strip() == "1", 10,
-                 "the replica to have the lock")
-        time.sleep(0.5)
+        if not extra_args:
+            # Without --replicas nothing waits for the replica: give it the write
+            # (asynchronous replication is what --replicas is there for).
+            wait_for(lambda: all(cli(r.port, "EXISTS", "job").strip() == "1"
+                                 for r in d.replicas), 10, "the replicas to have the lock")
         killed_at = time.monotonic()
         d.master.process.send_signal(signal.SIGKILL)
         d.master.process.wait()
-        wait_for(lambda: d.sentinel.master_port() == d.replica.port, 30, "the failover")
+        new_master = None
+        while time.monotonic() - killed_at < 30:
+            port = d.sentinel.master_port()
+            if port in by_port:
+                new_master = by_port[port]
+                break
+            taker = test.nx("-u", test.url, *extra_args, "--timeout", "0.5", "lock", "-n",
+                            "--ttl", "30", "job")
+            doubles += taker.returncode == 0
+            time.sleep(0.2)
+        test.assertIsNotNone(new_master, "no failover within 30 s")
         failover_done = time.monotonic() - killed_at
-        first = cli(d.replica.port, "GET", "job").strip()
+        first = cli(new_master.port, "GET", "job").strip()
+        test.assertNotEqual(first, "", "the new master does not have the lock")
         # Follow: a renewal rewrites the lock's value on the new master.
-        wait_for(lambda: cli(d.replica.port, "GET", "job").strip() not in ("", first), 15,
-                 "a renewal on the new master")
-        followed = time.monotonic() - killed_at
-        doubles = 0
-        taker = test.nx("-u", test.url, *extra_args, "lock", "-n", "--ttl", "30", "job")
-        if taker.returncode == 0:
-            doubles += 1
-        test.assertEqual(taker.returncode, 75, taker.stderr)
+        followed = None
+        while job.poll() is None and time.monotonic() - killed_at < 30:
+            if followed is None and cli(new_master.port, "GET", "job").strip() not in ("", first):
+                followed = time.monotonic() - killed_at
+            taker = test.nx("-u", test.url, *extra_args, "--timeout", "0.5", "lock", "-n",
+                            "--ttl", "30", "job")
+            if job.poll() is None:
+                doubles += taker.returncode == 0
+                test.assertEqual(taker.returncode, 75, taker.stderr)
+            time.sleep(0.2)
         job.wait(timeout=30)
         with open(os.path.join(test.tmp, "job.err"), "rb") as f:
-            err = f.read()
+            err = f.read().decode(errors="replace")
         test.assertEqual(job.returncode, 0, err)
+        test.assertIsNotNone(followed, "no renewal on the new master: " + err)
         # Released on the new master at the end.
-        test.assertEqual(cli(d.replica.port, "EXISTS", "job").strip(), "0")
-        sys.stderr.write("\n[failover] sentinel switched after %.2fs, run-locked renewed on the "
-                         "new master %.2fs after the kill\n" % (failover_done, followed))
+        test.assertEqual(cli(new_master.port, "EXISTS", "job").strip(), "0")
+        sys.stderr.write("\n[failover%s] Sentinel switched %.2fs after the kill, run-locked "
+                         "renewed on the new master %.2fs after it; double holders: %d\n"
+                         % (" " + " ".join(extra_args) if extra_args else "", failover_done,
+                            followed, doubles))
         return followed, doubles
     finally:
         if job.poll() is None:
@@ -170,4 +190,80 @@ def failover_round(test, extra_args=()):
 
 class TestFailover(SentinelTestCase):
     def test_run_locked_follows_a_failover(self):
-        failover_round(self)
+        _, doubles = failover_round(self)
+        self.assertEqual(doubles, 0)
+
+
+class TestReplicas(SharedSentinelTestCase):
+    def test_confirmed_by_the_replica(self):
+        r = self.nx("-u", self.url, "--replicas", "1", "lock", "-n", "--ttl", "30", "L")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        value = r.stdout.decode().strip()
+        # WAIT answered: the replica has it already, no waiting needed here.
+        self.assertEqual(cli(self.deployment.replica.port, "GET", "L").strip(), value)
+        r = self.nx("-u", self.url, "--replicas", "1", "run-locked", "-n", "R", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_more_replicas_than_there_are_is_69_and_nothing_left(self):
+        r = self.nx("-u", self.url, "--replicas", "2", "--timeout", "0.5", "lock", "-n", "L")
+        self.assertOneLineError(r, 69, "1 of 2 replicas", "undone")
+        self.assertEqual(cli(self.deployment.master.port, "EXISTS", "L").strip(), "0")
+
+    def test_a_stopped_replica_means_no_lock(self):
+        replica = self.deployment.replica.process
+        replica.send_signal(signal.SIGSTOP)
+        try:
+            r = self.nx("-u", self.url, "--replicas", "1", "--timeout", "0.5", "lock", "-n",
+                        "--ttl", "30", "L")
+            self.assertOneLineError(r, 69, "0 of 1 replicas", "undone")
+            self.assertEqual(r.stdout, b"")
+            self.assertEqual(cli(self.deployment.master.port, "EXISTS", "L").strip(), "0")
+            marker = os.path.join(self.tmp, "ran")
+            r = self.nx("-u", self.url, "--replicas", "1", "--timeout", "0.5", "run-locked",
+                        "-n", "R", "touch", marker)
+            self.assertOneLineError(r, 69, "0 of 1 replicas")
+            self.assertFalse(os.path.exists(marker))
+            self.assertEqual(cli(self.deployment.master.port, "EXISTS", "R").strip(), "0")
+        finally:
+            replica.send_signal(signal.SIGCONT)
+        r = self.nx("-u", self.url, "status", "L")
+        self.assertEqual(r.returncode, 1, r.stderr)  # free
+
+    def test_a_renewal_not_confirmed_is_retried(self):
+        # The replica stops for 1.5 s while run-locked (ttl 3: renewals every
+        # second or so) runs a 4 s job: renewals fail, are retried, and succeed
+        # once it is back, before the lock could expire.
+        replica = self.deployment.replica.process
+        job = self.popen("-u", self.url, "--replicas", "1", "--timeout", "0.5", "run-locked",
+                         "--ttl", "3", "R", "sleep", "4", stderr=subprocess.PIPE)
+        try:
+            wait_for(lambda: cli(self.deployment.master.port, "EXISTS", "R").strip() == "1", 10,
+                     "the lock")
+            replica.send_signal(signal.SIGSTOP)
+            time.sleep(1.5)
+        finally:
+            replica.send_signal(signal.SIGCONT)
+        _, err = job.communicate(timeout=30)
+        self.assertEqual(job.returncode, 0, err)
+        self.assertIn(b"renewal failed, retrying", err)
+        self.assertIn(b"replicas confirmed", err)
+
+
+class TestFailoverWithReplicas(SentinelTestCase):
+    """Two replicas: after the failover one is left to confirm the renewals."""
+    rounds = 3
+
+    def setUp(self):
+        NxlockTestCase.setUp(self)
+
+    def test_failover_rounds_have_no_double_holder(self):
+        total = 0
+        for _ in range(self.rounds):
+            self.deployment = Deployment(replicas=2)
+            try:
+                self.url = self.deployment.url()
+                _, doubles = failover_round(self, ["--replicas", "1"])
+                total += doubles
+            finally:
+                self.deployment.stop()
+        self.assertEqual(total, 0)
