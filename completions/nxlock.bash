@@ -2,7 +2,7 @@
 
 # Global options that take a value, and those of each command.
 _nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
-    --cert --key --sni'
+    --cert --key --sni --sentinel-password-file --replicas'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock'
 _nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold"
 
@@ -30,7 +30,7 @@ _nxlock()
 
     local commands='setnx get getset del lock unlock renew status run-locked'
     local globals='-u --url --password-file --timeout --prefix --cacert --cacertdir --cert
-        --key --sni --insecure --json -q --quiet -v --verbose -h --help --help-all --version'
+        --key --sni --insecure --sentinel-password-file --replicas --json -q --quiet -v --verbose -h --help --help-all --version'
 
     # Find the command, and for run-locked where its KEY is (options end there).
     local i word command='' value_opts=$_nxlock_global_value_opts ended=''
@@ -82,13 +82,13 @@ _nxlock()
                 COMPREPLY=("${COMPREPLY[@]/#/$scheme}")
                 cur=$scheme$cur
             else
-                COMPREPLY=($(compgen -W 'redis:// rediss:// unix:// file://' -- "$cur"))
+                COMPREPLY=($(compgen -W 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file://' -- "$cur"))
             fi
             compopt -o nospace 2>/dev/null
             __ltrim_colon_completions "$cur"
             return
             ;;
-        --password-file | --cacert | --cert | --key)
+        --password-file | --cacert | --cert | --key | --sentinel-password-file)
             _filedir
             return
             ;;
@@ -96,7 +96,7 @@ _nxlock()
             _filedir -d
             return
             ;;
-        --timeout | --prefix | --sni | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold)
+        --timeout | --prefix | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold)
             return # a number or free text: nothing to offer
             ;;
     esac

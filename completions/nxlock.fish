@@ -2,7 +2,7 @@
 
 # Options that take a value in the next word: global ones, then those of lock and run-locked.
 set -g __fish_nxlock_value_opts -u --url --password-file --timeout --prefix \
-    --cacert --cacertdir --cert --key --sni \
+    --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas \
     -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after --hold
 
 # Prints the words of run-locked's child command line typed so far (those after
@@ -94,7 +94,7 @@ complete -c nxlock -n $no_command -a run-locked -d 'Run COMMAND while holding th
 
 # Global options, before or after the command name.
 set -l global 'not __fish_nxlock_in_child'
-complete -c nxlock -n $global -s u -l url -x -a 'redis:// rediss:// unix:// file://' -d 'Backend URL'
+complete -c nxlock -n $global -s u -l url -x -a 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file://' -d 'Backend URL'
 complete -c nxlock -n $global -l password-file -r -F -d 'Read the Redis password from FILE'
 complete -c nxlock -n $global -l timeout -x -d 'Redis connect and command timeout, seconds (default 2)'
 complete -c nxlock -n $global -l prefix -x -d 'Prepended to every key'
@@ -104,6 +104,8 @@ complete -c nxlock -n $global -l cert -r -F -d 'rediss: present this client cert
 complete -c nxlock -n $global -l key -r -F -d "rediss: the client certificate's private key"
 complete -c nxlock -n $global -l sni -x -a '(__fish_print_hostnames)' -d 'rediss: the server name to send and check'
 complete -c nxlock -n $global -l insecure -d "rediss: do not verify the server's certificate or name"
+complete -c nxlock -n $global -l sentinel-password-file -r -F -d "redis+sentinel: read the Sentinels' own password from FILE"
+complete -c nxlock -n $global -l replicas -x -d 'Redis: lock writes wait until N replicas have them'
 complete -c nxlock -n $global -l json -d 'Print one JSON object on stdout'
 complete -c nxlock -n $global -s q -l quiet -d 'Say less on stderr'
 complete -c nxlock -n $global -s v -l verbose -d 'Trace each backend step on stderr'

@@ -125,11 +125,13 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
 
 // The global options, on the app: each command falls through to them.
 void add_global_options(CLI::App& app, GlobalOptions& g) {
-  auto* url = app.add_option("-u,--url", g.url,
-                             "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… "
-                             "(TLS), unix:///PATH[?db=N] or file:///PATH (default: the embedded "
-                             "store)")
-                  ->type_name("URL");
+  auto* url =
+      app.add_option("-u,--url", g.url,
+                     "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
+                     "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,…]/MASTER[/DB], "
+                     "unix:///PATH[?db=N] or file:///PATH (default: the embedded "
+                     "store)")
+          ->type_name("URL");
   app.add_option("--password-file", g.password_file,
                  "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
       ->type_name("FILE");
@@ -160,6 +162,14 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
       ->type_name("NAME");
   app.add_flag("--insecure", g.insecure,
                "rediss://: do not verify the server's certificate or name (says so on stderr)");
+  app.add_option("--sentinel-password-file", g.sentinel_password_file,
+                 "redis+sentinel://: read the Sentinels' own password from FILE (or set "
+                 "NXLOCK_SENTINEL_PASSWORD)")
+      ->type_name("FILE");
+  app.add_option("--replicas", g.replicas,
+                 "Redis: every lock write waits until N replicas have it (WAIT); else exit 69")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N");
   url->envname("NXLOCK_URL");
   prefix->envname("NXLOCK_PREFIX");
 }

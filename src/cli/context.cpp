@@ -75,6 +75,12 @@ store::Store& Context::store() {
       options.password = env("REDISCLI_AUTH");
     }
   }
+  if (!globals.sentinel_password_file.empty()) {
+    options.sentinel_password = read_password_file(globals.sentinel_password_file);
+  } else {
+    options.sentinel_password = env("NXLOCK_SENTINEL_PASSWORD");
+  }
+  options.replicas = globals.replicas;
   options.tls.cacert = globals.cacert;
   options.tls.cacertdir = globals.cacertdir;
   options.tls.cert = globals.cert;

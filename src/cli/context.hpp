@@ -12,16 +12,18 @@
 namespace nxlock::cli {
 
 struct GlobalOptions {
-  std::string url;            // empty: the embedded store at its default path
-  std::string password_file;  // Redis password, kept out of `ps`
-  double timeout = 2.0;       // Redis connect and per-command timeout, seconds
-  std::string prefix;         // prepended to every key
-  std::string cacert;         // rediss://: CA bundle (default: the system's CAs)
-  std::string cacertdir;      // rediss://: hashed CA directory
-  std::string cert;           // rediss://: client certificate
-  std::string key;            // rediss://: its private key
-  std::string sni;            // rediss://: the server name to send and check
-  bool insecure = false;      // rediss://: skip verification
+  std::string url;                     // empty: the embedded store at its default path
+  std::string password_file;           // Redis password, kept out of `ps`
+  double timeout = 2.0;                // Redis connect and per-command timeout, seconds
+  std::string prefix;                  // prepended to every key
+  std::string cacert;                  // rediss://: CA bundle (default: the system's CAs)
+  std::string cacertdir;               // rediss://: hashed CA directory
+  std::string cert;                    // rediss://: client certificate
+  std::string key;                     // rediss://: its private key
+  std::string sni;                     // rediss://: the server name to send and check
+  bool insecure = false;               // rediss://: skip verification
+  std::string sentinel_password_file;  // redis+sentinel://: the Sentinels' own password
+  int replicas = 0;                    // lock writes wait until this many replicas have them
   bool json = false;
   bool quiet = false;
   bool verbose = false;

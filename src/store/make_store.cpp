@@ -10,6 +10,7 @@ std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options)
   switch (url.scheme) {
     case Url::Scheme::redis_tcp:
     case Url::Scheme::redis_unix:
+    case Url::Scheme::redis_sentinel:
       return std::make_unique<RedisStore>(url, options);
     case Url::Scheme::file:
       break;
@@ -22,7 +23,7 @@ std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options)
 }
 
 const char* builtin_backends() {
-  return "redis (tcp, unix), rediss (tls), file (embedded)";
+  return "redis (tcp, unix), rediss (tls), redis+sentinel, file (embedded)";
 }
 
 }  // namespace nxlock::store

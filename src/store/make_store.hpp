@@ -16,6 +16,8 @@ struct ConnectOptions {
   double timeout_seconds = 2.0;         // Redis connect and per-command timeout
   bool create = true;                   // file store: create the directory if missing
   redis::TlsConfig tls;                 // rediss://: how to verify, what to present
+  int replicas = 0;  // lock writes (SETNX, GETSET, compare-and-set) wait for this many replicas
+  std::optional<std::string> sentinel_password;  // redis+sentinel://: the Sentinels' own
 };
 
 // Opens the backend a URL names. Throws util::Error as Store does.

@@ -98,48 +98,41 @@ void check_query(const std::string& redacted, std::string_view query,
   }
 }
 
-Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
-  Url url;
-  url.scheme = Url::Scheme::redis_tcp;
-  url.redacted = redacted;
-
-  // [[USER]:PASSWORD@]HOST[:PORT][/DB]; the password may itself contain '@'.
+// [[USER]:PASSWORD@] at the front of `rest`, removed from it; the password may
+// itself contain '@'.
+void take_userinfo(std::string_view& rest, Url& url, const std::string& redacted) {
   const auto at = rest.rfind('@');
-  if (at != std::string_view::npos) {
-    const auto userinfo = rest.substr(0, at);
-    rest.remove_prefix(at + 1);
-    const auto colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      bad_url(redacted, "expected USER:PASSWORD@ or :PASSWORD@ before the host");
-    }
-    const auto user = percent_decode(userinfo.substr(0, colon));
-    const auto password = percent_decode(userinfo.substr(colon + 1));
-    if (!user || !password) {
-      bad_url(redacted, "malformed %-escape in the user or password");
-    }
-    if (!user->empty()) {
-      url.user = *user;
-    }
-    url.password = *password;
+  if (at == std::string_view::npos) {
+    return;
   }
-
-  const auto slash = rest.find('/');
-  const auto hostport = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    const auto db = parse_uint(rest.substr(slash + 1), 1'000'000);
-    if (!db) {
-      bad_url(redacted, "the database must be a number, as in /0");
-    }
-    url.db = *db;
+  const auto userinfo = rest.substr(0, at);
+  rest.remove_prefix(at + 1);
+  const auto colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    bad_url(redacted, "expected USER:PASSWORD@ or :PASSWORD@ before the host");
   }
+  const auto user = percent_decode(userinfo.substr(0, colon));
+  const auto password = percent_decode(userinfo.substr(colon + 1));
+  if (!user || !password) {
+    bad_url(redacted, "malformed %-escape in the user or password");
+  }
+  if (!user->empty()) {
+    url.user = *user;
+  }
+  url.password = *password;
+}
 
+// HOST[:PORT], HOST a name, an IPv4 address or [IPv6].
+HostPort parse_host_port(std::string_view hostport, int default_port, const std::string& redacted) {
+  HostPort out;
+  out.port = default_port;
   std::string_view port_text;
   if (starts_with(hostport, "[")) {  // [::1]:6379
     const auto close = hostport.find(']');
     if (close == std::string_view::npos) {
       bad_url(redacted, "unterminated IPv6 address");
     }
-    url.host = std::string(hostport.substr(1, close - 1));
+    out.host = std::string(hostport.substr(1, close - 1));
     const auto after = hostport.substr(close + 1);
     if (!after.empty()) {
       if (after[0] != ':') {
@@ -152,7 +145,7 @@ Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
     }
   } else {
     const auto colon = hostport.find(':');
-    url.host = std::string(hostport.substr(0, colon));
+    out.host = std::string(hostport.substr(0, colon));
     if (colon != std::string_view::npos) {
       port_text = hostport.substr(colon + 1);
       if (port_text.empty()) {
@@ -160,7 +153,7 @@ Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
       }
     }
   }
-  if (url.host.empty()) {
+  if (out.host.empty()) {
     bad_url(redacted, "no host");
   }
   if (!port_text.empty()) {
@@ -168,7 +161,63 @@ Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
     if (!port || *port == 0) {
       bad_url(redacted, "bad port '" + std::string(port_text) + "' (1-65535)");
     }
-    url.port = *port;
+    out.port = *port;
+  }
+  return out;
+}
+
+int parse_db(std::string_view text, const std::string& redacted) {
+  const auto db = parse_uint(text, 1'000'000);
+  if (!db) {
+    bad_url(redacted, "the database must be a number, as in /0");
+  }
+  return *db;
+}
+
+Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
+  Url url;
+  url.scheme = Url::Scheme::redis_tcp;
+  url.redacted = redacted;
+  // [[USER]:PASSWORD@]HOST[:PORT][/DB]
+  take_userinfo(rest, url, redacted);
+  const auto slash = rest.find('/');
+  if (slash != std::string_view::npos) {
+    url.db = parse_db(rest.substr(slash + 1), redacted);
+  }
+  const HostPort address = parse_host_port(rest.substr(0, slash), 6379, redacted);
+  url.host = address.host;
+  url.port = address.port;
+  return url;
+}
+
+// [[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]/MASTER[/DB]: the credentials
+// are the master's; the Sentinels' own password comes from elsewhere.
+Url parse_redis_sentinel(std::string_view rest, const std::string& redacted) {
+  Url url;
+  url.scheme = Url::Scheme::redis_sentinel;
+  url.redacted = redacted;
+  take_userinfo(rest, url, redacted);
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) {
+    bad_url(redacted, "no master name; use redis+sentinel://HOST[:PORT][,HOST[:PORT]…]/MASTER");
+  }
+  auto hosts = rest.substr(0, slash);
+  auto path = rest.substr(slash + 1);
+  const auto db_slash = path.find('/');
+  url.master = std::string(path.substr(0, db_slash));
+  if (url.master.empty()) {
+    bad_url(redacted, "empty master name");
+  }
+  if (db_slash != std::string_view::npos) {
+    url.db = parse_db(path.substr(db_slash + 1), redacted);
+  }
+  for (;;) {
+    const auto comma = hosts.find(',');
+    url.sentinels.push_back(parse_host_port(hosts.substr(0, comma), 26379, redacted));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    hosts.remove_prefix(comma + 1);
   }
   return url;
 }
@@ -270,10 +319,19 @@ Url parse_url(std::string_view text) {
     url.tls = true;
     return url;
   }
+  if (starts_with(text, "redis+sentinel://")) {
+    return parse_redis_sentinel(text.substr(17), redacted);
+  }
+  if (starts_with(text, "rediss+sentinel://")) {
+    Url url = parse_redis_sentinel(text.substr(18), redacted);
+    url.tls = true;
+    return url;
+  }
   if (text.empty()) {
     bad_url("''", "empty URL");
   }
-  bad_url(redacted, "unknown scheme; use redis://, rediss://, unix:// or file://");
+  bad_url(redacted,
+          "unknown scheme; use redis://, rediss://, redis+sentinel://, unix:// or file://");
 }
 
 std::string default_store_path() {

@@ -1,14 +1,22 @@
-// Url: a parsed backend URL (redis://, rediss://, unix://, file://) and the default store location.
+// Url: a parsed backend URL (redis://, rediss://, redis+sentinel://, unix://, file://) and the
+// default store location.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace nxlock::store {
 
+// One HOST:PORT of a list (Sentinels).
+struct HostPort {
+  std::string host;  // without [] for IPv6
+  int port = 0;
+};
+
 struct Url {
-  enum class Scheme { redis_tcp, redis_unix, file };
+  enum class Scheme { redis_tcp, redis_unix, redis_sentinel, file };
 
   Scheme scheme = Scheme::file;
   std::string host;                     // redis_tcp: name or address, without [] for IPv6
@@ -18,6 +26,8 @@ struct Url {
   int db = 0;                           // redis_*: SELECT index
   std::optional<std::string> user;      // redis_*: ACL user
   std::optional<std::string> password;  // redis_*: from the URL itself
+  std::vector<HostPort> sentinels;      // redis_sentinel: in the order given
+  std::string master;                   // redis_sentinel: the master's name
   bool durable = false;                 // file: ?sync=1 fsyncs every write
   bool is_default_store = false;        // file: no URL given, the per-user default
 

@@ -61,6 +61,32 @@ TEST(Url, RedissIsRedisOverTls) {
   EXPECT_FALSE(parse_url("redis://h").tls);
 }
 
+TEST(Url, SentinelListMasterAndDb) {
+  const Url url = parse_url("redis+sentinel://u:p%40ss@s1,[::1]:26380,s3:1/mymaster/4");
+  EXPECT_EQ(url.scheme, Url::Scheme::redis_sentinel);
+  ASSERT_EQ(url.sentinels.size(), 3u);
+  EXPECT_EQ(url.sentinels[0].host, "s1");
+  EXPECT_EQ(url.sentinels[0].port, 26379);
+  EXPECT_EQ(url.sentinels[1].host, "::1");
+  EXPECT_EQ(url.sentinels[1].port, 26380);
+  EXPECT_EQ(url.sentinels[2].port, 1);
+  EXPECT_EQ(url.master, "mymaster");
+  EXPECT_EQ(url.db, 4);
+  EXPECT_EQ(url.user, "u");
+  EXPECT_EQ(url.password, "p@ss");
+  EXPECT_FALSE(url.tls);
+  EXPECT_EQ(url.redacted, "redis+sentinel://u:***@s1,[::1]:26380,s3:1/mymaster/4");
+  EXPECT_TRUE(parse_url("rediss+sentinel://s1/m").tls);
+}
+
+TEST(Url, SentinelUsageErrors) {
+  for (const char* text :
+       {"redis+sentinel://s1", "redis+sentinel://s1/", "redis+sentinel://s1//0",
+        "redis+sentinel://s1,/m", "redis+sentinel://s1:0/m", "redis+sentinel://s1/m/x"}) {
+    EXPECT_EQ(kind_of(text), util::ErrorKind::usage) << text;
+  }
+}
+
 TEST(Url, UnixSocket) {
   const Url url = parse_url("unix:///run/redis/redis.sock?db=2");
   EXPECT_EQ(url.scheme, Url::Scheme::redis_unix);
@@ -78,9 +104,9 @@ TEST(Url, FileStore) {
 
 TEST(Url, BadOnesAreUsageErrors) {
   for (const char* text :
-       {"http://x", "rediss://", "rediss://h:0", "redis://", "redis://h:0", "redis://h:65536", "redis://h:x",
-        "redis://h:", "redis://h/x", "unix://relative.sock", "file://relative", "file:///x?y=1",
-        "", "localhost:6379", "redis://[::1", "unix:///s?db=x"}) {
+       {"http://x", "rediss://", "rediss://h:0", "redis://", "redis://h:0", "redis://h:65536",
+        "redis://h:x", "redis://h:", "redis://h/x", "unix://relative.sock", "file://relative",
+        "file:///x?y=1", "", "localhost:6379", "redis://[::1", "unix:///s?db=x"}) {
     EXPECT_EQ(kind_of(text), util::ErrorKind::usage) << text;
   }
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -32,6 +33,10 @@ using util::Micros;
 constexpr std::string_view k_redacted_secret = "***";
 
 constexpr std::size_t k_read_chunk = 16 * 1024;
+
+// How often a connect asks the Sentinels again when the server they name is
+// not a master (mid-failover): then it gives up, and the caller retries later.
+constexpr int k_locate_attempts = 3;
 
 struct ReaderDeleter {
   void operator()(redisReader* reader) const { redisReaderFree(reader); }
@@ -309,6 +314,44 @@ util::UniqueFd connect_one(int family, const sockaddr* address, socklen_t length
 }  // namespace
 
 void Connection::connect(const Deadline& deadline) {
+  if (!m_endpoint.locator) {
+    connect_to(m_endpoint.host, m_endpoint.port, deadline, false);
+    return;
+  }
+  // The Sentinel client protocol: ask where the master is, connect, and check
+  // ROLE there: a Sentinel that has not seen a failover yet may name a server
+  // that is a replica now. Then ask again (another Sentinel first).
+  Locator& locator = *m_endpoint.locator;
+  std::string refused;
+  for (int attempt = 0; attempt < k_locate_attempts; ++attempt) {
+    const HostPort address = locator.locate(m_cap);
+    const std::string where =
+        locator.describe() + " at " + address.host + ":" + std::to_string(address.port);
+    std::string role;
+    try {
+      role = connect_to(address.host, address.port, deadline_from_now(), true);
+    } catch (const Error& e) {
+      close();
+      throw Error(e.kind(), e.subject(), where + ": " + e.reason());
+    }
+    if (role == "master") {
+      if (util::tracing()) {
+        util::trace("redis: connected to " + where);
+      }
+      return;
+    }
+    close();
+    locator.wrong_role(address, role);
+    refused = where + " says it is a " + (role.empty() ? "server of unknown role" : role);
+    if (util::tracing()) {
+      util::trace("redis: " + refused + "; asking again");
+    }
+  }
+  throw Error(ErrorKind::unavailable, m_endpoint.name, refused + ", not the master");
+}
+
+std::string Connection::connect_to(const std::string& host, int port, const Deadline& deadline,
+                                   bool check_role) {
   close();
   auto socket = std::make_unique<Socket>();
   std::string error;
@@ -327,12 +370,12 @@ void Connection::connect(const Deadline& deadline) {
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
-    const std::string port = std::to_string(m_endpoint.port);
+    const std::string port_text = std::to_string(port);
     // Name resolution is the one step poll cannot bound; numeric hosts skip it.
-    const int status = getaddrinfo(m_endpoint.host.c_str(), port.c_str(), &hints, &found);
+    const int status = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found);
     if (status != 0) {
       throw Error(ErrorKind::unavailable, m_endpoint.name,
-                  "cannot resolve '" + m_endpoint.host + "': " + gai_strerror(status));
+                  "cannot resolve '" + host + "': " + gai_strerror(status));
     }
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
     for (const addrinfo* a = found; a != nullptr && !socket->fd && !timed_out; a = a->ai_next) {
@@ -351,7 +394,7 @@ void Connection::connect(const Deadline& deadline) {
   }
 
   if (m_endpoint.tls) {
-    socket->tls = std::make_unique<TlsSession>(m_endpoint.tls, socket->fd.get(), m_endpoint.host);
+    socket->tls = std::make_unique<TlsSession>(m_endpoint.tls, socket->fd.get(), host);
     for (;;) {
       const IoResult step = socket->tls->handshake();
       if (step.status == IoStatus::done) {
@@ -377,16 +420,26 @@ void Connection::connect(const Deadline& deadline) {
   }
   m_socket = std::move(socket);
 
-  if (m_setup.empty()) {
-    return;
+  if (m_setup.empty() && !check_role) {
+    return "";
   }
-  // AUTH, SELECT (or SUBSCRIBE) in one round trip: start-up time is most of
-  // what an nxlock invocation costs. Within the connect's own deadline.
+  // AUTH, SELECT (or SUBSCRIBE), ROLE in one round trip: start-up time is most
+  // of what an nxlock invocation costs. Within the connect's own deadline.
+  // ROLE goes before SUBSCRIBE, after which a connection takes no commands.
   std::vector<Command> commands;
+  std::size_t role_index = SIZE_MAX;
   for (const auto& args : m_setup) {
+    if (check_role && role_index == SIZE_MAX && !args.empty() && args.front() == "SUBSCRIBE") {
+      role_index = commands.size();
+      commands.push_back({{"ROLE"}, {}});
+    }
     Command command;
     command.args.assign(args.begin(), args.end());
     commands.push_back(std::move(command));
+  }
+  if (check_role && role_index == SIZE_MAX) {
+    role_index = commands.size();
+    commands.push_back({{"ROLE"}, {}});
   }
   const auto replies = run(commands, deadline);
   for (std::size_t i = 0; i < replies.size(); ++i) {
@@ -395,6 +448,16 @@ void Connection::connect(const Deadline& deadline) {
       throw_reply_error(*replies[i], commands[i], m_endpoint.name);
     }
   }
+  if (role_index == SIZE_MAX) {
+    return "";
+  }
+  // ROLE answers an array whose first element is "master", "slave" or "sentinel".
+  const redisReply& role = *replies[role_index];
+  if (role.type == REDIS_REPLY_ARRAY && role.elements > 0 &&
+      role.element[0]->type == REDIS_REPLY_STRING) {
+    return std::string(role.element[0]->str, role.element[0]->len);
+  }
+  return "";
 }
 
 bool Connection::idle_connection_alive() {

@@ -10,10 +10,24 @@
 #include <vector>
 
 #include "store/redis/tls.hpp"
+#include "store/url.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::store::redis {
+
+// Where a server is, asked again at every connect: a failover moves it.
+class Locator {
+ public:
+  virtual ~Locator() = default;
+  // The address to connect to now. `cap` bounds the search as it bounds a
+  // command. Throws util::Error (unavailable, permission) saying why not.
+  virtual HostPort locate(std::optional<util::Micros> cap) = 0;
+  // The server at `address` says (ROLE) it is `role`, not a master.
+  virtual void wrong_role(const HostPort& address, const std::string& role) = 0;
+  // Names the server, for messages: "master 'mymaster'".
+  virtual std::string describe() const = 0;
+};
 
 // Where to connect and how errors name it.
 struct Endpoint {
@@ -23,6 +37,8 @@ struct Endpoint {
   std::string unix_path;  // non-empty: a unix socket instead of TCP
   double timeout_seconds = 2.0;
   std::shared_ptr<TlsContext> tls;  // set: TLS over TCP
+  // Set: host and port come from it at each connect, and ROLE must say master.
+  std::shared_ptr<Locator> locator;
 };
 
 struct ReplyDeleter {
@@ -80,6 +96,10 @@ class Connection {
 
   Deadline deadline_from_now() const;
   void connect(const Deadline& deadline);
+  // Connects to host:port and runs the setup; returns ROLE's first word when
+  // `check_role`, else "".
+  std::string connect_to(const std::string& host, int port, const Deadline& deadline,
+                         bool check_role);
   std::vector<Reply> run(const std::vector<Command>& commands, const Deadline& deadline);
   void send_all(const std::string& bytes, const Deadline& deadline);
   Reply read_reply(const Deadline& deadline);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "store/redis/connection.hpp"
+#include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
 
@@ -193,14 +194,19 @@ std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
   auto endpoint = std::make_shared<redis::Endpoint>();
   endpoint->name = url.redacted;
   endpoint->timeout_seconds = options.timeout_seconds;
+  if (url.tls) {
+    endpoint->tls = redis::make_tls_context(options.tls, url.redacted);
+  }
   if (url.scheme == Url::Scheme::redis_unix) {
     endpoint->unix_path = url.path;
+  } else if (url.scheme == Url::Scheme::redis_sentinel) {
+    // Shared by the store's connection and its watchers': each asks at connect.
+    endpoint->locator = std::make_shared<redis::SentinelLocator>(
+        url.redacted, url.sentinels, url.master, options.sentinel_password, options.timeout_seconds,
+        endpoint->tls);
   } else {
     endpoint->host = url.host;
     endpoint->port = url.port;
-  }
-  if (url.tls) {
-    endpoint->tls = redis::make_tls_context(options.tls, url.redacted);
   }
   return endpoint;
 }
@@ -211,7 +217,9 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
     : m_url(url),
       m_endpoint(make_endpoint(url, options)),
       m_password(options.password ? options.password : url.password),
-      m_cap(std::make_shared<std::optional<util::Micros>>()) {
+      m_cap(std::make_shared<std::optional<util::Micros>>()),
+      m_replicas(options.replicas),
+      m_timeout_seconds(options.timeout_seconds) {
   auto setup = auth_setup(m_url, m_password);
   if (url.db != 0) {
     setup.push_back({"SELECT", std::to_string(url.db)});
@@ -227,9 +235,64 @@ void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
   m_connection->set_cap(monotonic_deadline);
 }
 
+Reply RedisStore::write(const Command& command, bool& confirmed, long long& acknowledged) {
+  confirmed = true;
+  acknowledged = 0;
+  if (m_replicas <= 0) {
+    return run(*m_connection, command);
+  }
+  // WAIT's own timeout stays inside the exchange's deadline (--timeout, and the
+  // lock's expiry when set), so its answer, not our deadline, ends the wait: a
+  // timed-out exchange would leave unknown whether the write took effect.
+  double budget = m_timeout_seconds;
+  if (*m_cap) {
+    budget = std::min(budget, static_cast<double>((**m_cap - util::mono_now()).count()) / 1e6);
+  }
+  // Redis notices a blocked client's timeout on its next event-loop turn, up
+  // to 1/hz (100 ms) late: half the budget, and at least 150 ms to spare.
+  const double wait_seconds = std::min(budget / 2, budget - 0.15);
+  const long long wait_ms = std::max(1LL, static_cast<long long>(wait_seconds * 1000));
+  const std::string replicas = std::to_string(m_replicas);
+  const std::string timeout = std::to_string(wait_ms);
+  const Command wait{{"WAIT", replicas, timeout}, command.key};
+  auto replies = m_connection->exchange({command, wait});
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i]->type == REDIS_REPLY_ERROR) {
+      throw_reply_error(*replies[i], i == 0 ? command : wait, m_connection->endpoint().name);
+    }
+  }
+  acknowledged = integer_of(*replies[1], m_url.redacted);
+  confirmed = acknowledged >= m_replicas;
+  if (util::tracing()) {
+    util::trace("redis: WAIT " + replicas + " " + timeout + " → " + std::to_string(acknowledged));
+  }
+  return std::move(replies[0]);
+}
+
+void RedisStore::unconfirmed(std::string_view key, long long acknowledged,
+                             const std::function<void()>& undo) {
+  // A write that only the master has can vanish in a failover: undone, so it
+  // is never taken for a lock that a replica would carry over.
+  std::string undone = "undone";
+  try {
+    undo();
+  } catch (const Error& e) {
+    undone = "not undone (" + e.reason() + "); it expires with its ttl";
+  }
+  throw Error(ErrorKind::unavailable, m_url.redacted + " key '" + redis::printable(key) + "'",
+              std::to_string(acknowledged) + " of " + std::to_string(m_replicas) +
+                  " replicas confirmed the write within the timeout (--replicas); " + undone);
+}
+
 bool RedisStore::set_if_absent(std::string_view key, std::string_view value) {
-  const auto reply = run(*m_connection, {{"SETNX", key, value}, key});
-  return integer_of(*reply, m_url.redacted) == 1;
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const auto reply = write({{"SETNX", key, value}, key}, confirmed, acknowledged);
+  const bool set = integer_of(*reply, m_url.redacted) == 1;
+  if (set && !confirmed) {
+    unconfirmed(key, acknowledged, [&] { compare_and_delete(key, value); });
+  }
+  return set;
 }
 
 std::optional<std::string> RedisStore::get(std::string_view key) {
@@ -240,8 +303,20 @@ std::optional<std::string> RedisStore::get(std::string_view key) {
 std::optional<std::string> RedisStore::get_and_set(std::string_view key, std::string_view value) {
   // GETSET rather than SET ... GET: the documented pattern names GETSET, and
   // it works on servers older than 6.2.
-  const auto reply = run(*m_connection, {{"GETSET", key, value}, key});
-  return string_of(*reply, m_url.redacted);
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const auto reply = write({{"GETSET", key, value}, key}, confirmed, acknowledged);
+  auto old = string_of(*reply, m_url.redacted);
+  if (!confirmed) {
+    unconfirmed(key, acknowledged, [&] {
+      if (old) {
+        compare_and_set(key, value, *old);
+      } else {
+        compare_and_delete(key, value);
+      }
+    });
+  }
+  return old;
 }
 
 void RedisStore::set(std::string_view key, std::string_view value) {
@@ -271,9 +346,20 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
 bool RedisStore::compare_and_set(std::string_view key, std::string_view expected,
                                  std::string_view value) {
   // A script, not GET then SET: see k_compare_and_set_script.
-  const auto reply =
-      run(*m_connection, {{"EVAL", k_compare_and_set_script, "1", key, expected, value}, key});
-  return integer_of(*reply, m_url.redacted) == 1;
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const auto reply = write({{"EVAL", k_compare_and_set_script, "1", key, expected, value}, key},
+                           confirmed, acknowledged);
+  const bool swapped = integer_of(*reply, m_url.redacted) == 1;
+  if (swapped && !confirmed) {
+    // Back to `expected`: the caller (a renewal) retries from the value it knows.
+    unconfirmed(key, acknowledged, [&] {
+      const auto back =
+          run(*m_connection, {{"EVAL", k_compare_and_set_script, "1", key, value, expected}, key});
+      (void)back;
+    });
+  }
+  return swapped;
 }
 
 util::Micros RedisStore::now() {

@@ -1,19 +1,16 @@
 // RedisStore: the Store interface over one Redis connection (TCP, unix socket or TLS).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "store/make_store.hpp"
+#include "store/redis/connection.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
 
 namespace nxlock::store {
-
-namespace redis {
-class Connection;
-struct Endpoint;
-}  // namespace redis
 
 class RedisStore final : public Store {
  public:
@@ -45,6 +42,15 @@ class RedisStore final : public Store {
   // Shared with the watchers, whose reconnects it bounds too.
   std::shared_ptr<std::optional<util::Micros>> m_cap;
   std::unique_ptr<redis::Connection> m_connection;
+  int m_replicas = 0;
+  double m_timeout_seconds = 2.0;
+
+  // Runs a lock write and, with --replicas, WAIT in the same round trip.
+  // Returns the write's reply; `confirmed` says whether enough replicas had it.
+  redis::Reply write(const redis::Command& command, bool& confirmed, long long& acknowledged);
+  // Undoes an unconfirmed write (best effort) and throws unavailable (69).
+  [[noreturn]] void unconfirmed(std::string_view key, long long acknowledged,
+                                const std::function<void()>& undo);
 };
 
 }  // namespace nxlock::store

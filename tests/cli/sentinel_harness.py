@@ -1,0 +1,120 @@
+"""A Sentinel deployment for the tests: a master, a replica and one Sentinel on free loopback ports.
+
+Fast failover settings (down after 1 s). Every process is started here and
+stopped by its pid (SIGKILL through PR_SET_PDEATHSIG too if the test dies).
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from harness import REDIS_CLI, RedisServer, die_with_parent, free_port
+
+REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
+MASTER_NAME = "mymaster"
+
+
+def cli(port, *args, timeout=5):
+    """redis-cli against 127.0.0.1:port; stdout as text ("" if it could not run)."""
+    try:
+        return subprocess.run([REDIS_CLI, "-p", str(port), *args], capture_output=True,
+                              timeout=timeout).stdout.decode()
+    except subprocess.TimeoutExpired:
+        return ""
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Sentinel:
+    """One redis-sentinel monitoring `master_port` as MASTER_NAME."""
+
+    def __init__(self, master_port, password=None):
+        self.dir = tempfile.mkdtemp(prefix="nxlock-sentinel-")
+        self.password = password
+        self.process = None
+        for _ in range(5):
+            self.port = free_port()
+            config = os.path.join(self.dir, "sentinel.conf")
+            with open(config, "w") as f:  # Sentinel rewrites it: it must be writable
+                f.write("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"
+                        % (self.port, self.dir, os.path.join(self.dir, "sentinel.log")))
+                f.write("sentinel monitor %s 127.0.0.1 %d 1\n" % (MASTER_NAME, master_port))
+                f.write("sentinel down-after-milliseconds %s 1000\n" % MASTER_NAME)
+                f.write("sentinel failover-timeout %s 3000\n" % MASTER_NAME)
+                f.write("sentinel parallel-syncs %s 1\n" % MASTER_NAME)
+                if password:
+                    f.write("requirepass %s\n" % password)
+            self.process = subprocess.Popen([REDIS_SENTINEL, config], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            try:
+                wait_for(lambda: self.process.poll() is not None or "PONG" in self.cli("PING"),
+                         10, "redis-sentinel to start")
+            except AssertionError:
+                pass
+            if self.process.poll() is None:
+                return
+        raise RuntimeError("redis-sentinel did not start; see " + self.dir)
+
+    def cli(self, *args):
+        extra = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        return cli(self.port, *extra, *args)
+
+    def master_port(self):
+        lines = self.cli("SENTINEL", "get-master-addr-by-name", MASTER_NAME).split()
+        return int(lines[1]) if len(lines) == 2 else None
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Deployment:
+    """A master, `replicas` replicas of it and a Sentinel that watches them, ready for a failover."""
+
+    def __init__(self, replicas=1, sentinel_password=None):
+        self.master = RedisServer()
+        self.replicas = []
+        self.sentinel = None
+        try:
+            for _ in range(replicas):
+                self.replicas.append(
+                    RedisServer(extra=["--replicaof", "127.0.0.1", str(self.master.port)]))
+            for replica in self.replicas:
+                wait_for(lambda: "master_link_status:up" in cli(replica.port, "INFO",
+                                                                "replication"),
+                         10, "the replica to sync")
+            self.sentinel = Sentinel(self.master.port, password=sentinel_password)
+            # A failover needs replicas the Sentinel knows of (it learns them from INFO).
+            for replica in self.replicas:
+                wait_for(lambda: ("%d" % replica.port) in self.sentinel.cli(
+                    "SENTINEL", "replicas", MASTER_NAME), 15, "the Sentinel to see the replica")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def replica(self):
+        return self.replicas[0]
+
+    def url(self, sentinels=None, scheme="redis+sentinel"):
+        hosts = sentinels or ["127.0.0.1:%d" % self.sentinel.port]
+        return "%s://%s/%s" % (scheme, ",".join(hosts), MASTER_NAME)
+
+    def stop(self):
+        for process in [self.sentinel, *self.replicas, self.master]:
+            if process is not None:
+                process.stop()
