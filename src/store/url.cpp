@@ -184,9 +184,18 @@ Url parse_redis_tcp(std::string_view rest, const std::string& redacted) {
   if (slash != std::string_view::npos) {
     url.db = parse_db(rest.substr(slash + 1), redacted);
   }
-  const HostPort address = parse_host_port(rest.substr(0, slash), 6379, redacted);
-  url.host = address.host;
-  url.port = address.port;
+  // HOST:PORT,HOST:PORT…: seed nodes of a Redis Cluster.
+  auto hosts = rest.substr(0, slash);
+  for (;;) {
+    const auto comma = hosts.find(',');
+    url.seeds.push_back(parse_host_port(hosts.substr(0, comma), 6379, redacted));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    hosts.remove_prefix(comma + 1);
+  }
+  url.host = url.seeds.front().host;
+  url.port = url.seeds.front().port;
   return url;
 }
 

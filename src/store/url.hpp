@@ -27,9 +27,10 @@ struct Url {
   std::optional<std::string> user;      // redis_*: ACL user
   std::optional<std::string> password;  // redis_*: from the URL itself
   std::vector<HostPort> sentinels;      // redis_sentinel: in the order given
-  std::string master;                   // redis_sentinel: the master's name
-  bool durable = false;                 // file: ?sync=1 fsyncs every write
-  bool is_default_store = false;        // file: no URL given, the per-user default
+  std::vector<HostPort> seeds;    // redis_tcp: HOST:PORT,HOST:PORT… (the first is host:port)
+  std::string master;             // redis_sentinel: the master's name
+  bool durable = false;           // file: ?sync=1 fsyncs every write
+  bool is_default_store = false;  // file: no URL given, the per-user default
 
   // The URL as given, with any password replaced by "***": safe to print.
   std::string redacted;

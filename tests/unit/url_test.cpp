@@ -79,6 +79,17 @@ TEST(Url, SentinelListMasterAndDb) {
   EXPECT_TRUE(parse_url("rediss+sentinel://s1/m").tls);
 }
 
+TEST(Url, ClusterSeeds) {
+  const Url url = parse_url("redis://a:7000,[::1]:7001,c");
+  EXPECT_EQ(url.scheme, Url::Scheme::redis_tcp);
+  ASSERT_EQ(url.seeds.size(), 3u);
+  EXPECT_EQ(url.host, "a");
+  EXPECT_EQ(url.port, 7000);
+  EXPECT_EQ(url.seeds[1].host, "::1");
+  EXPECT_EQ(url.seeds[2].port, 6379);
+  EXPECT_EQ(kind_of("redis://a,"), util::ErrorKind::usage);
+}
+
 TEST(Url, SentinelUsageErrors) {
   for (const char* text :
        {"redis+sentinel://s1", "redis+sentinel://s1/", "redis+sentinel://s1//0",

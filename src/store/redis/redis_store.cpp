@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 
+#include "store/redis/cluster.hpp"
 #include "store/redis/connection.hpp"
 #include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
@@ -64,14 +65,8 @@ std::optional<std::string> string_of(const redisReply& reply, const std::string&
   return std::string(reply.str, reply.len);
 }
 
-// Runs one command; an error reply becomes the contract's util::Error.
-Reply run(Connection& connection, const Command& command) {
-  auto replies = connection.exchange({command});
-  if (replies.front()->type == REDIS_REPLY_ERROR) {
-    throw_reply_error(*replies.front(), command, connection.endpoint().name);
-  }
-  return std::move(replies.front());
-}
+// A MOVED or ASK chain longer than this is a cluster in flux: give up (69).
+constexpr int k_max_redirects = 5;
 
 std::string wake_channel(std::string_view key) {
   std::string channel(k_wake_prefix);
@@ -224,22 +219,118 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
   if (url.db != 0) {
     setup.push_back({"SELECT", std::to_string(url.db)});
   }
-  m_connection = std::make_unique<Connection>(*m_endpoint, std::move(setup));
-  m_connection->ensure_connected();
+  // Cluster seed nodes: the first that answers is the one we talk to first.
+  for (std::size_t i = 0;; ++i) {
+    m_connection = std::make_unique<Connection>(*m_endpoint, setup);
+    try {
+      m_connection->ensure_connected();
+      return;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::unavailable || i + 1 >= m_url.seeds.size()) {
+        throw;
+      }
+      if (util::tracing()) {
+        util::trace("redis: seed " + m_endpoint->host + ":" + std::to_string(m_endpoint->port) +
+                    ": " + e.reason() + "; trying the next");
+      }
+      auto next = std::make_shared<redis::Endpoint>(*m_endpoint);
+      next->host = m_url.seeds[i + 1].host;
+      next->port = m_url.seeds[i + 1].port;
+      m_endpoint = std::move(next);
+    }
+  }
 }
 
 RedisStore::~RedisStore() = default;
 
+Connection& RedisStore::node(const std::string& address) {
+  auto& slot = m_nodes[address];
+  if (!slot) {
+    // Another node of the cluster: as the URL's, but at this address (no
+    // SELECT: a cluster has only db 0).
+    redis::Endpoint endpoint = *m_endpoint;
+    const auto colon = address.rfind(':');
+    endpoint.host = address.substr(0, colon);
+    endpoint.port = std::stoi(address.substr(colon + 1));
+    endpoint.name = m_url.redacted + " (node " + address + ")";
+    slot = std::make_unique<Connection>(std::move(endpoint), auth_setup(m_url, m_password));
+    slot->set_cap(*m_cap);
+  }
+  return *slot;
+}
+
+std::vector<Reply> RedisStore::exchange(std::vector<Command> commands, std::string_view key) {
+  Connection* connection = m_connection.get();
+  if (!key.empty() && !m_slots.empty()) {
+    if (const auto found = m_slots.find(redis::key_slot(key)); found != m_slots.end()) {
+      connection = &node(found->second);
+    }
+  }
+  bool asking = false;
+  for (int redirects = 0;; ++redirects) {
+    std::vector<Command> sent;
+    if (asking) {
+      sent.push_back({{"ASKING"}, {}});
+    }
+    sent.insert(sent.end(), commands.begin(), commands.end());
+    auto replies = connection->exchange(sent);
+    if (asking) {
+      if (replies.front()->type == REDIS_REPLY_ERROR) {
+        throw_reply_error(*replies.front(), sent.front(), connection->endpoint().name);
+      }
+      replies.erase(replies.begin());
+    }
+    const auto redirect = redis::parse_redirect(*replies.front());
+    if (!redirect) {
+      return replies;
+    }
+    if (redirects == k_max_redirects) {
+      throw Error(ErrorKind::unavailable, m_url.redacted,
+                  "too many cluster redirects for key '" + redis::printable(key) +
+                      "' (last: " + redis::describe_reply(*replies.front()) + ")");
+    }
+    std::string host = redirect->address.host;
+    if (host.empty()) {  // "MOVED 3999 :6380": the node did not know its own address
+      host = connection->endpoint().host;
+    }
+    const std::string address = host + ":" + std::to_string(redirect->address.port);
+    if (util::tracing()) {
+      util::trace("redis: " + redis::describe_reply(*replies.front()) + "; following");
+    }
+    // MOVED: the slot lives there now, for this command and every later one.
+    // ASK: a slot being migrated; only this command goes there, after ASKING.
+    asking = redirect->ask;
+    if (!asking) {
+      m_slots[redirect->slot] = address;
+    }
+    connection = address == m_connection->endpoint().host + ":" +
+                                std::to_string(m_connection->endpoint().port)
+                     ? m_connection.get()
+                     : &node(address);
+  }
+}
+
+Reply RedisStore::run(const Command& command) {
+  auto replies = exchange({command}, command.key);
+  if (replies.front()->type == REDIS_REPLY_ERROR) {
+    throw_reply_error(*replies.front(), command, m_url.redacted);
+  }
+  return std::move(replies.front());
+}
+
 void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
   *m_cap = monotonic_deadline;
   m_connection->set_cap(monotonic_deadline);
+  for (auto& [address, connection] : m_nodes) {
+    connection->set_cap(monotonic_deadline);
+  }
 }
 
 Reply RedisStore::write(const Command& command, bool& confirmed, long long& acknowledged) {
   confirmed = true;
   acknowledged = 0;
   if (m_replicas <= 0) {
-    return run(*m_connection, command);
+    return run(command);
   }
   // WAIT's own timeout stays inside the exchange's deadline (--timeout, and the
   // lock's expiry when set), so its answer, not our deadline, ends the wait: a
@@ -255,10 +346,10 @@ Reply RedisStore::write(const Command& command, bool& confirmed, long long& ackn
   const std::string replicas = std::to_string(m_replicas);
   const std::string timeout = std::to_string(wait_ms);
   const Command wait{{"WAIT", replicas, timeout}, command.key};
-  auto replies = m_connection->exchange({command, wait});
+  auto replies = exchange({command, wait}, command.key);
   for (std::size_t i = 0; i < replies.size(); ++i) {
     if (replies[i]->type == REDIS_REPLY_ERROR) {
-      throw_reply_error(*replies[i], i == 0 ? command : wait, m_connection->endpoint().name);
+      throw_reply_error(*replies[i], i == 0 ? command : wait, m_url.redacted);
     }
   }
   acknowledged = integer_of(*replies[1], m_url.redacted);
@@ -296,7 +387,7 @@ bool RedisStore::set_if_absent(std::string_view key, std::string_view value) {
 }
 
 std::optional<std::string> RedisStore::get(std::string_view key) {
-  const auto reply = run(*m_connection, {{"GET", key}, key});
+  const auto reply = run({{"GET", key}, key});
   return string_of(*reply, m_url.redacted);
 }
 
@@ -320,7 +411,7 @@ std::optional<std::string> RedisStore::get_and_set(std::string_view key, std::st
 }
 
 void RedisStore::set(std::string_view key, std::string_view value) {
-  run(*m_connection, {{"SET", key, value}, key});
+  run({{"SET", key, value}, key});
 }
 
 std::size_t RedisStore::del(const std::vector<std::string>& keys) {
@@ -331,15 +422,27 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
     command.args.push_back(key);
   }
-  const auto reply = run(*m_connection, command);
-  return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
+  auto replies = exchange({command}, command.key);
+  const redisReply& reply = *replies.front();
+  if (reply.type == REDIS_REPLY_ERROR &&
+      std::string_view(reply.str, reply.len).rfind("CROSSSLOT", 0) == 0) {
+    // A cluster, and keys in several slots: one DEL each, on its own node.
+    std::size_t removed = 0;
+    for (const auto& key : keys) {
+      removed += static_cast<std::size_t>(integer_of(*run({{"DEL", key}, key}), m_url.redacted));
+    }
+    return removed;
+  }
+  if (reply.type == REDIS_REPLY_ERROR) {
+    throw_reply_error(reply, command, m_url.redacted);
+  }
+  return static_cast<std::size_t>(integer_of(reply, m_url.redacted));
 }
 
 bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected) {
   // A script, not GET then DEL: see k_compare_and_delete_script.
   const std::string channel = wake_channel(key);
-  const auto reply =
-      run(*m_connection, {{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
+  const auto reply = run({{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
@@ -354,8 +457,7 @@ bool RedisStore::compare_and_set(std::string_view key, std::string_view expected
   if (swapped && !confirmed) {
     // Back to `expected`: the caller (a renewal) retries from the value it knows.
     unconfirmed(key, acknowledged, [&] {
-      const auto back =
-          run(*m_connection, {{"EVAL", k_compare_and_set_script, "1", key, value, expected}, key});
+      const auto back = run({{"EVAL", k_compare_and_set_script, "1", key, value, expected}, key});
       (void)back;
     });
   }
@@ -363,7 +465,7 @@ bool RedisStore::compare_and_set(std::string_view key, std::string_view expected
 }
 
 util::Micros RedisStore::now() {
-  const auto reply = run(*m_connection, {{"TIME"}, {}});
+  const auto reply = run({{"TIME"}, {}});
   // TIME answers [seconds, microseconds], both as decimal strings.
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
     throw_unexpected(*reply, m_url.redacted);
@@ -409,7 +511,7 @@ std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
 
 void RedisStore::notify(std::string_view key) {
   const std::string channel = wake_channel(key);
-  run(*m_connection, {{"PUBLISH", channel, "1"}, key});
+  run({{"PUBLISH", channel, "1"}, key});
 }
 
 }  // namespace nxlock::store

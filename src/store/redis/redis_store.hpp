@@ -2,8 +2,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 
 #include "store/make_store.hpp"
 #include "store/redis/connection.hpp"
@@ -41,9 +43,20 @@ class RedisStore final : public Store {
   std::optional<std::string> m_password;
   // Shared with the watchers, whose reconnects it bounds too.
   std::shared_ptr<std::optional<util::Micros>> m_cap;
-  std::unique_ptr<redis::Connection> m_connection;
+  std::unique_ptr<redis::Connection> m_connection;  // the node the URL named
+  // Cluster: connections to other nodes by "host:port", and the slots that
+  // MOVED redirects taught us, for the rest of the invocation.
+  std::map<std::string, std::unique_ptr<redis::Connection>> m_nodes;
+  std::unordered_map<int, std::string> m_slots;
   int m_replicas = 0;
   double m_timeout_seconds = 2.0;
+
+  // Runs `commands` on the node that serves `key` (the URL's node if there is
+  // no key or its slot is not known yet), following MOVED and ASK redirects.
+  std::vector<redis::Reply> exchange(std::vector<redis::Command> commands, std::string_view key);
+  // One command, routed by its key; an error reply becomes util::Error.
+  redis::Reply run(const redis::Command& command);
+  redis::Connection& node(const std::string& address);
 
   // Runs a lock write and, with --replicas, WAIT in the same round trip.
   // Returns the write's reply; `confirmed` says whether enough replicas had it.
