@@ -11,7 +11,8 @@ import tempfile
 import threading
 import time
 
-from harness import REDIS_CLI, REDIS_SERVER, COMMAND_TIMEOUT, die_with_parent, free_port
+from harness import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, die_with_parent, free_port,
+                     wait_answering)
 
 
 class RestartableRedis:
@@ -39,19 +40,7 @@ class RestartableRedis:
                 "--logfile", os.path.join(self.dir, "redis.log"), *self.extra]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.01)
-        return False
+        return wait_answering(self.process, ("127.0.0.1", self.port))
 
     def stop(self, sig=None):
         """Stops the server (SIGTERM: it finishes its AOF first) and waits for it."""

@@ -59,6 +59,27 @@ def alive(pid):
         return False
 
 
+def wait_answering(process, address, timeout=10.0):
+    """True once the server at `address` ((host, port), or a unix socket path) answers
+    PING (or asks for a password); False if `process` exits or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+            with socket.socket(family) as s:
+                s.settimeout(0.5)
+                s.connect(address)
+                s.sendall(b"PING\r\n")
+                if s.recv(64).startswith((b"+PONG", b"-NOAUTH")):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return False
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -94,20 +115,7 @@ class RedisServer:
         return args + self.extra
 
     def _wait_ready(self):
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    reply = s.recv(64)
-                    if reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH"):
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.02)
-        return False
+        return wait_answering(self.process, ("127.0.0.1", self.port))
 
     @property
     def url(self):

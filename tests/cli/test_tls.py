@@ -11,7 +11,8 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, RedisServer
+from harness import (BIN, COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, RedisServer,
+                     wait_answering)
 
 OPENSSL = "openssl"
 
@@ -77,21 +78,8 @@ class TlsRedisServer(RedisServer):
                 "--logfile", os.path.join(self.dir, "redis.log"), *self.tls_args]
 
     def _wait_ready(self):
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.settimeout(0.5)
-                    s.connect(self.unix_path)
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return True
-            except OSError:
-                pass
-            time.sleep(0.02)
-        return False
+        # The TCP port speaks only TLS: ask over the unix socket.
+        return wait_answering(self.process, self.unix_path)
 
     def url_for(self, host="127.0.0.1"):
         return "rediss://%s:%d" % (host, self.tls_port)
