@@ -161,6 +161,7 @@ def failover_round(test, extra_args=()):
         test.assertNotEqual(first, "", "the new master does not have the lock")
         # Follow: a renewal rewrites the lock's value on the new master.
         followed = None
+        late_taker = None  # a taker that got the lock just after the job released it
         while job.poll() is None and time.monotonic() - killed_at < 30:
             if followed is None and cli(new_master.port, "GET", "job").strip() not in ("", first):
                 followed = time.monotonic() - killed_at
@@ -169,14 +170,16 @@ def failover_round(test, extra_args=()):
             if job.poll() is None:
                 doubles += taker.returncode == 0
                 test.assertEqual(taker.returncode, 75, taker.stderr)
+            elif taker.returncode == 0:
+                late_taker = taker.stdout.decode().strip()
             time.sleep(0.2)
         job.wait(timeout=30)
         with open(os.path.join(test.tmp, "job.err"), "rb") as f:
             err = f.read().decode(errors="replace")
         test.assertEqual(job.returncode, 0, err)
         test.assertIsNotNone(followed, "no renewal on the new master: " + err)
-        # Released on the new master at the end.
-        test.assertEqual(cli(new_master.port, "EXISTS", "job").strip(), "0")
+        # Released on the new master at the end: gone, or taken by a taker since.
+        test.assertIn(cli(new_master.port, "GET", "job").strip(), ("", late_taker))
         sys.stderr.write("\n[failover%s] Sentinel switched %.2fs after the kill, run-locked "
                          "renewed on the new master %.2fs after it; double holders: %d\n"
                          % (" " + " ".join(extra_args) if extra_args else "", failover_done,
