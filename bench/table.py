@@ -53,6 +53,13 @@ def load_rss(results):
     return rss
 
 
+class DefaultNone(dict):
+    """A dict whose missing keys read as None: rows of measures not taken are left out."""
+
+    def __missing__(self, key):
+        return None
+
+
 def p95(values):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -67,6 +74,7 @@ def build(results):
     contention = load_contention(results)
     rss = load_rss(results)
     med = {name: statistics.median(values) for name, values in times.items()}
+    med = DefaultNone(med)
     hand = {name: statistics.median(run["handoffs"]) / 1e9 for name, run in contention.items()}
     hand95 = {name: p95(run["handoffs"]) / 1e9 for name, run in contention.items()}
     mem = {name: statistics.median(values) for name, values in rss.items()}
@@ -74,6 +82,8 @@ def build(results):
     rows = []
 
     def ratio_row(what, ours, base, fmt, goal=None):
+        if ours is None or base is None:
+            return  # not measured in this run (BENCH_ONLY)
         ratio = ours / base
         met = "—" if goal is None else ("yes" if ratio <= goal else "**no**")
         rows.append((what, fmt(ours), fmt(base), "%.2f" % ratio,
@@ -84,14 +94,27 @@ def build(results):
     ratio_row("1. `get K` per invocation, nxlock (Redis) vs redis-cli",
               med["nxlock get"], med["redis-cli get"], ms)
     ratio_row("1. `setnx K V` per invocation over TLS (`rediss://`, verified) vs `redis-cli --tls`",
-              med["nxlock setnx tls"], med["redis-cli --tls setnx"], ms)
+              med["nxlock setnx tls"], med["redis-cli --tls setnx"], ms, 0.5)
+    ratio_row("1. `setnx K V` per invocation vs the floor (`bench/floor.c`: hiredis connect, "
+              "one SETNX, print)", med["nxlock setnx, vs floor"], med["floor setnx"], ms, 1.15)
+    ratio_row("1. `setnx K V` per invocation through Sentinel (`redis+sentinel://`) vs the "
+              "direct URL", med["nxlock setnx sentinel"], med["nxlock setnx direct"], ms, 1.6)
+    ratio_row("1. `setnx K V` per invocation on a cluster: a key on another node (MOVED) vs "
+              "one on the seed", med["nxlock setnx cluster, other node"],
+              med["nxlock setnx cluster, seed"], ms, 1.3)
     if "setnx before" in med:
         ratio_row("1. plain `redis://` `setnx K V` per invocation, this build vs the one before "
                   "the connection layer (same run, alternating)", med["setnx after"],
                   med["setnx before"], ms, 1.05)
+    if "run-locked -n quorum of 3" in med:
+        ratio_row("1. lock + release, `run-locked -n K true`: a quorum of 3 redis-servers "
+                  "(`-u` ×3) vs one server", med["run-locked -n quorum of 3"],
+                  med["run-locked -n one server"], ms, 1.5)
     ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs `flock -n FILE true`",
               med["nxlock run-locked -n"], med["flock -n"], ms, 1.25)
     for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis")):
+        if name not in contention:
+            continue
         ratio_row("3. contention: handoff median, nxlock %s vs flock(1)" % label,
                   hand[name], hand["flock"], ms, 2)
         ratio_row("3. contention: handoff p95, nxlock %s vs flock(1)" % label,
@@ -100,12 +123,16 @@ def build(results):
                   statistics.median(contention[name]["walls"]),
                   statistics.median(contention["flock"]["walls"]), lambda s: "%.2f s" % s)
     ratio_row("3. contention: handoff median, nxlock Redis vs SETNX-page shell client",
-              hand["nxlock-redis"], hand["setnx-page-sh"], ms)
+              hand.get("nxlock-redis"), hand.get("setnx-page-sh"), ms)
     ratio_row("4. store scale: `get K`, 20,000 keys vs 1 key",
               med["get, 20k keys"], med["get, 1 key"], ms, 1.5)
     ratio_row("4. store scale: `run-locked -n K true`, 20,000 keys vs 1 key",
               med["run-locked -n, 20k keys"], med["run-locked -n, 1 key"], ms, 1.5)
-    for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis")):
+    for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis"),
+                        ("nxlock-tls", "TLS, `rediss://`"), ("nxlock-sentinel", "Sentinel"),
+                        ("nxlock-cluster", "Cluster, key on another node")):
+        if name not in mem:
+            continue
         ours, base = mem[name], mem["flock"]
         met = "yes" if ours <= 4 * 1024 else "**no**"
         rows.append(("5. peak RSS `run-locked K sleep 1` (%s) vs `flock FILE sleep 1`" % label,
@@ -123,7 +150,11 @@ def build(results):
               "nxlock-redis": "`nxlock run-locked`, Redis",
               "flock": "`flock FILE`",
               "setnx-page-sh": "SETNX page in sh + redis-cli, 0.1 s poll"}
+    if not contention:
+        detail = []  # not measured in this run (BENCH_ONLY)
     for name in ("nxlock-file", "nxlock-redis", "flock", "setnx-page-sh"):
+        if name not in contention:
+            continue
         run = contention[name]
         detail.append("| %s | %.2f s | %s | %s | %s | %d | %d |" % (
             labels[name], statistics.median(run["walls"]), ms(hand[name]), ms(hand95[name]),
@@ -141,8 +172,9 @@ def main():
     table, detail = build(results)
     machine = read_machine(results)
     print(table)
-    print()
-    print(detail)
+    if detail:
+        print()
+        print(detail)
     if "--no-write" in sys.argv:
         print("\n(not written to %s: a smoke run below the benchmark's minimum counts)" % markdown)
         return 0

@@ -1,4 +1,4 @@
-// libFuzzer target: the embedded store's record parser (store/file_record.hpp).
+// libFuzzer target: the embedded store's record parser (store/file/record.hpp).
 //
 // The record ends in a CRC32C and names its bucket by the hash of each key, so
 // random bytes would almost never get past those checks: an input whose first
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "store/file_record.hpp"
+#include "store/file/record.hpp"
 #include "util/crc32c.hpp"
 #include "util/error.hpp"
 

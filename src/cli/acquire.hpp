@@ -14,18 +14,62 @@ namespace nxlock::cli {
 // The clock lock decisions use: the server's for Redis unless --clock local.
 std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_option);
 
+// The lock KEY on the backend the options name: one server, or a quorum of several.
+std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key);
+
 // The outcome of acquire_for_cli: the value on success, else the exit status to use.
 struct CliAcquire {
   std::optional<std::string> value;
   int exit_status = 0;
   util::Micros valid_from{0};  // acquired: see lock::Attempt::valid_from
+  std::int64_t fence = 0;      // acquired: the fencing token
 };
 
 // Acquires as `lock` and `run-locked` do. When busy or timed out, explains on
 // stderr until when and by whom the lock is held, and gives -E's status (75).
 // A signal while waiting ends the wait: no lock is taken, status 128+N.
-CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
+CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& args,
                            run::SignalChannel& signals);
+
+// A lock taken from the command line, as `lock` and `run-locked` do: the
+// clock, the lock and the signal channel that ends a wait, kept together
+// because the lock refers to the clock and the wait to the channel.
+class CliLock {
+ public:
+  CliLock(Context& ctx, const std::string& key, const LockArgs& args)
+      : m_ctx(ctx),
+        m_args(args),
+        m_clock(make_clock(ctx, args.clock)),
+        m_lock(make_lock(ctx, *m_clock, ctx.key(key))) {}
+
+  // Acquires (acquire_for_cli); false when busy, timed out or interrupted,
+  // and then exit_status() says what to exit with.
+  bool acquire() {
+    m_acquired = acquire_for_cli(m_ctx, *m_lock, m_args, m_signals);
+    return m_acquired.value.has_value();
+  }
+  int exit_status() const { return m_acquired.exit_status; }
+  const std::optional<std::string>& value() const { return m_acquired.value; }
+  util::Micros valid_from() const { return m_acquired.valid_from; }
+  std::int64_t fence() const { return m_acquired.fence; }
+
+  lock::Clock& clock() { return *m_clock; }
+  lock::Lockable& lock() { return *m_lock; }
+  run::SignalChannel& signals() { return m_signals; }
+
+ private:
+  Context& m_ctx;
+  const LockArgs& m_args;
+  std::unique_ptr<lock::Clock> m_clock;
+  std::unique_ptr<lock::Lockable> m_lock;
+  run::SignalChannel m_signals;
+  CliAcquire m_acquired;
+};
+
+// A verdict in words, for stderr (unlock, renew, run-locked), and as a stable
+// token for --json (scripts match on it).
+const char* verdict_reason(lock::Verdict verdict);
+const char* verdict_token(lock::Verdict verdict);
 
 // "in 42s" / "3s ago" style distance between two Unix times.
 std::string describe_distance(std::int64_t from, std::int64_t to);

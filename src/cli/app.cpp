@@ -126,12 +126,15 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
 // The global options, on the app: each command falls through to them.
 void add_global_options(CLI::App& app, GlobalOptions& g) {
   auto* url =
-      app.add_option("-u,--url", g.url,
+      app.add_option("-u,--url", g.urls,
                      "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
                      "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,…]/MASTER[/DB], "
                      "unix:///PATH[?db=N] or file:///PATH (default: the embedded "
-                     "store)")
-          ->type_name("URL");
+                     "store); repeated (or several in NXLOCK_URL), independent servers "
+                     "that lock by majority")
+          ->type_name("URL")
+          ->allow_extra_args(false)  // one URL per -u: `-u URL KEY` must leave KEY alone
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--password-file", g.password_file,
                  "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
       ->type_name("FILE");

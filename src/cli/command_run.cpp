@@ -8,8 +8,8 @@
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
-#include "run/supervisor.hpp"
-#include "util/redact.hpp"
+#include "run/run_locked.hpp"
+#include "util/escape.hpp"
 
 namespace nxlock::cli {
 
@@ -37,19 +37,23 @@ run::OnLost parse_on_lost(const std::string& text) {
   return run::OnLost::term;
 }
 
-// The child gets no password of ours unless asked (--inherit-credentials): it
-// may print its environment (a CI log, a crash report) or pass it on further.
-// A password-bearing NXLOCK_URL stays, redacted: an nxlock inside the job then
-// fails loudly on authentication rather than quietly using another backend.
-void drop_credentials_from_environment() {
-  for (const char* name : {"NXLOCK_PASSWORD", "REDISCLI_AUTH", "NXLOCK_SENTINEL_PASSWORD"}) {
-    unsetenv(name);
+// The lost lock in words, as it is found (even under -q: it stopped the user's job).
+void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::OnLost action) {
+  std::string why = loss.verdict ? verdict_reason(*loss.verdict) : "";
+  if (!loss.detail.empty()) {
+    why += why.empty() ? loss.detail : " (" + loss.detail + ")";
   }
-  if (const char* url = std::getenv("NXLOCK_URL")) {
-    const std::string redacted = util::redact_secrets(url);
-    if (redacted != url) {
-      setenv("NXLOCK_URL", redacted.c_str(), 1);
-    }
+  ctx.out.warn("lock '" + util::escape(key) + "' lost: " + why);
+  switch (action) {
+    case run::OnLost::term:
+      ctx.out.warn("stopping the job (SIGTERM, SIGKILL after the grace period)");
+      break;
+    case run::OnLost::kill:
+      ctx.out.warn("stopping the job (SIGKILL)");
+      break;
+    case run::OnLost::ignore:
+      ctx.out.warn("the job keeps running (--on-lost ignore)");
+      break;
   }
 }
 
@@ -101,19 +105,13 @@ Runner setup_run_locked(CLI::App& sub) {
       throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");
     }
 
-    auto& store = ctx.store();
-    auto clock = make_clock(ctx, args->lock.clock);
-    lock::Lock lock(store, *clock, ctx.key(args->key));
-    run::SignalChannel signals;
-    const auto acquired = acquire_for_cli(ctx, lock, args->lock, signals);
-    if (!acquired.value) {
-      return acquired.exit_status;
+    CliLock cli_lock(ctx, args->key, args->lock);
+    if (!cli_lock.acquire()) {
+      return cli_lock.exit_status();
     }
-    run::HeldLock held{*acquired.value,
-                       acquired.valid_from + util::Micros(args->lock.ttl * 1'000'000), {}};
-    // On the clock that made the lock decision (Redis TIME unless --clock local),
-    // read after the lock was taken: the hold counts from no earlier than that.
-    const util::Micros acquired_at = clock->now();
+    lock::Lockable& lock = cli_lock.lock();
+    run::HeldLock held{
+        *cli_lock.value(), cli_lock.valid_from() + util::Micros(args->lock.ttl * 1'000'000), {}};
 
     run::RunOptions options;
     options.command = command;
@@ -121,59 +119,36 @@ Runner setup_run_locked(CLI::App& sub) {
     options.renew = !args->no_renew;
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
-    if (!args->inherit_credentials) {
-      drop_credentials_from_environment();
-    }
+    options.inherit_credentials = args->inherit_credentials;
+    options.hold = util::Micros(static_cast<std::int64_t>(std::ceil(args->hold * 1e6)));
+    // On the clock that made the lock decision (Redis TIME unless --clock local),
+    // read after the lock was taken: the hold counts from no earlier than that.
+    options.acquired_at = cli_lock.clock().now();
     options.holder = lock::describe_holder(held.value, getpid(), ctx.redact(join(command)),
-                                           util::whole_seconds(acquired_at));
+                                           util::whole_seconds(options.acquired_at));
 
-    run::RunOutcome outcome;
-    try {
-      // A lost lock is reported even under -q: it stopped the user's job.
-      outcome = run::supervise(lock, held, options, signals,
-                               [&ctx](std::string_view text) { ctx.out.warn(text); });
-    } catch (...) {
-      try {
-        run::release_held(lock, held);  // never leave the lock behind on our own failure
-      } catch (const util::Error&) {
-      }
-      throw;
-    }
-
-    // --hold keeps the lock of a job that ran; one that never started (126, 127)
-    // did nothing worth holding for, and goes at once.
-    const bool ran = outcome.ending == run::RunOutcome::Ending::exited ||
-                     outcome.ending == run::RunOutcome::Ending::signaled;
-    std::string kept_value;
-    const auto release = [&] {
-      if (ran && args->hold > 0) {
-        const auto hold = util::Micros(static_cast<std::int64_t>(std::ceil(args->hold * 1e6)));
-        return run::release_held(lock, held, [&](const std::string& value) {
-          return lock.release_after(value, acquired_at + hold, kept_value);
-        });
-      }
-      return run::release_held(lock, held);
+    run::Reporter reporter;
+    reporter.warn = [&ctx](std::string_view text) { ctx.out.warn(text); };
+    reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
+      say_lost(ctx, lock.key(), loss, action);
     };
-    if (!outcome.lost) {
-      // The child's status is what cron reports; a failed release is a warning
-      // (the lock then simply expires at its timestamp).
-      try {
-        const auto verdict = release();
-        if (verdict != lock::Verdict::done) {
-          ctx.out.note("lock '" + lock.key() + "': not released at exit (" +
-                       (verdict == lock::Verdict::expired ? "expired" : "no longer ours") + ")");
-        }
-      } catch (const util::Error& e) {
-        ctx.out.note(std::string("lock not released at exit: ") + e.what());
-      }
+    const auto ran = run::run_locked(lock, held, options, cli_lock.signals(), reporter);
+    const run::RunOutcome& outcome = ran.job;
+    if (!ran.release_error.empty()) {
+      ctx.out.note("lock '" + util::escape(lock.key()) +
+                   "': not released at exit: " + ran.release_error);
+    } else if (ran.released && *ran.released != lock::Verdict::done) {
+      ctx.out.note("lock '" + util::escape(lock.key()) +
+                   "': not released at exit: " + verdict_reason(*ran.released));
     }
-    run::wait_for_watchdog();  // after the release: the next holder need not wait on it
 
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
+    ctx.out.field("fence",
+                  cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     ctx.out.field("lost", outcome.lost);
-    if (!kept_value.empty()) {
-      ctx.out.field("hold_until", std::stoll(kept_value));
+    if (!ran.kept_value.empty()) {
+      ctx.out.field("hold_until", std::stoll(ran.kept_value));
     }
     switch (outcome.ending) {
       case run::RunOutcome::Ending::not_found:

@@ -7,6 +7,7 @@
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
+#include "util/escape.hpp"
 #include "util/process.hpp"
 #include "util/redact.hpp"
 #include "util/time.hpp"
@@ -31,41 +32,11 @@ nlohmann::json holder_json(const lock::Holder& holder) {
 }
 
 std::string holder_text(const lock::Holder& holder) {
-  std::string text = "pid " + std::to_string(holder.pid) + " on " + holder.host;
+  std::string text = "pid " + std::to_string(holder.pid) + " on " + util::escape(holder.host);
   if (!holder.command.empty()) {
-    text += " (" + util::redact_secrets(holder.command) + ")";
+    text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
   }
   return text;
-}
-
-// A stable token for --json (scripts match on it).
-const char* verdict_token(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::done:
-      return "done";
-    case Verdict::expired:
-      return "expired";
-    case Verdict::taken_over:
-      return "taken_over";
-    case Verdict::absent:
-      return "absent";
-  }
-  return "unknown";
-}
-
-// The same, in words for stderr.
-const char* verdict_reason(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::done:
-      return "done";
-    case Verdict::expired:
-      return "expired";
-    case Verdict::taken_over:
-      return "taken over by another value";
-    case Verdict::absent:
-      return "no such lock";
-  }
-  return "unknown";
 }
 
 // While a waiter waits on a terminal, one line on stderr says who holds the
@@ -73,24 +44,25 @@ const char* verdict_reason(Verdict verdict) {
 // wait ends. Nothing is printed when stderr is not a terminal (cron, pipes).
 class WaitStatusLine {
  public:
-  WaitStatusLine(Context& ctx, lock::Lock& lock)
-      : m_ctx(ctx), m_lock(lock), m_enabled(!ctx.globals.quiet && isatty(STDERR_FILENO)) {}
+  WaitStatusLine(Context& ctx, lock::Lockable& lock)
+      : m_lock(lock), m_enabled(!ctx.globals.quiet && isatty(STDERR_FILENO)) {}
   bool enabled() const { return m_enabled; }
 
   void show(const lock::WaitProgress& progress) {
     if (progress.held_until != m_held_until) {
       m_held_until = progress.held_until;
-      m_holder = lock::read_holder(m_ctx.store(), m_lock.key(), std::to_string(m_held_until));
+      m_holder = m_lock.holder_of(std::to_string(m_held_until));
     }
     const auto now = progress.now_seconds;  // the clock that found the lock held
-    std::string line = "\rnxlock: waiting for '" + m_lock.key() + "'";
+    std::string line = "\rnxlock: waiting for '" + util::escape(m_lock.key()) + "'";
     if (m_holder) {
       line += ", held by " + holder_text(*m_holder);
     }
-    line += ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
-            "s left, waited " +
-            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
-            "s\033[K";
+    line +=
+        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
+        "s left, waited " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
+        "s\033[K";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
     m_shown = true;
@@ -105,15 +77,70 @@ class WaitStatusLine {
   }
 
  private:
-  Context& m_ctx;
-  lock::Lock& m_lock;
+  lock::Lockable& m_lock;
   bool m_enabled;
   bool m_shown = false;
   std::int64_t m_held_until = -1;
   std::optional<lock::Holder> m_holder;
 };
 
+struct VerdictWords {
+  const char* token;   // --json
+  const char* reason;  // stderr
+};
+
+VerdictWords words_for(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::done:
+      return {"done", "done"};
+    case Verdict::expired:
+      return {"expired", "expired"};
+    case Verdict::taken_over:
+      return {"taken_over", "taken over by another value"};
+    case Verdict::absent:
+      return {"absent", "no such lock"};
+  }
+  return {"unknown", "unknown"};
+}
+
+// A quorum's status: which servers hold what (--json), and how many hold the
+// majority's value (text).
+void add_server_views(Context& ctx, const std::vector<lock::ServerView>& views,
+                      const lock::Status& status) {
+  if (views.empty()) {
+    return;
+  }
+  nlohmann::json servers = nlohmann::json::array();
+  std::size_t holding = 0;
+  for (const auto& view : views) {
+    static constexpr const char* k_states[] = {"free", "expired", "held", "unavailable"};
+    nlohmann::json j = {{"url", view.server}, {"state", k_states[static_cast<int>(view.state)]}};
+    if (!view.value.empty()) {
+      j["value"] = view.value;
+    }
+    if (!view.error.empty()) {
+      j["error"] = view.error;
+    }
+    const bool holds = view.state == lock::ServerView::State::held && view.value == status.value;
+    j["holds"] = holds;
+    holding += holds ? 1 : 0;
+    servers.push_back(std::move(j));
+  }
+  ctx.out.field("servers", servers);
+  if (status.state == lock::Status::State::held) {
+    ctx.out.line("quorum: held on " + std::to_string(holding) + " of " +
+                 std::to_string(views.size()) + " servers");
+  }
+}
+
 }  // namespace
+
+const char* verdict_reason(Verdict verdict) {
+  return words_for(verdict).reason;
+}
+const char* verdict_token(Verdict verdict) {
+  return words_for(verdict).token;
+}
 
 std::string describe_distance(std::int64_t from, std::int64_t to) {
   const std::int64_t delta = to - from;
@@ -121,13 +148,21 @@ std::string describe_distance(std::int64_t from, std::int64_t to) {
 }
 
 std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_option) {
-  if (clock_option == "local") {
+  // A quorum's servers' clocks cannot be combined into one value: its own decides.
+  if (clock_option == "local" || ctx.quorum()) {
     return std::make_unique<lock::LocalClock>();
   }
   return std::make_unique<lock::StoreClock>(ctx.store());
 }
 
-CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
+std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key) {
+  if (ctx.quorum()) {
+    return std::make_unique<lock::QuorumLock>(ctx.quorum_servers(), clock, std::move(key));
+  }
+  return std::make_unique<lock::Lock>(ctx.store(), clock, std::move(key));
+}
+
+CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& args,
                            run::SignalChannel& signals) {
   lock::WaitPolicy policy;
   if (args.nonblock) {
@@ -145,11 +180,11 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
   status_line.erase();
   switch (result.outcome) {
     case lock::AcquireResult::Outcome::acquired:
-      return {result.value, k_exit_ok, result.valid_from};
+      return {result.value, k_exit_ok, result.valid_from, result.fence};
     case lock::AcquireResult::Outcome::interrupted: {
       const int signo = signals.take().value_or(SIGTERM);
-      ctx.out.note("lock '" + lock.key() + "': interrupted by " + util::signal_name(signo) +
-                   " while waiting; nothing was taken");
+      ctx.out.note("lock '" + util::escape(lock.key()) + "': interrupted by " +
+                   util::signal_name(signo) + " while waiting; nothing was taken");
       ctx.out.field("acquired", false);
       ctx.out.field("interrupted_by", util::signal_name(signo));
       return {std::nullopt, 128 + signo};
@@ -157,11 +192,11 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lock& lock, const LockArgs& args,
     case lock::AcquireResult::Outcome::busy:
       break;
   }
-  const auto holder = lock::read_holder(ctx.store(), lock.key(), result.held_value);
+  const auto holder = lock.holder_of(result.held_value);
   // The clock that found the lock held (the server's, unless --clock local):
   // another clock may be off by any amount.
   const auto now = result.now_seconds;
-  std::string message = "lock '" + lock.key() + "': busy, held until " +
+  std::string message = "lock '" + util::escape(lock.key()) + "': busy, held until " +
                         util::format_local_time(result.held_until);
   if (holder) {
     message += " by " + holder_text(*holder);
@@ -189,28 +224,26 @@ Runner setup_lock(CLI::App& sub) {
   add_lock_options(sub, args->lock);
   sub.add_option("KEY", args->key, "The lock's key")->required();
   return [args](Context& ctx) {
-    auto& store = ctx.store();
-    auto clock = make_clock(ctx, args->lock.clock);
-    lock::Lock lock(store, *clock, ctx.key(args->key));
-    run::SignalChannel signals;
-    const auto acquired = acquire_for_cli(ctx, lock, args->lock, signals);
-    if (!acquired.value) {
-      return acquired.exit_status;
+    CliLock cli_lock(ctx, args->key, args->lock);
+    if (!cli_lock.acquire()) {
+      return cli_lock.exit_status();
     }
+    lock::Lockable& lock = cli_lock.lock();
+    const std::string& value = *cli_lock.value();
     // A signal from here on would leave the lock held by nobody, its value
     // unprinted: it stays pending until we have printed and exited.
-    signals.keep_blocked();
+    cli_lock.signals().keep_blocked();
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock::record_holder(
-        store, lock.key(),
-        lock::describe_holder(*acquired.value, owner, ctx.redact(util::process_command_line(owner)),
-                              util::whole_seconds(clock->now())));
-    ctx.out.line(*acquired.value);
+    lock.record_holder(
+        lock::describe_holder(value, owner, ctx.redact(util::process_command_line(owner)),
+                              util::whole_seconds(cli_lock.clock().now())));
+    ctx.out.line(value);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
-    ctx.out.field("value", *acquired.value);
-    ctx.out.field("expires_at", std::stoll(*acquired.value));
+    ctx.out.field("value", value);
+    ctx.out.field("expires_at", std::stoll(value));
+    ctx.out.field("fence", cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     return k_exit_ok;
   };
 }
@@ -233,26 +266,30 @@ Runner setup_unlock(CLI::App& sub) {
                         "give the VALUE that `lock` printed, or --force");
     }
     auto clock = make_clock(ctx, args->clock);
-    lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    lock::Lockable& lock = *lock_ptr;
     ctx.out.bytes_field("key", lock.key());
     if (args->force) {
       std::optional<std::string> holder_problem;
       const bool deleted = lock.force_release(holder_problem);
       if (holder_problem) {
-        ctx.out.warn("lock '" + lock.key() + "': holder details not removed: " + *holder_problem);
+        ctx.out.warn("lock '" + util::escape(lock.key()) +
+                     "': holder details not removed: " + *holder_problem);
         ctx.out.field("holder_error", *holder_problem);
       }
       ctx.out.field("released", deleted);
       if (!deleted) {
-        ctx.out.note("lock '" + lock.key() + "': not released: no such lock");
-        ctx.out.field("reason", "absent");
+        ctx.out.note("lock '" + util::escape(lock.key()) +
+                     "': not released: " + verdict_reason(Verdict::absent));
+        ctx.out.field("reason", verdict_token(Verdict::absent));
       }
       return deleted ? k_exit_ok : k_exit_no;
     }
     const Verdict verdict = lock.release(args->value);
     ctx.out.field("released", verdict == Verdict::done);
     if (verdict != Verdict::done) {
-      ctx.out.note("lock '" + lock.key() + "': not released: " + verdict_reason(verdict));
+      ctx.out.note("lock '" + util::escape(lock.key()) +
+                   "': not released: " + verdict_reason(verdict));
       ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
@@ -274,17 +311,18 @@ Runner setup_renew(CLI::App& sub) {
       ->capture_default_str();
   add_clock_option(sub, args->clock);
   sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")
-      ->required();
+  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
-    lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    lock::Lockable& lock = *lock_ptr;
     std::string renewed;
     const Verdict verdict = lock.renew(args->value, args->ttl, renewed);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("renewed", verdict == Verdict::done);
     if (verdict != Verdict::done) {
-      ctx.out.note("lock '" + lock.key() + "': not renewed: " + verdict_reason(verdict));
+      ctx.out.note("lock '" + util::escape(lock.key()) +
+                   "': not renewed: " + verdict_reason(verdict));
       ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
@@ -305,10 +343,16 @@ Runner setup_status(CLI::App& sub) {
   sub.add_option("KEY", args->key, "The lock's key")->required();
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
-    lock::Lock lock(ctx.store(), *clock, ctx.key(args->key));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    lock::Lockable& lock = *lock_ptr;
     const auto status = lock.status();
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("now", status.now_seconds);
+    // The latest token issued, in every state (a counter nothing has moved: null).
+    ctx.out.field("fence", status.fence ? nlohmann::json(*status.fence) : nlohmann::json());
+    const std::string fence_text =
+        status.fence ? ", fence " + std::to_string(*status.fence) : std::string();
+    add_server_views(ctx, lock.server_views(), status);
     switch (status.state) {
       case lock::Status::State::free:
         ctx.out.line("free");
@@ -318,7 +362,7 @@ Runner setup_status(CLI::App& sub) {
       case lock::Status::State::expired:
         ctx.out.line("expired " + util::format_local_time(status.expires_at) + " (" +
                      describe_distance(status.now_seconds, status.expires_at) + "), value " +
-                     status.value);
+                     status.value + fence_text);
         ctx.out.field("state", "expired");
         ctx.out.field("held", false);
         ctx.out.field("value", status.value);
@@ -330,7 +374,7 @@ Runner setup_status(CLI::App& sub) {
     // Held through the whole second named by the value, so +1.
     const std::int64_t left = status.expires_at - status.now_seconds + 1;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
-                 std::to_string(left) + "s left), value " + status.value);
+                 std::to_string(left) + "s left), value " + status.value + fence_text);
     if (status.holder) {
       ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
                    util::format_local_time(status.holder->acquired_at));

@@ -3,13 +3,16 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "store/default_store.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
+#include "util/escape.hpp"
 #include "util/redact.hpp"
 
 namespace nxlock::cli {
@@ -24,7 +27,7 @@ std::string read_password_file(const std::string& path) {
   if (!file) {
     const int error = errno;
     throw Error(error == EACCES ? ErrorKind::permission : ErrorKind::usage,
-                "password file '" + path + "'", std::strerror(error));
+                "password file '" + util::escape(path) + "'", std::strerror(error));
   }
   std::ostringstream text;
   text << file.rdbuf();
@@ -46,23 +49,32 @@ std::optional<std::string> env(const char* name) {
 
 }  // namespace
 
-store::Store& Context::store() {
-  if (m_store) {
-    return *m_store;
-  }
-  store::Url url;
-  if (globals.url.empty()) {
-    url.scheme = store::Url::Scheme::file;
-    url.path = store::default_store_path();
-    url.redacted = url.path;
-    url.is_default_store = true;
-    if (url.path.empty() || url.path[0] != '/') {
-      throw Error(ErrorKind::usage, "store '" + url.path + "'", "NXLOCK_STORE must be absolute");
+std::vector<std::string> Context::url_list() const {
+  std::vector<std::string> list;
+  for (const auto& given : globals.urls) {
+    std::vector<std::string> words;
+    std::size_t at = 0;
+    while ((at = given.find_first_not_of(" \t\n", at)) != std::string::npos) {
+      const std::size_t end = given.find_first_of(" \t\n", at);
+      words.push_back(given.substr(at, end - at));
+      at = end;
     }
-  } else {
-    url = store::parse_url(globals.url);
+    // A file:// path may hold a space: split only a list of URLs.
+    const bool all_urls = std::all_of(words.begin(), words.end(), [](const std::string& word) {
+      return word.find("://") != std::string::npos;
+    });
+    if (words.size() > 1 && all_urls) {
+      list.insert(list.end(), words.begin(), words.end());
+    } else if (!given.empty()) {
+      list.push_back(given);
+    }
   }
+  return list;
+}
 
+std::pair<store::Url, store::ConnectOptions> Context::prepare(const std::string& url_text) {
+  const store::Url url =
+      url_text.empty() ? store::default_store_url() : store::parse_url(url_text);
   store::ConnectOptions options;
   options.timeout_seconds = globals.timeout;
   // The most explicit source wins: a file named on the command line, then the
@@ -98,8 +110,43 @@ store::Store& Context::store() {
       m_secrets.push_back(*secret);
     }
   }
+  return {std::move(url), std::move(options)};
+}
+
+store::Store& Context::store() {
+  if (m_store) {
+    return *m_store;
+  }
+  const auto urls = url_list();
+  if (urls.size() > 1) {
+    throw Error(ErrorKind::usage, "--url",
+                std::to_string(urls.size()) +
+                    " URLs given: setnx, get, getset and del work on one server (the lock "
+                    "commands take a quorum of several)");
+  }
+  const auto [url, options] = prepare(urls.empty() ? std::string() : urls.front());
   m_store = store::make_store(url, options);
   return *m_store;
+}
+
+std::vector<lock::QuorumServer> Context::quorum_servers() {
+  const auto urls = url_list();
+  std::vector<lock::QuorumServer> servers;
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    if (std::find(urls.begin(), urls.begin() + static_cast<std::ptrdiff_t>(i), urls[i]) !=
+        urls.begin() + static_cast<std::ptrdiff_t>(i)) {
+      // The same server twice would count one vote twice.
+      throw Error(ErrorKind::usage, "--url '" + util::redact_secrets(urls[i]) + "'",
+                  "given twice; a quorum needs independent servers");
+    }
+    // Parsed here, on this thread: a bad URL is a usage error before any connect.
+    using Prepared = std::pair<store::Url, store::ConnectOptions>;
+    auto prepared = std::make_shared<Prepared>(prepare(urls[i]));
+    servers.push_back({prepared->first.redacted, [prepared] {
+                         return store::make_store(prepared->first, prepared->second);
+                       }});
+  }
+  return servers;
 }
 
 std::string Context::redact(std::string_view text) const {

@@ -4,15 +4,20 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cli/output.hpp"
+#include "lock/quorum.hpp"
+#include "store/make_store.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::cli {
 
 struct GlobalOptions {
-  std::string url;                     // empty: the embedded store at its default path
+  // Each -u (NXLOCK_URL), as given: none means the embedded store at its default
+  // path; several (or one listing several, whitespace-separated) mean a quorum.
+  std::vector<std::string> urls;
   std::string password_file;           // Redis password, kept out of `ps`
   double timeout = 2.0;                // Redis connect and per-command timeout, seconds
   std::string prefix;                  // prepended to every key
@@ -37,7 +42,17 @@ class Context {
   std::vector<std::string> child_command;
 
   // The backend, opened on first use so --help and usage errors touch nothing.
+  // Throws usage (64) when several URLs were given: see quorum_servers().
   store::Store& store();
+
+  // The URLs given, each -u split at whitespace when every word is a URL
+  // (NXLOCK_URL="redis://a redis://b redis://c"); empty for the embedded store.
+  std::vector<std::string> url_list() const;
+  // Several URLs: lock commands take the lock by quorum over them.
+  bool quorum() const { return url_list().size() > 1; }
+  // The servers of the quorum, each connecting when first asked (from any thread).
+  // Throws usage (64) for a bad URL or one given twice.
+  std::vector<lock::QuorumServer> quorum_servers();
 
   // The store key for a user's KEY: the prefix plus the key. Throws usage (64)
   // for the empty key: in a script it is almost always an unset variable.
@@ -49,6 +64,9 @@ class Context {
   std::string redact(std::string_view text) const;
 
  private:
+  // Parses one URL (empty: the default store) and gathers its connect options.
+  std::pair<store::Url, store::ConnectOptions> prepare(const std::string& url_text);
+
   std::unique_ptr<store::Store> m_store;
   std::vector<std::string> m_secrets;  // the passwords store() was given
 };

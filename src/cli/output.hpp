@@ -34,8 +34,6 @@ class Output {
   // Writes stdout: the text lines, or the JSON object with "exit_status".
   void flush(int status);
 
-  nlohmann::json& object() { return m_object; }
-
  private:
   std::string m_text;
   nlohmann::json m_object = nlohmann::json::object();

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lock/keys.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
 
@@ -37,7 +38,9 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   return h;
 }
 
-std::string holder_key(std::string_view key) { return std::string(key) + ":holder"; }
+std::string holder_key(std::string_view key) {
+  return companion_key(key, "holder");
+}
 
 Holder describe_holder(std::string value, std::int64_t pid, std::string command,
                        std::int64_t acquired_at) {
@@ -46,7 +49,7 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
   return Holder{std::move(value), host, pid, std::move(command), acquired_at};
 }
 
-void record_holder(store::Store& store, std::string_view key, const Holder& holder) {
+void write_holder(store::Store& store, std::string_view key, const Holder& holder) {
   try {
     store.set(holder_key(key), holder.to_json());
   } catch (const util::Error& e) {
@@ -87,6 +90,53 @@ void forget_holder(store::Store& store, std::string_view key, std::string_view v
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not removed: ") + e.what());
   }
+}
+
+void HolderBook::record(Holder holder) {
+  write_holder(m_store, m_key, holder);
+  m_holder = std::move(holder);
+}
+
+void HolderBook::follow(std::string_view from, std::string_view to) {
+  if (ours(from)) {
+    Holder holder = *m_holder;
+    holder.value = to;
+    record(std::move(holder));
+  } else if (auto holder = read_holder(m_store, m_key, from)) {
+    holder->value = to;
+    write_holder(m_store, m_key, *holder);
+  }
+}
+
+void HolderBook::finish(std::string_view from, std::string_view to, std::int64_t finished_at) {
+  if (!ours(from)) {
+    return;
+  }
+  // A compare-and-set on the exact record we wrote: should the hold already
+  // have run out and a new holder have written its own, ours must not replace it.
+  Holder holder = *m_holder;
+  holder.value = to;
+  holder.finished_at = finished_at;
+  try {
+    m_store.compare_and_set(holder_key(m_key), m_holder->to_json(), holder.to_json());
+    m_holder = std::move(holder);
+  } catch (const util::Error& e) {
+    util::trace(std::string("holder details not updated: ") + e.what());
+  }
+}
+
+void HolderBook::forget(std::string_view value) {
+  if (!ours(value)) {
+    forget_holder(m_store, m_key, value);
+    return;
+  }
+  try {
+    // Compare-and-delete on the exact record we wrote: a newer holder's survives.
+    m_store.compare_and_delete(holder_key(m_key), m_holder->to_json());
+  } catch (const util::Error& e) {
+    util::trace(std::string("holder details not removed: ") + e.what());
+  }
+  m_holder.reset();
 }
 
 }  // namespace nxlock::lock

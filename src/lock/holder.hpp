@@ -1,4 +1,4 @@
-// Holder: who holds a lock (host, pid, command), kept beside the lock under "<key>:holder".
+// Holder: who holds a lock (host, pid, command), kept beside the lock (holder_key).
 //
 // The lock's own value stays the bare timestamp of the documented pattern, so other
 // clients interoperate; these details are advisory and only shown while the record's
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "store/store.hpp"
 
@@ -28,7 +29,8 @@ struct Holder {
   static std::optional<Holder> from_json(std::string_view text);
 };
 
-// The key under which the holder of `key` is described.
+// The key under which the holder of `key` is described: "{key}:holder", or
+// "key:holder" for a key with a hash tag (companion_key in keys.hpp).
 std::string holder_key(std::string_view key);
 
 // This process's description: host name, `pid`, `command`, acquired now.
@@ -37,7 +39,7 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
 
 // Writes the record; failures are traced, never thrown: details are advisory and
 // must not cost the caller a lock it already holds.
-void record_holder(store::Store& store, std::string_view key, const Holder& holder);
+void write_holder(store::Store& store, std::string_view key, const Holder& holder);
 
 // The record for the lock currently holding `value`, if there is one.
 std::optional<Holder> read_holder(store::Store& store, std::string_view key,
@@ -45,5 +47,34 @@ std::optional<Holder> read_holder(store::Store& store, std::string_view key,
 
 // Deletes the record if it still describes `value` (never another holder's).
 void forget_holder(store::Store& store, std::string_view key, std::string_view value);
+
+// The record a Lock keeps for the lock it holds. Remembering what it wrote
+// spares release() and renew() a read, and lets them change exactly that
+// record: a newer holder's record is never replaced or deleted. Every failure
+// is traced, never thrown (the details are advisory).
+class HolderBook {
+ public:
+  HolderBook(store::Store& store, std::string_view key) : m_store(store), m_key(key) {}
+
+  // Writes `holder` beside the lock and remembers it.
+  void record(Holder holder);
+
+  // The lock moved from value `from` to `to` (a renewal): the details follow it.
+  void follow(std::string_view from, std::string_view to);
+
+  // run-locked --hold: the lock moved from `from` to `to`, and the job finished
+  // at `finished_at` (Unix seconds). Only our own record is changed.
+  void finish(std::string_view from, std::string_view to, std::int64_t finished_at);
+
+  // The lock holding `value` is gone: so are its details.
+  void forget(std::string_view value);
+
+ private:
+  bool ours(std::string_view value) const { return m_holder && m_holder->value == value; }
+
+  store::Store& m_store;
+  std::string m_key;
+  std::optional<Holder> m_holder;  // what record() wrote, if it was called
+};
 
 }  // namespace nxlock::lock

@@ -2,11 +2,13 @@
 #include "lock/lock.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 #include <random>
 
+#include "lock/keys.hpp"
+#include "store/lock_value.hpp"
 #include "util/error.hpp"
+#include "util/escape.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -27,6 +29,8 @@ constexpr Micros k_expiry_slack{2'000};
 constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() / 1'000'000 - 1;
 // A progress display (the terminal status line) is refreshed this often.
 constexpr Micros k_progress_interval{1'000'000};
+// A value quoted in a message is cut after this many bytes.
+constexpr std::size_t k_quoted_bytes = 40;
 
 Micros jittered_poll() {
   static thread_local std::minstd_rand rng{std::random_device{}()};
@@ -34,37 +38,18 @@ Micros jittered_poll() {
   return Micros(dist(rng));
 }
 
-std::string quoted(std::string_view text) {
-  constexpr std::size_t k_max = 40;
-  std::string out = "'";
-  out += text.substr(0, k_max);
-  if (text.size() > k_max) {
-    out += "…";
-  }
-  out += "'";
-  return out;
-}
-
-void trace_step(std::string_view command, std::string_view key, std::string_view argument,
-                std::string_view result) {
-  if (!util::tracing()) {
-    return;
-  }
-  std::string line(command);
-  line += ' ';
-  line += key;
-  if (!argument.empty()) {
-    line += ' ';
-    line += argument;
-  }
-  line += " → ";
-  line += result;
-  util::trace(line);
+// Never break a key that is not ours to judge: it may be someone's data.
+[[noreturn]] void refuse_non_timestamp(std::string_view key, std::string_view text) {
+  throw util::Error(util::ErrorKind::data, "lock '" + util::escape(key) + "'",
+                    "holds '" + util::escape(text, k_quoted_bytes) +
+                        "', not a lock timestamp; refusing to break it");
 }
 
 }  // namespace
 
-std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) { return now_seconds + ttl + 1; }
+std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) {
+  return now_seconds + ttl + 1;
+}
 
 std::int64_t expiry_holding_until(Micros until) {
   // A lock with value V is held while V >= now in whole seconds (floor), that is
@@ -76,37 +61,34 @@ std::int64_t expiry_holding_until(Micros until) {
 }
 
 std::optional<std::int64_t> parse_lock_value(std::string_view text) {
-  std::int64_t value = 0;
-  if (text.empty() || text.size() > 18 || text[0] == '-' || text[0] == '+') {
-    return std::nullopt;
-  }
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return std::nullopt;
-  }
-  return value;
+  return store::parse_lock_timestamp(text);
 }
 
 std::int64_t parse_user_value(std::string_view key, std::string_view value) {
   const auto parsed = parse_lock_value(value);
   if (!parsed) {
-    throw util::Error(util::ErrorKind::usage, "lock '" + std::string(key) + "'",
-                      quoted(value) + " is not a lock value (the number `lock` printed)");
+    throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
+                      "'" + util::escape(value, k_quoted_bytes) +
+                          "' is not a lock value (the number `lock` printed)");
   }
   return *parsed;
 }
 
 Lock::Lock(store::Store& store, Clock& clock, std::string key)
-    : m_store(store), m_clock(clock), m_key(std::move(key)) {}
+    : m_store(store),
+      m_clock(clock),
+      m_key(std::move(key)),
+      m_fence_key(fence_key(m_key)),
+      m_holder(m_store, m_key) {}
 
-std::int64_t Lock::now_seconds() { return util::whole_seconds(m_clock.now()); }
+std::int64_t Lock::now_seconds() {
+  return util::whole_seconds(m_clock.now());
+}
 
 std::int64_t Lock::parse_or_throw(std::string_view text) {
   const auto value = parse_lock_value(text);
   if (!value) {
-    // Never break a key that is not ours to judge: it may be someone's data.
-    throw util::Error(util::ErrorKind::data, "lock '" + m_key + "'",
-                      "holds " + quoted(text) + ", not a lock timestamp; refusing to break it");
+    refuse_non_timestamp(m_key, text);
   }
   return *value;
 }
@@ -117,14 +99,18 @@ Attempt Lock::try_once(std::int64_t ttl) {
   const std::int64_t now = now_seconds();
   const std::string value = std::to_string(expiry_for(now, ttl));
 
-  const bool set = m_store.set_if_absent(m_key, value);
-  trace_step("SETNX", m_key, value, set ? "1" : "0");
+  const auto acquired = [&](std::int64_t fence) {
+    m_fence = fence;
+    return Attempt{Attempt::Outcome::acquired, value, 0, now, valid_from, fence};
+  };
+
+  // SETNX, and the token with it when it sets (see Store's fenced steps).
+  const auto set = m_store.set_if_absent_fenced(m_key, value, m_fence_key);
   if (set) {
-    return {Attempt::Outcome::acquired, value, 0, now, valid_from};
+    return acquired(*set);
   }
 
   const auto current = m_store.get(m_key);
-  trace_step("GET", m_key, "", current ? *current : "(nil)");
   if (!current) {
     return {Attempt::Outcome::retry, {}, 0};  // released between SETNX and GET
   }
@@ -134,28 +120,36 @@ Attempt Lock::try_once(std::int64_t ttl) {
   }
 
   // Expired. Never DEL-then-SETNX (two clients could both succeed): GETSET tells
-  // us atomically whether we replaced the expired value or a fresh one.
-  const auto old = m_store.get_and_set(m_key, value);
-  trace_step("GETSET", m_key, value, old ? *old : "(nil)");
+  // us atomically whether we replaced the expired value or a fresh one. The
+  // store takes the token in the same step exactly when the old value says we
+  // own the lock, by the same rule (store::getset_owns) and clock reading.
+  const auto swap = m_store.get_and_set_fenced(m_key, value, m_fence_key, now);
+  const auto& old = swap.old;
+  const auto owned = [&] {
+    if (!swap.fence) {
+      throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
+                        "the store issued no fencing token for a takeover");
+    }
+    return acquired(*swap.fence);
+  };
   if (!old) {
-    return {Attempt::Outcome::acquired, value, 0, now, valid_from};  // deleted meanwhile: our write created it
+    return owned();  // deleted meanwhile: our write created it
   }
   const auto old_value = parse_lock_value(*old);
   if (!old_value) {
     // Someone stored data here between our GET and GETSET: put it back.
     m_store.compare_and_set(m_key, value, *old);
-    parse_or_throw(*old);
+    refuse_non_timestamp(m_key, *old);
   }
   if (*old_value < now) {
-    return {Attempt::Outcome::acquired, value, 0, now, valid_from};
+    return owned();
   }
   // Another client (C5) won the GETSET. The page calls our overwrite harmless
   // (it only moved the expiry a little), but the winner renews and releases by
   // compare-and-set of its own value: give that value back while the key still
   // holds ours, so the winner does not find its lock "taken over". Start over.
   if (*old != value) {
-    const bool restored = m_store.compare_and_set(m_key, value, *old);
-    trace_step("SET-IF-EQUAL", m_key, value + " " + *old, restored ? "1" : "0");
+    m_store.compare_and_set(m_key, value, *old);
   }
   return {Attempt::Outcome::busy, {}, *old_value, now};
 }
@@ -193,8 +187,13 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     }
     last_held_until = attempt.held_until;
     if (attempt.outcome == Attempt::Outcome::acquired) {
-      return {AcquireResult::Outcome::acquired, attempt.value, 0, {}, attempt.now_seconds,
-              attempt.valid_from};
+      return {AcquireResult::Outcome::acquired,
+              attempt.value,
+              0,
+              {},
+              attempt.now_seconds,
+              attempt.valid_from,
+              attempt.fence};
     }
     if (attempt.outcome == Attempt::Outcome::retry) {
       continue;
@@ -240,23 +239,47 @@ Verdict Lock::why_not(std::string_view value) {
   if (!current) {
     return Verdict::absent;
   }
-  return *current == value ? Verdict::expired : Verdict::taken_over;
+  if (*current != value) {
+    return Verdict::taken_over;
+  }
+  // Our value, but is it our acquisition? A newer one wrote the same timestamp
+  // if the counter moved on.
+  if (m_fence != 0 && m_store.get(m_fence_key) != std::to_string(m_fence)) {
+    return Verdict::taken_over;
+  }
+  return Verdict::expired;
+}
+
+bool Lock::swap_value(std::string_view from, std::string_view to) {
+  return m_fence != 0 ? m_store.compare_and_set_fenced(m_key, from, to, m_fence_key, m_fence)
+                      : m_store.compare_and_set(m_key, from, to);
+}
+
+bool Lock::delete_value(std::string_view value) {
+  return m_fence != 0 ? m_store.compare_and_delete_fenced(m_key, value, m_fence_key, m_fence)
+                      : m_store.compare_and_delete(m_key, value);
+}
+
+std::optional<Verdict> Lock::past_expiry(std::string_view value, std::int64_t now) {
+  // "Check the timeout before DEL" (and before any write): past its expiry the
+  // lock may already be someone else's; the atomic compare that follows a
+  // pre-check passed closes the remaining window.
+  if (parse_user_value(m_key, value) >= now) {
+    return std::nullopt;
+  }
+  const Verdict verdict = why_not(value);
+  return verdict == Verdict::taken_over ? verdict : Verdict::expired;
 }
 
 Verdict Lock::release(std::string_view value) {
-  const std::int64_t expires = parse_user_value(m_key, value);
-  // "Check the timeout before DEL": past its expiry the lock may already be
-  // someone else's; the compare-and-delete below closes the remaining window.
-  if (expires < now_seconds()) {
-    const Verdict verdict = why_not(value);
-    return verdict == Verdict::taken_over ? verdict : Verdict::expired;
+  if (const auto verdict = past_expiry(value, now_seconds())) {
+    return *verdict;
   }
-  const bool deleted = m_store.compare_and_delete(m_key, value);
-  trace_step("DEL-IF-EQUAL", m_key, value, deleted ? "1" : "0");
+  const bool deleted = delete_value(value);
   // The deletion woke the waiters. The holder details go after the lock, not
   // before, to keep them off the waiters' path: a new holder's record may
   // already stand there, and the compare-and-delete leaves it alone.
-  forget_own_holder(value);
+  m_holder.forget(value);
   return deleted ? Verdict::done : why_not(value);
 }
 
@@ -266,102 +289,50 @@ Verdict Lock::release_after(std::string_view value, Micros not_before, std::stri
   if (not_before <= now) {
     return release(value);
   }
-  const std::int64_t expires = parse_user_value(m_key, value);
-  if (expires < util::whole_seconds(now)) {
-    // Expired: the lock may be someone else's already; there is nothing to keep.
-    const Verdict verdict = why_not(value);
-    return verdict == Verdict::taken_over ? verdict : Verdict::expired;
+  // Expired: the lock may be someone else's already; there is nothing to keep.
+  if (const auto verdict = past_expiry(value, util::whole_seconds(now))) {
+    return *verdict;
   }
   // not_before > now, so this value is >= now in whole seconds: never already expired.
   const std::string next = std::to_string(expiry_holding_until(not_before));
   // Not a DEL: waiters are left asleep (a compare-and-set wakes none on Redis, and
   // a file-store watcher woken by it finds the lock still held) until the new
   // expiry, where their wait ends by itself.
-  const bool swapped = m_store.compare_and_set(m_key, value, next);
-  trace_step("SET-IF-EQUAL", m_key, std::string(value) + " " + next, swapped ? "1" : "0");
+  const bool swapped = swap_value(value, next);
   if (!swapped) {
     const Verdict verdict = why_not(value);
-    forget_own_holder(value);
+    m_holder.forget(value);
     return verdict;
   }
-  if (m_holder && m_holder->value == value) {
-    // The details follow the lock's new value and say the job is over. A
-    // compare-and-set on the exact record we wrote: should the hold already have
-    // run out and a new holder have written its own, ours must not replace it.
-    Holder holder = *m_holder;
-    holder.value = next;
-    holder.finished_at = util::whole_seconds(now);
-    try {
-      m_store.compare_and_set(holder_key(m_key), m_holder->to_json(), holder.to_json());
-      m_holder = std::move(holder);
-    } catch (const util::Error& e) {
-      util::trace(std::string("holder details not updated: ") + e.what());
-    }
-  }
+  // The details follow the lock's new value and say the job is over.
+  m_holder.finish(value, next, util::whole_seconds(now));
   kept_value = next;
   return Verdict::done;
 }
 
 Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
-  const std::int64_t expires = parse_user_value(m_key, value);
   const std::int64_t now = now_seconds();
-  if (expires < now) {
-    const Verdict verdict = why_not(value);
-    return verdict == Verdict::taken_over ? verdict : Verdict::expired;
+  if (const auto verdict = past_expiry(value, now)) {
+    return *verdict;
   }
   const std::string next = std::to_string(expiry_for(now, ttl));
   new_value = next;  // before the write: see the contract in lock.hpp
-  const bool swapped = m_store.compare_and_set(m_key, value, next);
-  trace_step("SET-IF-EQUAL", m_key, std::string(value) + " " + next, swapped ? "1" : "0");
+  const bool swapped = swap_value(value, next);
   if (!swapped) {
     return why_not(value);
   }
   // Keep the details attached to the lock's new value.
-  if (m_holder && m_holder->value == value) {
-    Holder holder = *m_holder;
-    holder.value = next;
-    record_holder(std::move(holder));
-  } else if (auto holder = read_holder(m_store, m_key, value)) {
-    holder->value = next;
-    lock::record_holder(m_store, m_key, *holder);
-  }
+  m_holder.follow(value, next);
   return Verdict::done;
-}
-
-void Lock::record_holder(Holder holder) {
-  lock::record_holder(m_store, m_key, holder);
-  m_holder = std::move(holder);
-}
-
-void Lock::forget_own_holder(std::string_view value) {
-  if (m_holder && m_holder->value == value) {
-    try {
-      // Compare-and-delete on the exact record we wrote: a newer holder's survives.
-      m_store.compare_and_delete(holder_key(m_key), m_holder->to_json());
-    } catch (const util::Error& e) {
-      util::trace(std::string("holder details not removed: ") + e.what());
-    }
-    m_holder.reset();
-    return;
-  }
-  forget_holder(m_store, m_key, value);
 }
 
 bool Lock::force_release(std::optional<std::string>& holder_problem) {
   const std::size_t removed = m_store.del({m_key});
-  trace_step("DEL", m_key, "", std::to_string(removed));
   try {
     m_store.del({holder_key(m_key)});
   } catch (const util::Error& e) {
     // Advisory details: a corrupt record must not turn a release into a failure.
     holder_problem = e.what();
-  }
-  try {
-    m_store.notify(m_key);
-  } catch (const util::Error& e) {
-    // The wake-up is best effort (an ACL may forbid PUBLISH): the lock is gone,
-    // and waiters find that on their poll tick.
-    util::trace(std::string("wake-up not sent: ") + e.what());
   }
   return removed > 0;
 }
@@ -369,15 +340,19 @@ bool Lock::force_release(std::optional<std::string>& holder_problem) {
 Status Lock::status() {
   Status status;
   status.now_seconds = now_seconds();
+  // In every state: the latest token issued (read apart from the value, so not
+  // atomically with it).
+  if (const auto counter = m_store.get(m_fence_key)) {
+    status.fence = store::parse_fence(*counter);
+  }
   const auto current = m_store.get(m_key);
-  trace_step("GET", m_key, "", current ? *current : "(nil)");
   if (!current) {
     return status;
   }
   status.value = *current;
   status.expires_at = parse_or_throw(*current);
-  status.state = status.expires_at < status.now_seconds ? Status::State::expired
-                                                         : Status::State::held;
+  status.state =
+      status.expires_at < status.now_seconds ? Status::State::expired : Status::State::held;
   status.holder = read_holder(m_store, m_key, *current);
   return status;
 }

@@ -12,6 +12,7 @@
 
 #include "lock/clock.hpp"
 #include "lock/holder.hpp"
+#include "lock/lockable.hpp"
 #include "store/store.hpp"
 #include "util/time.hpp"
 
@@ -41,6 +42,9 @@ struct Attempt {
   // acquired: a monotonic time no later than the clock reading `value` was
   // computed from, so the lock is held at least until valid_from + ttl.
   util::Micros valid_from{0};
+  // acquired: the fencing token, above every earlier acquisition's of this key
+  // on this backend (>= 1).
+  std::int64_t fence = 0;
 };
 
 // What a waiter knows while it waits, for a progress display.
@@ -67,6 +71,7 @@ struct AcquireResult {
   std::string held_value;        // busy: the holder's value (for its details)
   std::int64_t now_seconds = 0;  // busy: the clock reading the last decision was made with
   util::Micros valid_from{0};    // acquired: see Attempt::valid_from
+  std::int64_t fence = 0;        // acquired: see Attempt::fence
 };
 
 enum class Verdict {
@@ -83,25 +88,32 @@ struct Status {
   std::int64_t expires_at = 0;   // the lock value as a number
   std::int64_t now_seconds = 0;  // the clock reading the decision was made with
   std::optional<Holder> holder;
+  // The latest fencing token issued for this key (the counter), whatever the
+  // state: while only nxlock takes the lock, the current holder's token.
+  std::optional<std::int64_t> fence;
 };
 
-class Lock {
+class Lock final : public Lockable {
  public:
   // `key` is the full store key (prefix included). `ttl` is in whole seconds.
   Lock(store::Store& store, Clock& clock, std::string key);
 
   // One pass of the documented steps: SETNX; on 0, GET; if expired, GETSET and
-  // own the lock only if the old value is itself expired or absent.
+  // own the lock only if the old value is itself expired or absent. The owning
+  // SETNX or GETSET also takes a fencing token, in the same atomic step (Store's
+  // fenced steps), and this Lock remembers it: from then on its release, renew
+  // and release_after act only while the counter still holds it, so another
+  // acquisition that wrote the same value is never taken for ours.
   // Throws util::Error(data) if the key holds something that is not a timestamp.
   Attempt try_once(std::int64_t ttl);
 
   // Repeats try_once() as the policy says, sleeping until the holder releases
   // (a store wake-up), its timestamp expires, or a short jittered poll tick.
-  AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy);
+  AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
 
   // Deletes the lock only if it still holds `value` and has not expired (atomic
   // compare-and-delete), then wakes waiters.
-  Verdict release(std::string_view value);
+  Verdict release(std::string_view value) override;
 
   // release(), but the lock is not let go before `not_before` (Unix time on this
   // lock's clock, microseconds): while that is still ahead, the expiry of the lock
@@ -109,40 +121,56 @@ class Lock {
   // does; shorter or longer than the ttl) and the holder details stay, marked
   // finished. `kept_value` receives the value left in place, or is emptied when the
   // lock was deleted. Verdicts as for release().
-  Verdict release_after(std::string_view value, util::Micros not_before, std::string& kept_value);
+  Verdict release_after(std::string_view value, util::Micros not_before,
+                        std::string& kept_value) override;
 
   // Moves the expiry of a lock still holding `value` to now + ttl + 1 (atomic
   // compare-and-set). On success `new_value` receives the value now stored.
   // If it throws, `new_value` holds the value it was writing, which may have
   // been stored even so (the reply was lost): renew from that value too.
-  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value);
+  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
 
   // Records who holds the lock we took (advisory details beside it, see holder.hpp).
-  // Remembering the record spares release() and renew() a read of it.
-  void record_holder(Holder holder);
+  void record_holder(Holder holder) override { m_holder.record(std::move(holder)); }
 
   // Deletes whatever the key holds; true if something was there. The holder
   // details go too, best effort: if they cannot (a corrupt record), the lock is
   // still released and `holder_problem` says why.
-  bool force_release(std::optional<std::string>& holder_problem);
+  bool force_release(std::optional<std::string>& holder_problem) override;
 
   // Reads the lock's state and, when held, the holder's details.
-  Status status();
+  Status status() override;
 
-  const std::string& key() const { return m_key; }
+  const std::string& key() const override { return m_key; }
+  std::int64_t fence() const override { return m_fence; }
   store::Store& store() { return m_store; }
+
+  std::optional<Holder> holder_of(std::string_view value) override {
+    return read_holder(m_store, m_key, value);
+  }
+  void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
+    m_store.set_deadline(monotonic_deadline);
+  }
 
  private:
   std::int64_t now_seconds();
   std::int64_t parse_or_throw(std::string_view text);
   Verdict why_not(std::string_view value);
-
-  void forget_own_holder(std::string_view value);
+  // The verdict for a lock value that expired before `now` (whole seconds on
+  // this lock's clock), or nullopt while it may still be held. Throws
+  // util::Error(usage) if `value` is not a lock value.
+  std::optional<Verdict> past_expiry(std::string_view value, std::int64_t now);
+  // Compare-and-set / compare-and-delete of the lock's value, fenced by our
+  // token when we took the lock ourselves.
+  bool swap_value(std::string_view from, std::string_view to);
+  bool delete_value(std::string_view value);
 
   store::Store& m_store;
   Clock& m_clock;
   std::string m_key;
-  std::optional<Holder> m_holder;  // what record_holder() wrote, if it was called
+  std::string m_fence_key;
+  std::int64_t m_fence = 0;  // our acquisition's token, once try_once() took the lock
+  HolderBook m_holder;
 };
 
 // Parses a lock value given by a user (unlock/renew): throws util::Error(usage).

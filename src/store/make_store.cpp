@@ -1,12 +1,16 @@
 // make_store: picks the backend for a URL.
 #include "store/make_store.hpp"
 
-#include "store/file_store.hpp"
+#include "store/file/file_store.hpp"
 #include "store/redis/redis_store.hpp"
+#include "store/tracing_store.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::store {
 
-std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options) {
+namespace {
+
+std::unique_ptr<Store> make_backend(const Url& url, const ConnectOptions& options) {
   switch (url.scheme) {
     case Url::Scheme::redis_tcp:
     case Url::Scheme::redis_unix:
@@ -16,10 +20,19 @@ std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options)
       break;
   }
   FileStore::Options file_options;
-  file_options.create = options.create;
   file_options.durable = url.durable;
   file_options.require_owner = url.is_default_store;
   return std::make_unique<FileStore>(url.path, file_options);
+}
+
+}  // namespace
+
+std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options) {
+  auto store = make_backend(url, options);
+  if (util::tracing()) {
+    return std::make_unique<TracingStore>(std::move(store));  // -v: every step, once
+  }
+  return store;
 }
 
 const char* builtin_backends() {

@@ -14,7 +14,6 @@ namespace nxlock::store {
 struct ConnectOptions {
   std::optional<std::string> password;  // overrides the URL's (from --password-file or env)
   double timeout_seconds = 2.0;         // Redis connect and per-command timeout
-  bool create = true;                   // file store: create the directory if missing
   redis::TlsConfig tls;                 // rediss://: how to verify, what to present
   int replicas = 0;  // lock writes (SETNX, GETSET, compare-and-set) wait for this many replicas
   std::optional<std::string> sentinel_password;  // redis+sentinel://: the Sentinels' own

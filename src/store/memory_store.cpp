@@ -3,6 +3,8 @@
 
 #include <poll.h>
 
+#include "store/lock_value.hpp"
+
 namespace nxlock::store {
 
 namespace {
@@ -87,6 +89,52 @@ bool MemoryStore::compare_and_set(std::string_view key, std::string_view expecte
   it->second = value;
   ++m_version;
   return true;
+}
+
+std::int64_t MemoryStore::increment(std::string_view counter) {
+  const auto current = get(counter);
+  const std::int64_t next = next_fence(current ? &*current : nullptr, counter);
+  set(counter, std::to_string(next));
+  return next;
+}
+
+bool MemoryStore::counter_holds(std::string_view counter, std::int64_t fence) {
+  return get(counter) == std::to_string(fence);
+}
+
+std::optional<std::int64_t> MemoryStore::set_if_absent_fenced(std::string_view key,
+                                                              std::string_view value,
+                                                              std::string_view counter) {
+  const auto current = get(counter);
+  next_fence(current ? &*current : nullptr, counter);  // a bad counter: nothing written
+  if (!set_if_absent(key, value)) {
+    return std::nullopt;
+  }
+  return increment(counter);
+}
+
+Store::FencedSwap MemoryStore::get_and_set_fenced(std::string_view key, std::string_view value,
+                                                  std::string_view counter,
+                                                  std::int64_t now_seconds) {
+  const auto current = get(counter);
+  next_fence(current ? &*current : nullptr, counter);
+  FencedSwap swap;
+  swap.old = get_and_set(key, value);
+  if (getset_owns(swap.old, now_seconds)) {
+    swap.fence = increment(counter);
+  }
+  return swap;
+}
+
+bool MemoryStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
+                                         std::string_view value, std::string_view counter,
+                                         std::int64_t fence) {
+  return counter_holds(counter, fence) && compare_and_set(key, expected, value);
+}
+
+bool MemoryStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                            std::string_view counter, std::int64_t fence) {
+  return counter_holds(counter, fence) && compare_and_delete(key, expected);
 }
 
 std::unique_ptr<Watcher> MemoryStore::watch(std::string_view) {

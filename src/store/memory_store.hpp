@@ -22,9 +22,17 @@ class MemoryStore final : public Store {
   bool compare_and_delete(std::string_view key, std::string_view expected) override;
   bool compare_and_set(std::string_view key, std::string_view expected,
                        std::string_view value) override;
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view key, std::string_view value,
+                                                   std::string_view counter) override;
+  FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
+                                std::string_view counter, std::int64_t now_seconds) override;
+  bool compare_and_set_fenced(std::string_view key, std::string_view expected,
+                              std::string_view value, std::string_view counter,
+                              std::int64_t fence) override;
+  bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                 std::string_view counter, std::int64_t fence) override;
   util::Micros now() override { return m_clock(); }
   std::unique_ptr<Watcher> watch(std::string_view key) override;
-  void notify(std::string_view) override {}
 
   // How many writes have happened: watchers compare it to see a change.
   std::uint64_t version() const { return m_version; }
@@ -33,6 +41,10 @@ class MemoryStore final : public Store {
   std::function<util::Micros()> m_clock;
   std::map<std::string, std::string, std::less<>> m_data;
   std::uint64_t m_version = 0;
+
+  // INCR counter (one process, one thread: every operation here is atomic).
+  std::int64_t increment(std::string_view counter);
+  bool counter_holds(std::string_view counter, std::int64_t fence);
 };
 
 }  // namespace nxlock::store

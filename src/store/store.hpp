@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,8 +24,11 @@ enum class WaitResult {
   interrupted,  // the interrupt descriptor became readable
 };
 
-// A watch on one key, armed when created: a change made after Store::watch()
-// returned is never missed by a later wait().
+// A watch on one key, armed when created: a deletion (Store::del,
+// Store::compare_and_delete) made after Store::watch() returned is never missed
+// by a later wait(). Other writes may wake it too (the file store sees every
+// change), or not (Redis publishes only deletions): a waiter for a lock waits
+// for its deletion, or its expiry, which it times itself.
 class Watcher {
  public:
   virtual ~Watcher() = default;
@@ -53,16 +57,53 @@ class Store {
   // SET: sets key to value unconditionally.
   virtual void set(std::string_view key, std::string_view value) = 0;
 
-  // DEL: removes the keys that exist; returns how many were removed.
+  // DEL: removes the keys that exist, and wakes each key's watchers; returns
+  // how many were removed.
   virtual std::size_t del(const std::vector<std::string>& keys) = 0;
 
   // Deletes key only if it holds exactly `expected`, and then wakes the key's
-  // watchers (no notify() needed). True if deleted.
+  // watchers. True if deleted.
   virtual bool compare_and_delete(std::string_view key, std::string_view expected) = 0;
 
   // Sets key to `value` only if it holds exactly `expected`. True if set.
   virtual bool compare_and_set(std::string_view key, std::string_view expected,
                                std::string_view value) = 0;
+
+  // ---- Fenced steps: the lock's owning steps and its fencing counter, together ----
+  //
+  // `counter` is an integer key beside the lock (on a Redis Cluster, in the lock
+  // key's hash slot). Only an owning step increments it, in the same atomic step
+  // as the write that owns the lock, so every acquisition's token is above every
+  // earlier one's, and a holder paused past its expiry never holds a token above
+  // its successor's. nxlock never resets it. Throws util::Error(data) if the
+  // counter holds something else than an integer (nothing is written then).
+
+  // SETNX key value and, only if that set it, INCR counter, atomically. The
+  // counter's new value (the token) if the key was set; nullopt if it was not.
+  virtual std::optional<std::int64_t> set_if_absent_fenced(std::string_view key,
+                                                           std::string_view value,
+                                                           std::string_view counter) = 0;
+
+  struct FencedSwap {
+    std::optional<std::string> old;     // as get_and_set() returns it
+    std::optional<std::int64_t> fence;  // the token, if getset_owns(old, now_seconds)
+  };
+  // GETSET key value and, only if the old value was absent or a lock timestamp
+  // older than `now_seconds` (getset_owns in lock_value.hpp), INCR counter,
+  // atomically. `now_seconds` is the clock reading the caller's own decision uses.
+  virtual FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
+                                        std::string_view counter, std::int64_t now_seconds) = 0;
+
+  // compare_and_set(), only if the counter also still holds `fence`: two
+  // acquisitions that wrote the same value are told apart by their tokens.
+  virtual bool compare_and_set_fenced(std::string_view key, std::string_view expected,
+                                      std::string_view value, std::string_view counter,
+                                      std::int64_t fence) = 0;
+
+  // compare_and_delete() (waking the key's watchers), only if the counter also
+  // still holds `fence`.
+  virtual bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                         std::string_view counter, std::int64_t fence) = 0;
 
   // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
   virtual util::Micros now() = 0;
@@ -78,10 +119,6 @@ class Store {
   virtual void set_deadline(std::optional<util::Micros> monotonic_deadline) {
     (void)monotonic_deadline;
   }
-
-  // Tells watchers of key that it changed, for backends whose watchers do not
-  // see changes by themselves (Redis publishes; the file store needs nothing).
-  virtual void notify(std::string_view key) = 0;
 };
 
 // Sets a store's deadline for as long as it lives, and clears it after.

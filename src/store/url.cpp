@@ -1,12 +1,10 @@
-// Url: parsing of backend URLs and the default store location.
+// Url: parsing of backend URLs.
 #include "store/url.hpp"
 
-#include <unistd.h>
-
 #include <charconv>
-#include <cstdlib>
 
 #include "util/error.hpp"
+#include "util/escape.hpp"
 
 namespace nxlock::store {
 
@@ -19,10 +17,6 @@ constexpr std::string_view k_redacted = "***";
 
 [[noreturn]] void bad_url(const std::string& redacted, const std::string& why) {
   throw Error(ErrorKind::usage, redacted, why);
-}
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
 }
 
 // Decodes %XX escapes (passwords may contain '@' or ':'); nullopt if malformed.
@@ -67,7 +61,7 @@ std::optional<std::string_view> query_param(std::string_view query, std::string_
   while (!query.empty()) {
     const auto amp = query.find('&');
     const auto pair = query.substr(0, amp);
-    if (starts_with(pair, name) && pair.size() > name.size() && pair[name.size()] == '=') {
+    if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=') {
       return pair.substr(name.size() + 1);
     }
     if (amp == std::string_view::npos) {
@@ -89,7 +83,7 @@ void check_query(const std::string& redacted, std::string_view query,
       ok = ok || name == k;
     }
     if (!ok) {
-      bad_url(redacted, "unknown parameter '" + std::string(name) + "'");
+      bad_url(redacted, "unknown parameter '" + util::escape(name) + "'");
     }
     if (amp == std::string_view::npos) {
       break;
@@ -127,7 +121,7 @@ HostPort parse_host_port(std::string_view hostport, int default_port, const std:
   HostPort out;
   out.port = default_port;
   std::string_view port_text;
-  if (starts_with(hostport, "[")) {  // [::1]:6379
+  if (hostport.starts_with("[")) {  // [::1]:6379
     const auto close = hostport.find(']');
     if (close == std::string_view::npos) {
       bad_url(redacted, "unterminated IPv6 address");
@@ -159,7 +153,7 @@ HostPort parse_host_port(std::string_view hostport, int default_port, const std:
   if (!port_text.empty()) {
     const auto port = parse_uint(port_text, 65535);
     if (!port || *port == 0) {
-      bad_url(redacted, "bad port '" + std::string(port_text) + "' (1-65535)");
+      bad_url(redacted, "bad port '" + util::escape(port_text) + "' (1-65535)");
     }
     out.port = *port;
   }
@@ -313,25 +307,25 @@ std::string redact_url(std::string_view text) {
 }
 
 Url parse_url(std::string_view text) {
-  const std::string redacted = redact_url(text);
-  if (starts_with(text, "redis://")) {
+  const std::string redacted = util::escape(redact_url(text));  // for messages
+  if (text.starts_with("redis://")) {
     return parse_redis_tcp(text.substr(8), redacted);
   }
-  if (starts_with(text, "unix://")) {
+  if (text.starts_with("unix://")) {
     return parse_unix(text.substr(7), redacted);
   }
-  if (starts_with(text, "file://")) {
+  if (text.starts_with("file://")) {
     return parse_file(text.substr(7), redacted);
   }
-  if (starts_with(text, "rediss://")) {
+  if (text.starts_with("rediss://")) {
     Url url = parse_redis_tcp(text.substr(9), redacted);
     url.tls = true;
     return url;
   }
-  if (starts_with(text, "redis+sentinel://")) {
+  if (text.starts_with("redis+sentinel://")) {
     return parse_redis_sentinel(text.substr(17), redacted);
   }
-  if (starts_with(text, "rediss+sentinel://")) {
+  if (text.starts_with("rediss+sentinel://")) {
     Url url = parse_redis_sentinel(text.substr(18), redacted);
     url.tls = true;
     return url;
@@ -341,24 +335,6 @@ Url parse_url(std::string_view text) {
   }
   bad_url(redacted,
           "unknown scheme; use redis://, rediss://, redis+sentinel://, unix:// or file://");
-}
-
-std::string default_store_path() {
-  if (const char* explicit_store = std::getenv("NXLOCK_STORE"); explicit_store && *explicit_store) {
-    return explicit_store;
-  }
-  if (geteuid() == 0) {
-    return "/var/lib/nxlock";
-  }
-  // XDG requires an absolute path; a relative one is ignored as the spec says.
-  if (const char* state = std::getenv("XDG_STATE_HOME"); state && state[0] == '/') {
-    return std::string(state) + "/nxlock";
-  }
-  if (const char* home = std::getenv("HOME"); home && home[0] == '/') {
-    return std::string(home) + "/.local/state/nxlock";
-  }
-  throw util::Error(util::ErrorKind::usage, "default store",
-                    "neither NXLOCK_STORE nor HOME is set; give --url file:///PATH");
 }
 
 }  // namespace nxlock::store

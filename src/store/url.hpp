@@ -1,5 +1,4 @@
-// Url: a parsed backend URL (redis://, rediss://, redis+sentinel://, unix://, file://) and the
-// default store location.
+// Url: a parsed backend URL (redis://, rediss://, redis+sentinel://, unix://, file://).
 #pragma once
 
 #include <optional>
@@ -39,10 +38,6 @@ struct Url {
 // Parses a backend URL. Throws util::Error(usage) naming the (redacted) URL if
 // the scheme is unknown or a part is malformed.
 Url parse_url(std::string_view text);
-
-// The embedded store's default directory: $NXLOCK_STORE, else
-// $XDG_STATE_HOME/nxlock (~/.local/state/nxlock), or /var/lib/nxlock for root.
-std::string default_store_path();
 
 // Replaces the password part of a redis:// URL with "***" (best effort, for messages).
 std::string redact_url(std::string_view text);

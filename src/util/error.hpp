@@ -35,9 +35,4 @@ class Error : public std::runtime_error {
   std::string m_why;
 };
 
-// Thrown out of a wait when a signal the caller asked to watch arrives.
-struct Interrupted {
-  int signal;
-};
-
 }  // namespace nxlock::util

@@ -3,6 +3,9 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <climits>
+
 namespace nxlock::util {
 
 namespace {
@@ -13,9 +16,22 @@ Micros read_clock(clockid_t id) {
 }
 }  // namespace
 
-Micros wall_now() { return read_clock(CLOCK_REALTIME); }
+Micros wall_now() {
+  return read_clock(CLOCK_REALTIME);
+}
 
-Micros mono_now() { return read_clock(CLOCK_MONOTONIC); }
+Micros mono_now() {
+  return read_clock(CLOCK_MONOTONIC);
+}
+
+int poll_timeout_ms(Micros duration) {
+  if (duration <= Micros(0)) {
+    return 0;
+  }
+  const std::int64_t us = duration.count();
+  const std::int64_t ms = us / 1000 + (us % 1000 != 0 ? 1 : 0);  // no overflow near the max
+  return static_cast<int>(std::min<std::int64_t>(ms, INT_MAX));
+}
 
 std::string format_local_time(std::int64_t unix_seconds) {
   // Past the year 9999 a date reads as nonsense, and far enough out localtime_r

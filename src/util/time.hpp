@@ -20,6 +20,11 @@ inline std::int64_t whole_seconds(Micros t) {
   return std::chrono::floor<std::chrono::seconds>(t).count();
 }
 
+// Milliseconds for poll() to wait `duration`: rounded up, so that a wait never
+// wakes a little before its deadline and spins; 0 for a duration already past;
+// at most INT_MAX.
+int poll_timeout_ms(Micros duration);
+
 // "2026-11-22 07:40:11 UTC"-style local rendering of a Unix time in seconds;
 // "beyond the year 9999" for later times.
 std::string format_local_time(std::int64_t unix_seconds);

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import REDIS_CLI, RedisServer, die_with_parent, free_port
+from harness import REDIS_CLI, RedisServer, die_with_parent, free_port, stop_server
 
 REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
 MASTER_NAME = "mymaster"
@@ -44,8 +44,9 @@ class Sentinel:
             self.port = free_port()
             config = os.path.join(self.dir, "sentinel.conf")
             with open(config, "w") as f:  # Sentinel rewrites it: it must be writable
-                f.write("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"
-                        % (self.port, self.dir, os.path.join(self.dir, "sentinel.log")))
+                f.write(self._listen_config())
+                f.write("bind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"
+                        % (self.dir, os.path.join(self.dir, "sentinel.log")))
                 f.write("sentinel monitor %s 127.0.0.1 %d 1\n" % (MASTER_NAME, master_port))
                 f.write("sentinel down-after-milliseconds %s 1000\n" % MASTER_NAME)
                 f.write("sentinel failover-timeout %s 3000\n" % MASTER_NAME)
@@ -63,6 +64,10 @@ class Sentinel:
                 return
         raise RuntimeError("redis-sentinel did not start; see " + self.dir)
 
+    def _listen_config(self):
+        """The configuration lines that say how it listens (a subclass may use TLS)."""
+        return "port %d\n" % self.port
+
     def cli(self, *args):
         extra = ["-a", self.password, "--no-auth-warning"] if self.password else []
         return cli(self.port, *extra, *args)
@@ -72,14 +77,7 @@ class Sentinel:
         return int(lines[1]) if len(lines) == 2 else None
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop_server(self.process, self.dir)
 
 
 class Deployment:
@@ -113,6 +111,10 @@ class Deployment:
     def url(self, sentinels=None, scheme="redis+sentinel"):
         hosts = sentinels or ["127.0.0.1:%d" % self.sentinel.port]
         return "%s://%s/%s" % (scheme, ",".join(hosts), MASTER_NAME)
+
+    def cli(self, port, *args):
+        """redis-cli against one of the deployment's servers ("" if it is down)."""
+        return cli(port, *args)
 
     def stop(self):
         for process in [self.sentinel, *self.replicas, self.master]:

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A lock client written from the Redis SETNX page alone, independent of nxlock's code:
 # SETNX; on 0 GET; if expired GETSET and own it only if the old value was expired;
-# check the timeout before DEL. Used by test_lock.py to contend with nxlock.
+# check the timeout before DEL. It runs COMMAND as each critical section.
+# test_lock.py contends with nxlock through it, and bench/run uses it as the
+# contention baseline (the page's lock hand-written with redis-cli, polling every 0.1 s).
 #
-# usage: setnx_page_client.sh PORT KEY TTL SECTIONS LOG HOLD_SECONDS
+# usage: setnx_page_client.sh PORT KEY TTL SECTIONS COMMAND [ARGS...]
 set -u
-port=$1 key=$2 ttl=$3 sections=$4 log=$5 hold=$6
+port=$1 key=$2 ttl=$3 sections=$4
+shift 4
 r() { redis-cli -p "$port" "$@"; }
 
 acquire() {
@@ -29,9 +32,7 @@ acquire() {
 
 for ((i = 0; i < sections; i++)); do
   value=$(acquire)
-  echo "enter $(date +%s%N) page-client-$$" >>"$log"
-  sleep "$hold"
-  echo "exit $(date +%s%N) page-client-$$" >>"$log"
+  "$@"
   # "Check the timeout didn't expire before unlocking the key with DEL."
   if (($(date +%s) <= value)); then
     r DEL "$key" >/dev/null

@@ -1,5 +1,6 @@
 """Redis Cluster: three masters made by redis-cli --cluster create; keys on every node, reached through any seed."""
 import os
+import signal
 import subprocess
 import time
 
@@ -39,21 +40,36 @@ class ClusterNode(RedisServer):
 
 
 class Cluster:
-    def __init__(self, masters=3):
+    def __init__(self, masters=3, replicas=0):
+        """`replicas` per master: `nodes` then holds the masters and their replicas."""
         self.nodes = []
         try:
-            for _ in range(masters):
+            for _ in range(masters * (1 + replicas)):
                 self.nodes.append(ClusterNode())
             subprocess.run([REDIS_CLI, "--cluster", "create",
                             *["127.0.0.1:%d" % n.port for n in self.nodes],
-                            "--cluster-replicas", "0", "--cluster-yes"],
+                            "--cluster-replicas", str(replicas), "--cluster-yes"],
                            check=True, capture_output=True, timeout=COMMAND_TIMEOUT)
             for n in self.nodes:
                 wait_for(lambda: "cluster_state:ok" in cli(n.port, "CLUSTER", "INFO"), 20,
                          "the cluster to be ready")
+            for n in self.nodes:
+                if "role:slave" in cli(n.port, "INFO", "replication"):
+                    wait_for(lambda: "master_link_status:up" in cli(n.port, "INFO", "replication"),
+                             20, "the replica to sync")
         except BaseException:
             self.stop()
             raise
+
+    def replica_of(self, master):
+        """A replica of `master` (from CLUSTER NODES)."""
+        master_id = cli(master.port, "CLUSTER", "MYID").strip()
+        for line in cli(master.port, "CLUSTER", "NODES").splitlines():
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == master_id:
+                port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+                return next(n for n in self.nodes if n.port == port)
+        raise AssertionError("no replica of the node on port %d" % master.port)
 
     def owner(self, key):
         """The node whose slots hold `key` (from CLUSTER NODES)."""
@@ -66,6 +82,9 @@ class Cluster:
                 if low.isdigit() and int(low) <= slot <= int(high or low):
                     return next(n for n in self.nodes if n.port == port)
         raise AssertionError("no owner for slot %d" % slot)
+
+    def masters(self):
+        return [n for n in self.nodes if "role:master" in cli(n.port, "INFO", "replication")]
 
     def key_on(self, node, prefix="k"):
         """A key that lives on `node`."""
@@ -221,3 +240,143 @@ class TestClusterContention(ClusterTestCase):
     def nx_bin(self):
         from harness import BIN
         return BIN
+
+
+class TestSlotMigration(ClusterTestCase):
+    """A cluster of its own: the test moves a slot for good."""
+
+    def start_migration(self, slot, source, target):
+        """The Cluster specification's resharding steps up to the move of every key in the slot.
+
+        The slot is then still the source's: it answers ASK for the keys it no longer has.
+        """
+        source_id = cli(source.port, "CLUSTER", "MYID").strip()
+        target_id = cli(target.port, "CLUSTER", "MYID").strip()
+        self.assertIn("OK", cli(target.port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING",
+                                source_id))
+        self.assertIn("OK", cli(source.port, "CLUSTER", "SETSLOT", str(slot), "MIGRATING",
+                                target_id))
+        # The lock and its companion keys (holder details, fencing counter) share the slot.
+        keys = cli(source.port, "CLUSTER", "GETKEYSINSLOT", str(slot), "100").split()
+        self.assertTrue(keys, "nothing to migrate")
+        self.assertIn("OK", cli(source.port, "MIGRATE", "127.0.0.1", str(target.port), "", "0",
+                                "5000", "KEYS", *keys))
+        return keys
+
+    def finish_migration(self, slot, source, target):
+        """SETSLOT NODE on every master, the target first: from now on, MOVED."""
+        target_id = cli(target.port, "CLUSTER", "MYID").strip()
+        for node in [target, source] + [n for n in self.cluster.nodes if n not in (source, target)]:
+            self.assertIn("OK", cli(node.port, "CLUSTER", "SETSLOT", str(slot), "NODE", target_id))
+
+    def test_a_slot_migrated_during_run_locked(self):
+        source, target = self.cluster.nodes[0], self.cluster.nodes[1]
+        key = self.cluster.key_on(source, "migrating")
+        slot = key_slot(key)
+        url = self.cluster.url(source)  # the seed is the node the slot leaves
+        err_path = os.path.join(self.tmp, "job.err")
+        with open(err_path, "wb") as err:
+            # ttl 2: a renewal about every second, each with a new value.
+            job = self.popen("-u", url, "-v", "run-locked", "-t", "2", key, "sleep", "8",
+                             stderr=err)
+
+        def value_on_target():
+            # ASKING first, on the same connection: mid-migration the target
+            # answers for the importing slot only after it.
+            out = subprocess.run([REDIS_CLI, "-p", str(target.port)],
+                                 input=("ASKING\nGET %s\n" % key).encode(),
+                                 capture_output=True, timeout=COMMAND_TIMEOUT).stdout.decode()
+            lines = out.splitlines()
+            return lines[1].strip() if len(lines) == 2 and lines[0] == "OK" else ""
+
+        def renewed_on_target(since):
+            wait_for(lambda: value_on_target() not in ("", since), 10,
+                     "a renewal on the new owner")
+            return value_on_target()
+
+        try:
+            wait_for(lambda: cli(source.port, "EXISTS", key).strip() == "1", 10, "the lock")
+            r = self.nx("-u", url, "lock", "-n", key)
+            self.assertEqual(r.returncode, 75, r.stderr)
+            moved = self.start_migration(slot, source, target)
+            self.assertIn(key, moved)
+            # Mid-migration: the key is on the target, the slot still the source's,
+            # so the next renewal can only land there through ASK.
+            migrated = value_on_target()
+            self.assertNotEqual(migrated, "")
+            value = renewed_on_target(migrated)
+            self.assertIs(self.cluster.owner(key), source)
+            r = self.nx("-u", url, "lock", "-n", key)
+            self.assertEqual(r.returncode, 75, r.stderr)
+            self.finish_migration(slot, source, target)
+            self.assertIs(self.cluster.owner(key), target)
+            # Migrated: the next renewal goes there through MOVED.
+            renewed_on_target(value)
+            self.assertIsNone(job.poll(), "the job ended before the checks")
+            for seed in (source, target):  # a taker through either node: busy
+                r = self.nx("-u", self.cluster.url(seed), "lock", "-n", key)
+                self.assertEqual(r.returncode, 75, r.stderr)
+            job.wait(timeout=30)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        with open(err_path, "rb") as f:
+            err = f.read().decode(errors="replace")
+        self.assertEqual(job.returncode, 0, err)
+        # Released on the new owner, and the job saw the cluster send it there both ways.
+        self.assertEqual(cli(target.port, "EXISTS", key).strip(), "0")
+        for redirect in ("ASK", "MOVED"):
+            self.assertRegex(err, r"%s %d 127\.0\.0\.1:%d; following"
+                             % (redirect, slot, target.port))
+        self.assertNotIn("renewal failed", err)
+
+
+class TestReplicasOnACluster(NxlockTestCase):
+    """Three masters with a replica each: --replicas 1 waits for the key's master's replica."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.cluster = Cluster(replicas=1)
+        cls.addClassCleanup(cls.cluster.stop)
+
+    def test_confirmed_by_the_replica_of_the_keys_master(self):
+        seed, owner = self.cluster.masters()[:2]
+        key = self.cluster.key_on(owner, "confirmed")
+        url = self.cluster.url(seed)
+        r = self.nx("-u", url, "-v", "--replicas", "1", "lock", "-n", "--ttl", "30", key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr.decode(), r"WAIT 1 \d+ → 1")
+        value = r.stdout.decode().strip()
+        self.assertEqual(cli(owner.port, "GET", key).strip(), value)
+        r = self.nx("-u", url, "--replicas", "1", "unlock", key, value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.nx("-u", url, "--replicas", "1", "run-locked", "-n", key, "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(cli(owner.port, "EXISTS", key).strip(), "0")
+
+    def test_the_keys_replica_stopped_means_no_lock(self):
+        seed, owner = self.cluster.masters()[:2]
+        key = self.cluster.key_on(owner, "unconfirmed")
+        url = self.cluster.url(seed)
+        replica = self.cluster.replica_of(owner).process
+        replica.send_signal(signal.SIGSTOP)
+        try:
+            r = self.nx("-u", url, "--replicas", "1", "--timeout", "0.5", "lock", "-n",
+                        "--ttl", "30", key)
+            self.assertOneLineError(r, 69, "0 of 1 replicas", "undone")
+            self.assertEqual(r.stdout, b"")
+            self.assertEqual(cli(owner.port, "EXISTS", key).strip(), "0")
+            marker = os.path.join(self.tmp, "ran")
+            r = self.nx("-u", url, "--replicas", "1", "--timeout", "0.5", "run-locked", "-n", key,
+                        "touch", marker)
+            self.assertOneLineError(r, 69, "0 of 1 replicas")
+            self.assertFalse(os.path.exists(marker))
+            self.assertEqual(cli(owner.port, "EXISTS", key).strip(), "0")
+            # Meanwhile a key of another master, whose replica runs, is confirmed.
+            other = self.cluster.key_on(seed, "elsewhere")
+            r = self.nx("-u", url, "--replicas", "1", "lock", "-n", "--ttl", "30", other)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            replica.send_signal(signal.SIGCONT)

@@ -14,7 +14,8 @@ from harness import NxlockTestCase, BIN, die_with_parent, wait_for as wait_until
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # A critical section that logs its entry and exit with wall-clock nanoseconds;
-# $PPID is the nxlock process holding the lock (run-locked execs sh directly).
+# $PPID is the job's parent, nxlock's watchdog (run-locked execs sh directly under it);
+# the watchdog's parent is the nxlock process holding the lock.
 SECTION = 'echo "enter $(date +%s%N) $PPID" >> "$0"; sleep "$1"; echo "exit $(date +%s%N) $PPID" >> "$0"'
 
 
@@ -90,7 +91,7 @@ class LockCommands(NxlockTestCase):
                 self.assertEqual(self.nx(*u, "status", "job").returncode, 1)
                 self.assertEqual(self.nx(*u, "unlock", "job", renewed).returncode, 1)
                 # Nothing left behind: neither the lock nor its holder details.
-                self.assertEqual(self.nx(*u, "get", "job:holder").returncode, 1)
+                self.assertEqual(self.nx(*u, "get", "{job}:holder").returncode, 1)
 
                 self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
@@ -286,11 +287,16 @@ class LockCommands(NxlockTestCase):
                 with open(log) as f:
                     lines = f.read().splitlines()
                 if lines and lines[-1].startswith("enter") and rng.random() < kill_probability:
-                    pid = int(lines[-1].split()[2])
+                    who = lines[-1].split()[2]
                     try:
-                        os.kill(pid, signal.SIGKILL)
-                        kills.append((str(pid), time.time_ns()))
-                    except ProcessLookupError:
+                        with open("/proc/%s/stat" % who) as f:
+                            holder = int(f.read().rsplit(")", 1)[1].split()[1])
+                        with open("/proc/%d/comm" % holder) as f:
+                            if f.read().strip() != "nxlock":
+                                continue  # gone already (reparented): never a stranger
+                        os.kill(holder, signal.SIGKILL)  # the nxlock process, not its watchdog
+                        kills.append((who, time.time_ns()))
+                    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
                         pass
 
         threads = [threading.Thread(target=worker) for _ in range(workers)]
@@ -319,7 +325,8 @@ class LockCommands(NxlockTestCase):
         log = os.path.join(self.tmp, "interop.log")
         open(log, "w").close()
         clients = [subprocess.Popen([os.path.join(HERE, "setnx_page_client.sh"),
-                                     str(self.redis.port), "shared", "5", "6", log, "0.05"],
+                                     str(self.redis.port), "shared", "5", "6",
+                                     "sh", "-c", SECTION, log, "0.05"],
                                     preexec_fn=die_with_parent) for _ in range(2)]
         nxlock_done, failures = [], []
 

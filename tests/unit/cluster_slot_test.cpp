@@ -1,6 +1,11 @@
-// Cluster hash slots and redirect parsing, against the Cluster specification's examples.
+// Cluster hash slots, against the Cluster specification's examples.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "lock/holder.hpp"
+#include "lock/keys.hpp"
 #include "store/redis/cluster.hpp"
 
 namespace nxlock {
@@ -21,29 +26,19 @@ TEST(ClusterSlot, HashTags) {
   EXPECT_EQ(key_slot("foo{bar}{zap}"), key_slot("bar"));
 }
 
-TEST(ClusterSlot, Redirects) {
-  redisReply reply{};
-  std::string text = "MOVED 3999 127.0.0.1:6381";
-  reply.type = REDIS_REPLY_ERROR;
-  reply.str = text.data();
-  reply.len = text.size();
-  auto redirect = store::redis::parse_redirect(reply);
-  ASSERT_TRUE(redirect);
-  EXPECT_FALSE(redirect->ask);
-  EXPECT_EQ(redirect->slot, 3999);
-  EXPECT_EQ(redirect->address.host, "127.0.0.1");
-  EXPECT_EQ(redirect->address.port, 6381);
-  text = "ASK 12 :7000";
-  reply.str = text.data();
-  reply.len = text.size();
-  redirect = store::redis::parse_redirect(reply);
-  ASSERT_TRUE(redirect);
-  EXPECT_TRUE(redirect->ask);
-  EXPECT_EQ(redirect->address.host, "");
-  text = "ERR something";
-  reply.str = text.data();
-  reply.len = text.size();
-  EXPECT_FALSE(store::redis::parse_redirect(reply));
+// The keys nxlock keeps beside a lock (lock/keys.hpp) land in its slot, so its
+// scripts stay on one node; only a key with '}' but no valid tag cannot have that.
+TEST(ClusterSlot, CompanionKeysShareTheLockKeysSlot) {
+  for (const std::string& key :
+       std::vector<std::string>{"backup", "{jobs}.backup", "a{b}c", "a{b", "{", "a:b", "ünï ☃",
+                                std::string("n\0ul", 4)}) {
+    EXPECT_EQ(key_slot(lock::fence_key(key)), key_slot(key)) << key;
+    EXPECT_EQ(key_slot(lock::holder_key(key)), key_slot(key)) << key;
+  }
+  // A '}' and no valid tag: the wrapped name's tag ends at that '}'.
+  for (const std::string key : {"a}b", "}", "a{}b", "x{}", "{}", "a{}b}c"}) {
+    EXPECT_NE(key_slot(lock::fence_key(key)), key_slot(key)) << key;
+  }
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "store/url.hpp"
+#include "store/default_store.hpp"
 
 namespace nxlock {
 namespace {

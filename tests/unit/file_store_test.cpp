@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "store/file_store.hpp"
+#include "store/file/file_store.hpp"
 #include "store/memory_store.hpp"
 #include "unit/store_contract.hpp"
 #include "util/crc32c.hpp"
@@ -110,9 +110,24 @@ class TempFileStore final : public store::Store {
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
     return m_store.compare_and_set(k, e, v);
   }
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view k, std::string_view v,
+                                                   std::string_view c) override {
+    return m_store.set_if_absent_fenced(k, v, c);
+  }
+  FencedSwap get_and_set_fenced(std::string_view k, std::string_view v, std::string_view c,
+                                std::int64_t now) override {
+    return m_store.get_and_set_fenced(k, v, c, now);
+  }
+  bool compare_and_set_fenced(std::string_view k, std::string_view e, std::string_view v,
+                              std::string_view c, std::int64_t f) override {
+    return m_store.compare_and_set_fenced(k, e, v, c, f);
+  }
+  bool compare_and_delete_fenced(std::string_view k, std::string_view e, std::string_view c,
+                                 std::int64_t f) override {
+    return m_store.compare_and_delete_fenced(k, e, c, f);
+  }
   util::Micros now() override { return m_store.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return m_store.watch(k); }
-  void notify(std::string_view k) override { m_store.notify(k); }
 
  private:
   TempDir m_dir;  // declared first: outlives the store

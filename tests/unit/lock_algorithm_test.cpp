@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "lock/keys.hpp"
 #include "lock/lock.hpp"
 #include "store/memory_store.hpp"
 #include "util/error.hpp"
@@ -65,9 +66,29 @@ class ScriptedStore final : public store::Store {
     step("CAS");
     return inner.compare_and_set(k, e, v);
   }
+  // The fenced steps log as the page's steps they are.
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view k, std::string_view v,
+                                                   std::string_view c) override {
+    step("SETNX");
+    return inner.set_if_absent_fenced(k, v, c);
+  }
+  FencedSwap get_and_set_fenced(std::string_view k, std::string_view v, std::string_view c,
+                                std::int64_t now) override {
+    step("GETSET");
+    return inner.get_and_set_fenced(k, v, c, now);
+  }
+  bool compare_and_set_fenced(std::string_view k, std::string_view e, std::string_view v,
+                              std::string_view c, std::int64_t f) override {
+    step("CAS");
+    return inner.compare_and_set_fenced(k, e, v, c, f);
+  }
+  bool compare_and_delete_fenced(std::string_view k, std::string_view e, std::string_view c,
+                                 std::int64_t f) override {
+    step("CAD");
+    return inner.compare_and_delete_fenced(k, e, c, f);
+  }
   util::Micros now() override { return inner.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return inner.watch(k); }
-  void notify(std::string_view) override {}
 
  private:
   void step(const std::string& name) {
@@ -377,7 +398,7 @@ TEST(LockAlgorithm, StatusReadsStateAndHolder) {
   Lock lock(store, clock, k_key);
   EXPECT_EQ(lock.status().state, lock::Status::State::free);
   const auto value = lock.try_once(k_ttl).value;
-  lock::record_holder(store, k_key, lock::describe_holder(value, 42, "backup.sh", k_t0));
+  lock::write_holder(store, k_key, lock::describe_holder(value, 42, "backup.sh", k_t0));
   auto status = lock.status();
   EXPECT_EQ(status.state, lock::Status::State::held);
   ASSERT_TRUE(status.holder.has_value());
@@ -500,6 +521,144 @@ TEST(LockHold, ReleaseAfterLeavesTheNextHoldersDetailsAlone) {
   ASSERT_TRUE(holder.has_value());
   EXPECT_EQ(holder->pid, 2);
   EXPECT_EQ(holder->finished_at, 0);
+}
+
+// ---- fencing tokens ----------------------------------------------------------
+
+const std::string k_fence_key = lock::fence_key(k_key);
+
+// Every acquisition, a takeover of an expired lock included, gets a token above
+// every earlier one; the counter beside the lock says the latest.
+TEST(LockFencing, EveryAcquisitionGetsAHigherToken) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  std::int64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    Lock lock(store, clock, k_key);
+    const Attempt a = lock.try_once(k_ttl);
+    ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
+    EXPECT_GT(a.fence, last);
+    EXPECT_EQ(lock.fence(), a.fence);
+    EXPECT_EQ(lock.status().fence, a.fence);
+    last = a.fence;
+    if (i % 2 == 0) {
+      EXPECT_EQ(lock.release(a.value), Verdict::done);
+    } else {
+      clock.set(k_t0 + (i + 1) * 100);  // abandoned: the next one takes it over by GETSET
+    }
+  }
+  EXPECT_EQ(last, 5);
+  EXPECT_EQ(store.inner.get(k_fence_key), "5");
+}
+
+TEST(LockFencing, AcquireReportsTheToken) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_fence_key, "41");
+  Lock lock(store, clock, k_key);
+  lock::WaitPolicy policy;
+  policy.wait_for = util::Micros(0);
+  const auto result = lock.acquire(k_ttl, policy);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  EXPECT_EQ(result.fence, 42);
+}
+
+TEST(LockFencing, ATakeoverGetsItsTokenFromTheGetsetStepItself) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 1));  // a crashed holder's
+  store.inner.set(k_fence_key, "7");
+  Lock c4(store, clock, k_key);
+  const Attempt a = c4.try_once(k_ttl);
+  ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
+  EXPECT_EQ(a.fence, 8);
+}
+
+// C5 wins the takeover between C4's GET and GETSET: C4's GETSET returns a fresh
+// value, so the step takes no token, and C5's token stays the latest.
+TEST(LockFencing, TheLoserOfATakeoverTakesNoToken) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  Lock c4(store, clock, k_key);
+  FakeClock c5_clock(k_t0 + 2);
+  Lock c5(store, c5_clock, k_key);
+  Attempt c5_attempt;
+  store.hook_before = "GETSET";
+  store.hook = [&] { c5_attempt = c5.try_once(k_ttl); };
+  const Attempt c4_attempt = c4.try_once(k_ttl);
+  ASSERT_EQ(c5_attempt.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(c4_attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(c4_attempt.fence, 0);
+  EXPECT_EQ(c4.fence(), 0);
+  EXPECT_EQ(store.inner.get(k_fence_key), std::to_string(c5_attempt.fence));
+  std::string renewed;
+  EXPECT_EQ(c5.renew(c5_attempt.value, k_ttl, renewed), Verdict::done);
+}
+
+// Issue 12 finding 8: A holds the lock; it is force-deleted and B takes it in
+// the same second, writing the very same timestamp. The value alone cannot tell
+// them apart; the token does. A can neither renew nor release B's lock, and
+// says it was taken over; B keeps it.
+TEST(LockFencing, TwoAcquisitionsWithTheSameValueAreNeverConfused) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock a(store, clock, k_key);
+  const Attempt a_attempt = a.try_once(k_ttl);
+  ASSERT_EQ(a_attempt.outcome, Attempt::Outcome::acquired);
+
+  Lock forcer(store, clock, k_key);
+  std::optional<std::string> problem;
+  EXPECT_TRUE(forcer.force_release(problem));
+  EXPECT_EQ(store.inner.get(k_fence_key), "1");  // unlock --force never resets it
+
+  Lock b(store, clock, k_key);
+  const Attempt b_attempt = b.try_once(k_ttl);
+  ASSERT_EQ(b_attempt.outcome, Attempt::Outcome::acquired);
+  ASSERT_EQ(b_attempt.value, a_attempt.value);  // the same bytes
+  EXPECT_GT(b_attempt.fence, a_attempt.fence);
+
+  clock.set(k_t0 + 1);
+  std::string written;
+  EXPECT_EQ(a.renew(a_attempt.value, k_ttl, written), Verdict::taken_over);
+  EXPECT_EQ(store.inner.get(k_key), b_attempt.value);
+  std::string kept;
+  EXPECT_EQ(a.release_after(a_attempt.value, util::Micros((k_t0 + 5) * 1'000'000), kept),
+            Verdict::taken_over);
+  EXPECT_EQ(a.release(a_attempt.value), Verdict::taken_over);
+  EXPECT_EQ(store.inner.get(k_key), b_attempt.value);
+
+  EXPECT_EQ(b.renew(b_attempt.value, k_ttl, written), Verdict::done);
+  EXPECT_EQ(b.release(written), Verdict::done);
+  EXPECT_FALSE(store.inner.get(k_key).has_value());
+}
+
+// A Lock that took nothing itself (the `unlock KEY VALUE` and `renew` commands)
+// goes by the value alone, as other clients of the page do.
+TEST(LockFencing, ALockThatTookNothingGoesByTheValue) {
+  ScriptedStore store;
+  FakeClock clock(k_t0);
+  Lock holder(store, clock, k_key);
+  const Attempt a = holder.try_once(k_ttl);
+  ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
+  Lock from_shell(store, clock, k_key);
+  EXPECT_EQ(from_shell.fence(), 0);
+  std::string renewed;
+  EXPECT_EQ(from_shell.renew(a.value, k_ttl + 5, renewed), Verdict::done);
+  EXPECT_EQ(from_shell.release(renewed), Verdict::done);
+  EXPECT_EQ(store.inner.get(k_fence_key), "1");
+}
+
+TEST(LockFencing, CompanionKeysShareTheLockKeysHashTag) {
+  EXPECT_EQ(lock::fence_key("backup"), "{backup}:fence");
+  EXPECT_EQ(lock::holder_key("backup"), "{backup}:holder");
+  // A key with a valid tag keeps it; an empty or unclosed tag is no tag.
+  EXPECT_EQ(lock::fence_key("{jobs}.backup"), "{jobs}.backup:fence");
+  EXPECT_EQ(lock::fence_key("a{b}c"), "a{b}c:fence");
+  EXPECT_EQ(lock::fence_key("a{}b"), "{a{}b}:fence");
+  EXPECT_EQ(lock::fence_key("a{b"), "{a{b}:fence");
+  EXPECT_EQ(lock::fence_key("a}b"), "{a}b}:fence");  // no slot to share: see keys.hpp
 }
 
 }  // namespace

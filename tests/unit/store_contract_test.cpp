@@ -53,10 +53,8 @@ TEST_P(StoreContract, DescribesItself) {
   if (name == "memory") {
     return;  // the tests' reference store lives in this process only
   }
-  store::ConnectOptions options;
-  options.create = false;
-  const auto reopened =
-      store::make_store(store::parse_url(name.front() == '/' ? "file://" + name : name), options);
+  const auto reopened = store::make_store(
+      store::parse_url(name.front() == '/' ? "file://" + name : name), store::ConnectOptions{});
   m_store->set("described", "here");
   EXPECT_EQ(reopened->get("described"), "here") << name << " names another backend";
 }
@@ -179,11 +177,10 @@ TEST_P(StoreContract, NowIsTheWallClock) {
   EXPECT_LT(std::chrono::abs(difference), 60s);
 }
 
-TEST_P(StoreContract, WaitSeesAChangeMadeAfterWatch) {
+TEST_P(StoreContract, WaitSeesADelMadeAfterWatch) {
   m_store->set("k", "1");
   const auto watcher = m_store->watch("k");
-  m_store->set("k", "2");
-  m_store->notify("k");  // as every writer does, for backends that need it
+  EXPECT_EQ(m_store->del({"k"}), 1u);  // wakes watchers by itself
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
 }
 
@@ -194,11 +191,14 @@ TEST_P(StoreContract, WaitSeesADeletion) {
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
 }
 
-TEST_P(StoreContract, WaitSeesACreation) {
-  const auto watcher = m_store->watch("k");
-  EXPECT_TRUE(m_store->set_if_absent("k", "1"));
-  m_store->notify("k");
-  EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
+TEST_P(StoreContract, AMultiKeyDelWakesTheWatchersOfEachKey) {
+  m_store->set("a", "1");
+  m_store->set("b", "2");
+  const auto watch_a = m_store->watch("a");
+  const auto watch_b = m_store->watch("b");
+  EXPECT_EQ(m_store->del({"a", "b", "absent"}), 2u);
+  EXPECT_EQ(watch_a->wait(2s, -1), WaitResult::changed);
+  EXPECT_EQ(watch_b->wait(2s, -1), WaitResult::changed);
 }
 
 TEST_P(StoreContract, WaitWithoutAChangeTimesOut) {

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/file_store.hpp"
+#include "store/file/file_store.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "support/redis_server.hpp"

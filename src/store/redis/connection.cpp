@@ -2,6 +2,7 @@
 // redisReader.
 #include "store/redis/connection.hpp"
 
+#include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +19,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/escape.hpp"
 #include "util/fd.hpp"
 #include "util/trace.hpp"
 
@@ -41,18 +43,6 @@ constexpr int k_locate_attempts = 3;
 struct ReaderDeleter {
   void operator()(redisReader* reader) const { redisReaderFree(reader); }
 };
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
-
-std::string_view reply_text(const redisReply& reply) {
-  return {reply.str, reply.len};
-}
 
 // "2", "0.3": a duration as the user gave it.
 std::string seconds_text(double seconds) {
@@ -81,10 +71,12 @@ std::string argument_text(const Command& command, std::size_t i) {
   if (i == 1 && name == "EVAL") {
     return "<script>";
   }
-  return printable(command.args[i]);
+  return util::escape(command.args[i], k_trace_bytes);
 }
 
-// `redis: SETNX lock.foo 1732000061 → 1`, with secrets and scripts elided.
+// `redis: AUTH *** → OK`, with secrets and scripts elided: the setup of a
+// connection. The commands of store operations are traced once, by
+// TracingStore, as the operation they carry out.
 void trace_command(const Command& command, const redisReply* reply, std::string_view failure) {
   std::string line = "redis:";
   for (std::size_t i = 0; i < command.args.size(); ++i) {
@@ -96,21 +88,11 @@ void trace_command(const Command& command, const redisReply* reply, std::string_
   util::trace(line);
 }
 
-// Milliseconds for poll() until `deadline`, rounded up so a wake-up never
-// comes just before the deadline and spins.
-int poll_timeout(Micros deadline) {
-  const auto left = deadline - util::mono_now();
-  if (left <= Micros(0)) {
-    return 0;
-  }
-  return static_cast<int>(std::min<long long>((left.count() + 999) / 1000, INT_MAX));
-}
-
 // Waits until fd is ready for `events` or the deadline passes (false).
 bool wait_ready(int fd, short events, Micros deadline) {
   for (;;) {
     pollfd entry{fd, events, 0};
-    const int timeout = poll_timeout(deadline);
+    const int timeout = util::poll_timeout_ms(deadline - util::mono_now());
     const int ready = poll(&entry, 1, timeout);
     if (ready > 0) {
       return true;  // errors and hang-ups too: the next read or write says which
@@ -129,6 +111,10 @@ bool wait_ready(int fd, short events, Micros deadline) {
 }
 
 }  // namespace
+
+void ReplyDeleter::operator()(redisReply* reply) const {
+  freeReplyObject(reply);
+}
 
 // The connected socket, its TLS session if any, and the reply parser.
 struct Connection::Socket {
@@ -375,7 +361,7 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
     const int status = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found);
     if (status != 0) {
       throw Error(ErrorKind::unavailable, m_endpoint.name,
-                  "cannot resolve '" + host + "': " + gai_strerror(status));
+                  "cannot resolve '" + util::escape(host) + "': " + gai_strerror(status));
     }
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
     for (const addrinfo* a = found; a != nullptr && !socket->fd && !timed_out; a = a->ai_next) {
@@ -414,7 +400,7 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
                       : step.error);
     }
   }
-  socket->reader.reset(redisReaderCreate());
+  socket->reader.reset(create_reader());
   if (!socket->reader) {
     throw Error(ErrorKind::internal, m_endpoint.name, "out of memory");
   }
@@ -441,7 +427,7 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
     role_index = commands.size();
     commands.push_back({{"ROLE"}, {}});
   }
-  const auto replies = run(commands, deadline);
+  const auto replies = run(commands, deadline, true);
   for (std::size_t i = 0; i < replies.size(); ++i) {
     if (replies[i]->type == REDIS_REPLY_ERROR) {
       close();
@@ -504,37 +490,46 @@ void Connection::send_all(const std::string& bytes, const Deadline& deadline) {
   }
 }
 
-Reply Connection::read_reply(const Deadline& deadline) {
+Reply Connection::parsed_reply() {
+  void* raw = nullptr;
+  if (redisReaderGetReply(m_socket->reader.get(), &raw) != REDIS_OK) {
+    fail(ErrorKind::unavailable, std::string("protocol error: ") + m_socket->reader->errstr);
+  }
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+IoStatus Connection::read_more() {
   char buffer[k_read_chunk];
+  const IoResult result = m_socket->read(buffer, sizeof buffer);
+  switch (result.status) {
+    case IoStatus::done:
+      if (redisReaderFeed(m_socket->reader.get(), buffer, result.bytes) != REDIS_OK) {
+        fail(ErrorKind::internal, "out of memory");
+      }
+      break;
+    case IoStatus::want_read:
+    case IoStatus::want_write:
+      break;
+    case IoStatus::closed:
+    case IoStatus::failed:
+      fail_closed(result);
+  }
+  return result.status;
+}
+
+Reply Connection::read_reply(const Deadline& deadline) {
   for (;;) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(m_socket->reader.get(), &raw) != REDIS_OK) {
-      fail(ErrorKind::unavailable, std::string("protocol error: ") + m_socket->reader->errstr);
-    }
-    if (raw != nullptr) {
-      return Reply(static_cast<redisReply*>(raw));
+    if (Reply reply = parsed_reply()) {
+      return reply;
     }
     // OpenSSL may already hold decrypted bytes that poll cannot see.
     if (!tls_pending() && !wait_ready(m_socket->fd.get(), POLLIN, deadline.at)) {
       fail(ErrorKind::unavailable, deadline.passed());
     }
-    const IoResult result = m_socket->read(buffer, sizeof buffer);
-    switch (result.status) {
-      case IoStatus::done:
-        if (redisReaderFeed(m_socket->reader.get(), buffer, result.bytes) != REDIS_OK) {
-          fail(ErrorKind::internal, "out of memory");
-        }
-        break;
-      case IoStatus::want_read:
-        break;  // a TLS record not complete yet, or a spurious wake-up
-      case IoStatus::want_write:
-        if (!wait_ready(m_socket->fd.get(), POLLOUT, deadline.at)) {
-          fail(ErrorKind::unavailable, deadline.passed());
-        }
-        break;
-      case IoStatus::closed:
-      case IoStatus::failed:
-        fail_closed(result);
+    // want_read: a TLS record not complete yet, or a spurious wake-up.
+    if (read_more() == IoStatus::want_write &&
+        !wait_ready(m_socket->fd.get(), POLLOUT, deadline.at)) {
+      fail(ErrorKind::unavailable, deadline.passed());
     }
     if (util::mono_now() >= deadline.at) {
       // A server trickling its reply keeps the socket readable: the deadline
@@ -545,7 +540,8 @@ Reply Connection::read_reply(const Deadline& deadline) {
   }
 }
 
-std::vector<Reply> Connection::run(const std::vector<Command>& commands, const Deadline& deadline) {
+std::vector<Reply> Connection::run(const std::vector<Command>& commands, const Deadline& deadline,
+                                   bool trace) {
   std::string request;
   std::vector<const char*> argv;
   std::vector<std::size_t> lengths;
@@ -568,19 +564,18 @@ std::vector<Reply> Connection::run(const std::vector<Command>& commands, const D
   }
 
   std::vector<Reply> replies;
-  std::size_t traced = 0;
+  const bool tracing = trace && util::tracing();
   try {
     send_all(request, deadline);
     for (const auto& command : commands) {
       replies.push_back(read_reply(deadline));
-      if (util::tracing()) {
+      if (tracing) {
         trace_command(command, replies.back().get(), {});
-        ++traced;
       }
     }
   } catch (const Error& e) {
-    if (util::tracing() && traced < commands.size()) {
-      trace_command(commands[traced], nullptr, e.reason());
+    if (tracing && replies.size() < commands.size()) {
+      trace_command(commands[replies.size()], nullptr, e.reason());
     }
     throw;
   }
@@ -599,114 +594,23 @@ std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
     throw Error(ErrorKind::unavailable, m_endpoint.name, deadline.passed());
   }
   m_socket->fresh = false;
-  return run(commands, deadline);
+  return run(commands, deadline, false);
 }
 
 bool Connection::take_messages() {
   if (!m_socket) {
     return false;
   }
-  char buffer[k_read_chunk];
   bool any = false;
   for (;;) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(m_socket->reader.get(), &raw) != REDIS_OK) {
-      fail(ErrorKind::unavailable, std::string("protocol error: ") + m_socket->reader->errstr);
-    }
-    if (raw != nullptr) {
-      Reply reply(static_cast<redisReply*>(raw));
+    if (const Reply reply = parsed_reply()) {
       if (util::tracing()) {
         util::trace("redis: (subscriber) ← " + describe_reply(*reply));
       }
       any = true;
-      continue;
+    } else if (read_more() != IoStatus::done) {
+      return any;  // nothing more without waiting
     }
-    const IoResult result = m_socket->read(buffer, sizeof buffer);
-    switch (result.status) {
-      case IoStatus::done:
-        if (redisReaderFeed(m_socket->reader.get(), buffer, result.bytes) != REDIS_OK) {
-          fail(ErrorKind::internal, "out of memory");
-        }
-        break;
-      case IoStatus::want_read:
-      case IoStatus::want_write:
-        return any;
-      case IoStatus::closed:
-      case IoStatus::failed:
-        fail_closed(result);
-    }
-  }
-}
-
-[[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,
-                                    const std::string& name) {
-  std::string message = printable(reply_text(reply), 200);
-  // An error raised inside one of our scripts ends in " script: <sha1>, on
-  // @user_script:1.": noise to a user, who never wrote a script.
-  if (const auto at = message.find(" script: "); at != std::string::npos) {
-    message.resize(at);
-  }
-  std::string what = name;
-  if (!command.key.empty()) {
-    what += " key '" + printable(command.key) + "'";
-  }
-  // Redis 7 keeps WRONGTYPE as the code of an error raised inside a script,
-  // but older servers wrap it ("ERR Error running script ... WRONGTYPE").
-  if (contains(message, "WRONGTYPE")) {
-    throw Error(ErrorKind::data, what, message);
-  }
-  if (starts_with(message, "NOAUTH") || starts_with(message, "WRONGPASS") ||
-      contains(message, "invalid password") ||
-      contains(message, "invalid username-password pair") ||
-      (starts_with(message, "ERR AUTH") && contains(message, "without any password configured"))) {
-    // The server's own text never contains the password; it says which case it is.
-    throw Error(ErrorKind::permission, name, "authentication failed (" + message + ")");
-  }
-  if (starts_with(message, "NOPERM")) {
-    throw Error(ErrorKind::permission, what, message);
-  }
-  // OOM, READONLY, LOADING, MASTERDOWN, BUSY, and whatever else the server
-  // says: the server is there but will not do it now. Never 70, which means a
-  // bug in nxlock; the server's own words say what it was.
-  throw Error(ErrorKind::unavailable, what, "server replied " + message);
-}
-
-std::string printable(std::string_view text, std::size_t max_length) {
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < text.size() && i < max_length; ++i) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte < 0x20 || byte == 0x7f || byte == '\\') {
-      out += '\\';
-      out += 'x';
-      out += k_hex[byte >> 4];
-      out += k_hex[byte & 0xf];
-    } else {
-      out += text[i];
-    }
-  }
-  if (text.size() > max_length) {
-    out += "…";
-  }
-  return out;
-}
-
-std::string describe_reply(const redisReply& reply) {
-  switch (reply.type) {
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(reply.integer);
-    case REDIS_REPLY_NIL:
-      return "(nil)";
-    case REDIS_REPLY_ARRAY: {
-      std::string out = "[";
-      for (std::size_t i = 0; i < reply.elements; ++i) {
-        out += i == 0 ? "" : " ";
-        out += describe_reply(*reply.element[i]);
-      }
-      return out + "]";
-    }
-    default:
-      return printable(reply_text(reply));
   }
 }
 

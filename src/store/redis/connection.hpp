@@ -1,18 +1,21 @@
 // Connection: one Redis socket (TCP, unix or TLS) with one deadline per connect and per exchange.
 #pragma once
 
-#include <hiredis/hiredis.h>
-
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "store/redis/reply.hpp"
 #include "store/redis/tls.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"
+
+// The C client's reply type: only .cpp files include its header, so that what
+// uses a store never compiles against it.
+struct redisReply;
 
 namespace nxlock::store::redis {
 
@@ -42,7 +45,7 @@ struct Endpoint {
 };
 
 struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+  void operator()(redisReply* reply) const;
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
@@ -78,7 +81,7 @@ class Connection {
 
   bool connected() const;
   int fd() const;  // -1 when not connected
-  // True when bytes wait that poll on fd() would not report: in hiredis's
+  // True when bytes wait that poll on fd() would not report: in the reply
   // reader, or decrypted by OpenSSL.
   bool buffered() const;
   // Subscriber side: reads what the socket has without waiting and consumes
@@ -100,8 +103,15 @@ class Connection {
   // `check_role`, else "".
   std::string connect_to(const std::string& host, int port, const Deadline& deadline,
                          bool check_role);
-  std::vector<Reply> run(const std::vector<Command>& commands, const Deadline& deadline);
+  // Sends `commands` and reads their replies; `trace`: each as a trace line.
+  std::vector<Reply> run(const std::vector<Command>& commands, const Deadline& deadline,
+                         bool trace);
   void send_all(const std::string& bytes, const Deadline& deadline);
+  // The next complete reply in the reader, or null if it needs more bytes.
+  Reply parsed_reply();
+  // Feeds the reader what the socket has now: done, or want_read/want_write
+  // when nothing could be read yet. Fails (closing) when the server went away.
+  IoStatus read_more();
   Reply read_reply(const Deadline& deadline);
   bool idle_connection_alive();
   bool tls_pending() const;
@@ -114,16 +124,5 @@ class Connection {
   std::optional<util::Micros> m_cap;
   std::unique_ptr<Socket> m_socket;
 };
-
-// Throws the util::Error the contract gives for a server's error reply:
-// WRONGTYPE → data; auth failures and NOPERM → permission; anything else →
-// unavailable, with the server's words.
-[[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,
-                                    const std::string& name);
-
-// Keys and values are arbitrary bytes: control bytes escaped, long ones cut.
-std::string printable(std::string_view text, std::size_t max_length = 120);
-
-std::string describe_reply(const redisReply& reply);
 
 }  // namespace nxlock::store::redis

@@ -1,6 +1,7 @@
 // RedisStore: the Store operations as Redis commands over a Connection, and pub/sub wake-ups.
 #include "store/redis/redis_store.hpp"
 
+#include <hiredis/hiredis.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "store/redis/connection.hpp"
 #include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
+#include "util/escape.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store {
@@ -21,7 +23,10 @@ namespace {
 
 using redis::Command;
 using redis::Connection;
+using redis::integer_of;
 using redis::Reply;
+using redis::string_of;
+using redis::throw_unexpected;
 using util::Error;
 using util::ErrorKind;
 
@@ -43,26 +48,54 @@ constexpr std::string_view k_compare_and_set_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) "
     "return 1 else return 0 end";
 
-[[noreturn]] void throw_unexpected(const redisReply& reply, const std::string& name) {
-  throw Error(ErrorKind::internal, name,
-              "unexpected reply from the server: " + redis::describe_reply(reply));
+// The fenced steps (Store's "Fenced steps") are scripts for the same reason,
+// and one more: the owning write and the counter's INCR must be one step, or a
+// holder paused between them could be handed a token above its successor's, or
+// the counter could move without an owner. Redis runs a script whole, with no
+// other client's command in between, and replicates its effects together; on
+// a cluster both keys share a hash slot (the caller names the counter so), so
+// one node runs it. Only an owning step increments: SETNX that set the key, or
+// GETSET whose old value was absent or an expired timestamp. An INCR that fails
+// (the counter holds no integer) undoes the script's own write and returns the
+// error, so a failed step leaves nothing behind.
+//
+// The expiry test must be the lock layer's (store/lock_value.hpp): 1 to 18
+// decimal digits, older than the caller's clock reading ARGV[2]. tonumber()
+// is a double, exact below 2^53; above it the value is far beyond any `now`.
+constexpr std::string_view k_set_if_absent_fenced_script =
+    "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return false end "
+    "local token = redis.pcall('INCR', KEYS[2]) "
+    "if type(token) == 'table' then redis.call('DEL', KEYS[1]) end "
+    "return token";
+constexpr std::string_view k_get_and_set_fenced_script =
+    "local old = redis.call('GETSET', KEYS[1], ARGV[1]) "
+    "if old and not (#old <= 18 and string.match(old, '^%d+$') and "
+    "tonumber(old) < tonumber(ARGV[2])) then return {old, false} end "
+    "local token = redis.pcall('INCR', KEYS[2]) "
+    "if type(token) == 'table' then "
+    "if old then redis.call('SET', KEYS[1], old) else redis.call('DEL', KEYS[1]) end "
+    "return token end "
+    "return {old, token}";
+// As the unfenced ones, and the counter must still hold the holder's token:
+// a lock deleted (unlock --force) and taken again with the same timestamp has
+// a higher token, and is not ours.
+constexpr std::string_view k_compare_and_set_fenced_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[3] then "
+    "redis.call('SET', KEYS[1], ARGV[2]) return 1 else return 0 end";
+constexpr std::string_view k_compare_and_delete_fenced_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then "
+    "redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', ARGV[3], '1') return 1 else return 0 end";
+
+bool is_script(const Command& command) {
+  return !command.args.empty() && command.args.front() == "EVAL";
 }
 
-long long integer_of(const redisReply& reply, const std::string& name) {
-  if (reply.type != REDIS_REPLY_INTEGER) {
-    throw_unexpected(reply, name);
-  }
-  return reply.integer;
-}
-
-std::optional<std::string> string_of(const redisReply& reply, const std::string& name) {
+// A token from a fenced script: an integer, or nil when the step did not own.
+std::optional<std::int64_t> fence_of(const redisReply& reply, const std::string& name) {
   if (reply.type == REDIS_REPLY_NIL) {
     return std::nullopt;
   }
-  if (reply.type != REDIS_REPLY_STRING) {
-    throw_unexpected(reply, name);
-  }
-  return std::string(reply.str, reply.len);
+  return integer_of(reply, name);
 }
 
 // A MOVED or ASK chain longer than this is a cluster in flux: give up (69).
@@ -87,15 +120,6 @@ std::vector<std::vector<std::string>> auth_setup(const Url& url,
     setup.push_back(std::move(auth));
   }
   return setup;
-}
-
-int milliseconds_until(util::Micros deadline) {
-  const auto left = deadline - util::mono_now();
-  if (left <= util::Micros(0)) {
-    return 0;
-  }
-  // Round up: rounding down would wake just before the deadline and spin.
-  return static_cast<int>(std::min<long long>((left.count() + 999) / 1000, INT_MAX));
 }
 
 // Waits on a subscriber connection: any message on the key's channel means
@@ -123,7 +147,7 @@ class RedisWatcher final : public Watcher {
       // With no connection, only the interrupt: the timeout is the poll tick.
       pollfd* first = fd >= 0 ? fds : fds + 1;
       const nfds_t count = static_cast<nfds_t>((fd >= 0 ? 1 : 0) + (interrupt_fd >= 0 ? 1 : 0));
-      const int ready = poll(first, count, milliseconds_until(deadline));
+      const int ready = poll(first, count, util::poll_timeout_ms(deadline - util::mono_now()));
       if (ready < 0) {
         if (errno == EINTR) {
           continue;  // the deadline is absolute: the retry waits only what is left
@@ -286,7 +310,7 @@ std::vector<Reply> RedisStore::exchange(std::vector<Command> commands, std::stri
     }
     if (redirects == k_max_redirects) {
       throw Error(ErrorKind::unavailable, m_url.redacted,
-                  "too many cluster redirects for key '" + redis::printable(key) +
+                  "too many cluster redirects for key '" + util::escape(key, redis::k_trace_bytes) +
                       "' (last: " + redis::describe_reply(*replies.front()) + ")");
     }
     std::string host = redirect->address.host;
@@ -313,9 +337,48 @@ std::vector<Reply> RedisStore::exchange(std::vector<Command> commands, std::stri
 Reply RedisStore::run(const Command& command) {
   auto replies = exchange({command}, command.key);
   if (replies.front()->type == REDIS_REPLY_ERROR) {
-    throw_reply_error(*replies.front(), command, m_url.redacted);
+    fail(*replies.front(), command);
   }
   return std::move(replies.front());
+}
+
+void RedisStore::fail(const redisReply& reply, const Command& command) {
+  const std::string_view text(reply.str, reply.len);
+  if (!is_script(command)) {
+    throw_reply_error(reply, command, m_url.redacted);
+  }
+  const std::string what =
+      m_url.redacted + " key '" + util::escape(command.key, redis::k_trace_bytes) + "'";
+  // Every lock write is a script (the fenced acquisition first of all), so a
+  // server without EVAL is found out before run-locked starts a job.
+  const auto needs_eval = [&](std::string_view why) {
+    // The server's words without the script it quotes after "with args".
+    return std::string(why) + " (" +
+           util::escape(text.substr(0, text.find(", with args")), redis::k_trace_bytes) +
+           "); nxlock's locks need Lua scripts: EVAL must be allowed";
+  };
+  if (text.starts_with("ERR unknown command")) {
+    throw Error(ErrorKind::unavailable, what, needs_eval("the server does not know EVAL"));
+  }
+  if (text.starts_with("NOPERM") && text.find("'eval'") != std::string_view::npos) {
+    throw Error(ErrorKind::permission, what, needs_eval("this user may not run EVAL"));
+  }
+  if (text.starts_with("CROSSSLOT") && command.args.size() > 4 && command.args[2] == "2") {
+    throw Error(ErrorKind::usage, what,
+                "on a Redis Cluster its fencing counter '" +
+                    util::escape(command.args[4], redis::k_trace_bytes) +
+                    "' cannot share its hash slot; name the lock without '}', or give it a "
+                    "hash tag, as in '{tag}rest' (the Cluster hashes only the tag)");
+  }
+  if (text.find("not an integer") != std::string_view::npos && command.args.size() > 4 &&
+      command.args[2] == "2") {
+    throw Error(
+        ErrorKind::data,
+        m_url.redacted + " key '" + util::escape(command.args[4], redis::k_trace_bytes) + "'",
+        "the fencing counter does not hold an integer below 2^63 (it is nxlock's; set "
+        "it back to a number at least as high as it was)");
+  }
+  throw_reply_error(reply, command, m_url.redacted);
 }
 
 void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
@@ -349,7 +412,7 @@ Reply RedisStore::write(const Command& command, bool& confirmed, long long& ackn
   auto replies = exchange({command, wait}, command.key);
   for (std::size_t i = 0; i < replies.size(); ++i) {
     if (replies[i]->type == REDIS_REPLY_ERROR) {
-      throw_reply_error(*replies[i], i == 0 ? command : wait, m_url.redacted);
+      fail(*replies[i], i == 0 ? command : wait);
     }
   }
   acknowledged = integer_of(*replies[1], m_url.redacted);
@@ -370,7 +433,8 @@ void RedisStore::unconfirmed(std::string_view key, long long acknowledged,
   } catch (const Error& e) {
     undone = "not undone (" + e.reason() + "); it expires with its ttl";
   }
-  throw Error(ErrorKind::unavailable, m_url.redacted + " key '" + redis::printable(key) + "'",
+  throw Error(ErrorKind::unavailable,
+              m_url.redacted + " key '" + util::escape(key, redis::k_trace_bytes) + "'",
               std::to_string(acknowledged) + " of " + std::to_string(m_replicas) +
                   " replicas confirmed the write within the timeout (--replicas); " + undone);
 }
@@ -418,25 +482,49 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
   if (keys.empty()) {
     return 0;  // DEL with no keys is a syntax error, and the answer is known
   }
+  // Each key's waiters are woken in the same round trip, after the DEL.
+  std::vector<std::string> channels;
+  for (const auto& key : keys) {
+    channels.push_back(wake_channel(key));
+  }
   Command command{{"DEL"}, keys.size() == 1 ? std::string_view(keys.front()) : std::string_view()};
   for (const auto& key : keys) {
     command.args.push_back(key);
   }
-  auto replies = exchange({command}, command.key);
-  const redisReply& reply = *replies.front();
-  if (reply.type == REDIS_REPLY_ERROR &&
-      std::string_view(reply.str, reply.len).rfind("CROSSSLOT", 0) == 0) {
+  const auto delete_and_wake = [&](const Command& del, std::size_t first, std::size_t count) {
+    std::vector<Command> commands{del};
+    for (std::size_t i = first; i < first + count; ++i) {
+      commands.push_back({{"PUBLISH", channels[i], "1"}, {}});
+    }
+    auto replies = exchange(std::move(commands), del.key);
+    for (std::size_t i = 1; i < replies.size(); ++i) {
+      // Best effort (an ACL may forbid PUBLISH): the keys are deleted all the
+      // same, and their waiters find that on their poll tick.
+      if (replies[i]->type == REDIS_REPLY_ERROR && util::tracing()) {
+        util::trace("redis: wake-up not sent: " + redis::describe_reply(*replies[i]));
+      }
+    }
+    return std::move(replies.front());
+  };
+  const Reply reply = delete_and_wake(command, 0, keys.size());
+  if (reply->type == REDIS_REPLY_ERROR &&
+      std::string_view(reply->str, reply->len).starts_with("CROSSSLOT")) {
     // A cluster, and keys in several slots: one DEL each, on its own node.
     std::size_t removed = 0;
-    for (const auto& key : keys) {
-      removed += static_cast<std::size_t>(integer_of(*run({{"DEL", key}, key}), m_url.redacted));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const Command one{{"DEL", keys[i]}, keys[i]};
+      const Reply each = delete_and_wake(one, i, 1);
+      if (each->type == REDIS_REPLY_ERROR) {
+        throw_reply_error(*each, one, m_url.redacted);
+      }
+      removed += static_cast<std::size_t>(integer_of(*each, m_url.redacted));
     }
     return removed;
   }
-  if (reply.type == REDIS_REPLY_ERROR) {
-    throw_reply_error(reply, command, m_url.redacted);
+  if (reply->type == REDIS_REPLY_ERROR) {
+    throw_reply_error(*reply, command, m_url.redacted);
   }
-  return static_cast<std::size_t>(integer_of(reply, m_url.redacted));
+  return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
 }
 
 bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected) {
@@ -464,24 +552,85 @@ bool RedisStore::compare_and_set(std::string_view key, std::string_view expected
   return swapped;
 }
 
-util::Micros RedisStore::now() {
-  const auto reply = run({{"TIME"}, {}});
-  // TIME answers [seconds, microseconds], both as decimal strings.
+std::optional<std::int64_t> RedisStore::set_if_absent_fenced(std::string_view key,
+                                                             std::string_view value,
+                                                             std::string_view counter) {
+  // A script, not SETNX then INCR: see k_set_if_absent_fenced_script.
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const auto reply = write({{"EVAL", k_set_if_absent_fenced_script, "2", key, counter, value}, key},
+                           confirmed, acknowledged);
+  const auto fence = fence_of(*reply, m_url.redacted);
+  if (fence && !confirmed) {
+    // The counter keeps its step: tokens need only grow, never be dense.
+    unconfirmed(key, acknowledged, [&] { compare_and_delete(key, value); });
+  }
+  return fence;
+}
+
+Store::FencedSwap RedisStore::get_and_set_fenced(std::string_view key, std::string_view value,
+                                                 std::string_view counter,
+                                                 std::int64_t now_seconds) {
+  // A script, not GETSET then INCR: see k_set_if_absent_fenced_script.
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const std::string now = std::to_string(now_seconds);
+  const auto reply =
+      write({{"EVAL", k_get_and_set_fenced_script, "2", key, counter, value, now}, key}, confirmed,
+            acknowledged);
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
     throw_unexpected(*reply, m_url.redacted);
   }
-  long long parts[2] = {0, 0};
-  for (std::size_t i = 0; i < 2; ++i) {
-    const redisReply& element = *reply->element[i];
-    if (element.type != REDIS_REPLY_STRING) {
-      throw_unexpected(*reply, m_url.redacted);
-    }
-    const auto [end, ec] = std::from_chars(element.str, element.str + element.len, parts[i]);
-    if (ec != std::errc() || end != element.str + element.len) {
-      throw_unexpected(*reply, m_url.redacted);
-    }
+  FencedSwap swap{string_of(*reply->element[0], m_url.redacted),
+                  fence_of(*reply->element[1], m_url.redacted)};
+  if (!confirmed) {
+    unconfirmed(key, acknowledged, [&] {
+      if (swap.old) {
+        compare_and_set(key, value, *swap.old);
+      } else {
+        compare_and_delete(key, value);
+      }
+    });
   }
-  return util::Micros(parts[0] * 1'000'000 + parts[1]);
+  return swap;
+}
+
+bool RedisStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
+                                        std::string_view value, std::string_view counter,
+                                        std::int64_t fence) {
+  // A script: see k_compare_and_set_fenced_script.
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const std::string token = std::to_string(fence);
+  const auto reply = write(
+      {{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, expected, value, token}, key},
+      confirmed, acknowledged);
+  const bool swapped = integer_of(*reply, m_url.redacted) == 1;
+  if (swapped && !confirmed) {
+    unconfirmed(key, acknowledged, [&] {
+      const auto back =
+          run({{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, value, expected, token},
+               key});
+      (void)back;
+    });
+  }
+  return swapped;
+}
+
+bool RedisStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                           std::string_view counter, std::int64_t fence) {
+  // A script: see k_compare_and_set_fenced_script.
+  const std::string token = std::to_string(fence);
+  const std::string channel = wake_channel(key);
+  const auto reply = run(
+      {{"EVAL", k_compare_and_delete_fenced_script, "2", key, counter, expected, token, channel},
+       key});
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+util::Micros RedisStore::now() {
+  const auto reply = run({{"TIME"}, {}});
+  return redis::time_of(*reply, m_url.redacted);
 }
 
 std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
@@ -507,11 +656,6 @@ std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
     }
   }
   return std::make_unique<RedisWatcher>(std::move(connection), m_cap);
-}
-
-void RedisStore::notify(std::string_view key) {
-  const std::string channel = wake_channel(key);
-  run({{"PUBLISH", channel, "1"}, key});
 }
 
 }  // namespace nxlock::store

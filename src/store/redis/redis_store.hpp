@@ -28,14 +28,22 @@ class RedisStore final : public Store {
   std::optional<std::string> get(std::string_view key) override;
   std::optional<std::string> get_and_set(std::string_view key, std::string_view value) override;
   void set(std::string_view key, std::string_view value) override;
-  std::size_t del(const std::vector<std::string>& keys) override;
+  std::size_t del(const std::vector<std::string>& keys) override;  // and PUBLISH, in one trip
   bool compare_and_delete(std::string_view key, std::string_view expected) override;
   bool compare_and_set(std::string_view key, std::string_view expected,
                        std::string_view value) override;
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view key, std::string_view value,
+                                                   std::string_view counter) override;
+  FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
+                                std::string_view counter, std::int64_t now_seconds) override;
+  bool compare_and_set_fenced(std::string_view key, std::string_view expected,
+                              std::string_view value, std::string_view counter,
+                              std::int64_t fence) override;
+  bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                 std::string_view counter, std::int64_t fence) override;
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
-  void notify(std::string_view key) override;  // PUBLISH on the key's wake-up channel
 
  private:
   Url m_url;
@@ -61,6 +69,11 @@ class RedisStore final : public Store {
   // Runs a lock write and, with --replicas, WAIT in the same round trip.
   // Returns the write's reply; `confirmed` says whether enough replicas had it.
   redis::Reply write(const redis::Command& command, bool& confirmed, long long& acknowledged);
+  // Throws the util::Error for an error reply to `command`: what our scripts
+  // meet (no EVAL, CROSSSLOT, a bad counter) in words, the rest as the
+  // connection layer maps it (throw_reply_error).
+  [[noreturn]] void fail(const redisReply& reply, const redis::Command& command);
+
   // Undoes an unconfirmed write (best effort) and throws unavailable (69).
   [[noreturn]] void unconfirmed(std::string_view key, long long acknowledged,
                                 const std::function<void()>& undo);

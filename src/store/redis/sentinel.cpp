@@ -1,6 +1,8 @@
 // SentinelLocator: the Sentinel client protocol's discovery step, one Sentinel after another.
 #include "store/redis/sentinel.hpp"
 
+#include <hiredis/hiredis.h>
+
 #include <algorithm>
 #include <charconv>
 

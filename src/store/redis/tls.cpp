@@ -13,6 +13,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "util/escape.hpp"
+
 namespace nxlock::store::redis {
 
 namespace {
@@ -230,8 +232,9 @@ std::shared_ptr<TlsContext> make_tls_context(const TlsConfig& config, const std:
       if (api->ctx_load_verify_locations(
               raw, config.cacert.empty() ? nullptr : config.cacert.c_str(),
               config.cacertdir.empty() ? nullptr : config.cacertdir.c_str()) != 1) {
-        const std::string what = !config.cacert.empty() ? "--cacert '" + config.cacert + "'"
-                                                        : "--cacertdir '" + config.cacertdir + "'";
+        const std::string what = !config.cacert.empty()
+                                     ? "--cacert '" + util::escape(config.cacert) + "'"
+                                     : "--cacertdir '" + util::escape(config.cacertdir) + "'";
         throw Error(ErrorKind::usage, what, "cannot load CA certificates: " + last_error(*api));
       }
     } else if (api->ctx_set_default_verify_paths(raw) != 1) {
@@ -244,13 +247,13 @@ std::shared_ptr<TlsContext> make_tls_context(const TlsConfig& config, const std:
       throw Error(ErrorKind::usage, name, "--cert and --key go together");
     }
     if (api->ctx_use_certificate_chain_file(raw, config.cert.c_str()) != 1) {
-      throw Error(ErrorKind::usage, "--cert '" + config.cert + "'", last_error(*api));
+      throw Error(ErrorKind::usage, "--cert '" + util::escape(config.cert) + "'", last_error(*api));
     }
     if (api->ctx_use_private_key_file(raw, config.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-      throw Error(ErrorKind::usage, "--key '" + config.key + "'", last_error(*api));
+      throw Error(ErrorKind::usage, "--key '" + util::escape(config.key) + "'", last_error(*api));
     }
     if (api->ctx_check_private_key(raw) != 1) {
-      throw Error(ErrorKind::usage, "--key '" + config.key + "'",
+      throw Error(ErrorKind::usage, "--key '" + util::escape(config.key) + "'",
                   "does not match --cert: " + last_error(*api));
     }
   }
@@ -267,7 +270,7 @@ TlsSession::TlsSession(std::shared_ptr<TlsContext> context, int fd, const std::s
     if (ssl != nullptr) {
       api.ssl_free(ssl);
     }
-    throw Error(ErrorKind::internal, host, "cannot start TLS: " + last_error(api));
+    throw Error(ErrorKind::internal, util::escape(host), "cannot start TLS: " + last_error(api));
   }
   m_ssl = ssl;
   const std::string& name = config.sni.empty() ? host : config.sni;

@@ -1,4 +1,4 @@
-// The embedded store's record format (docs/STORE-FORMAT.md), exposed for tests and fuzzing.
+// The embedded store's record format and bucket naming (docs/STORE-FORMAT.md, "Records").
 #pragma once
 
 #include <string>
@@ -12,8 +12,17 @@ struct Entry {
   std::string value;
 };
 
+// Where a key lives: STORE/data/<stripe>/<name>.
+struct Bucket {
+  std::string stripe;  // the first two hex digits of name: one of 256 lock stripes
+  std::string name;    // FNV-1a 64 of the key, 16 lowercase hex digits
+};
+
 // The bucket file name a key lives in: FNV-1a 64 of the key, 16 hex digits.
 std::string bucket_file_name(std::string_view key);
+
+// The stripe and bucket file name of a key.
+Bucket bucket_of(std::string_view key);
 
 // The bytes of a record holding `entries`. Throws util::Error(usage) for a field
 // too large for the format.

@@ -6,6 +6,7 @@
 
 #include <functional>
 
+#include "store/file/record.hpp"
 #include "store/store.hpp"
 #include "util/fd.hpp"
 
@@ -25,7 +26,7 @@ class FileStore final : public Store {
   FileStore(std::string path, Options options);
   ~FileStore() override;
 
-  std::string describe() const override { return m_path; }
+  std::string describe() const override;  // the path, escaped
   bool set_if_absent(std::string_view key, std::string_view value) override;
   std::optional<std::string> get(std::string_view key) override;
   std::optional<std::string> get_and_set(std::string_view key, std::string_view value) override;
@@ -34,9 +35,17 @@ class FileStore final : public Store {
   bool compare_and_delete(std::string_view key, std::string_view expected) override;
   bool compare_and_set(std::string_view key, std::string_view expected,
                        std::string_view value) override;
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view key, std::string_view value,
+                                                   std::string_view counter) override;
+  FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
+                                std::string_view counter, std::int64_t now_seconds) override;
+  bool compare_and_set_fenced(std::string_view key, std::string_view expected,
+                              std::string_view value, std::string_view counter,
+                              std::int64_t fence) override;
+  bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                 std::string_view counter, std::int64_t fence) override;
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
-  void notify(std::string_view) override {}  // inotify sees every change by itself
 
  private:
   // What a mutation does to its key, decided after seeing the current value.
@@ -46,6 +55,19 @@ class FileStore final : public Store {
     std::string_view value;  // the new value, for put
   };
   using Decide = std::function<Change(const std::string* current)>;
+  struct Changes {
+    Change key;
+    Change counter;
+  };
+  using DecidePair = std::function<Changes(const std::string* current, const std::string* counter)>;
+
+  // A key's stripe directory (STORE/data/XY) and where its bucket lives in it.
+  struct Stripe {
+    record::Bucket bucket;
+    std::string path;         // STORE/data/XY, for messages
+    std::string record_path;  // STORE/data/XY/<bucket name>, for messages
+    util::UniqueFd fd;        // opened without following symlinks; invalid if it does not exist
+  };
 
   void open_root();
   void check_marker();
@@ -53,13 +75,25 @@ class FileStore final : public Store {
   void write_marker();
   // The data directory's fd, opened (and with `create`, made) on first need; -1 if absent.
   int data_dir(bool create);
+  // Opens key's stripe directory; with `create`, makes it (and data/) if missing.
+  Stripe open_stripe(std::string_view key, bool create);
   // One atomic read-decide-write of key's bucket under its stripe lock. `decide`
   // sees the current value (nullptr if absent). `may_insert` false lets an
   // operation on an absent key finish without creating directories.
   void mutate(std::string_view key, bool may_insert, const Decide& decide);
-  void write_record(int stripe_fd, const std::string& name, const std::string& stripe_path,
-                    std::string_view bytes);
-  void remove_record(int stripe_fd, const std::string& name, const std::string& stripe_path);
+  // mutate() for a lock key and its fencing counter as one atomic step: both
+  // stripes locked, in name order (or once, when they are one stripe), so no
+  // writer of either key comes in between, and no two such steps deadlock.
+  void mutate_pair(std::string_view key, std::string_view counter, bool may_insert,
+                   const DecidePair& decide);
+  void lock_stripe(const Stripe& stripe);
+  std::vector<record::Entry> load(const Stripe& stripe);
+  // Writes `entries` as the stripe's bucket (removes it when empty).
+  void save(const Stripe& stripe, const std::vector<record::Entry>& entries);
+  static bool apply(std::vector<record::Entry>& entries, std::string_view key,
+                    const Change& change);
+  void write_record(const Stripe& stripe, std::string_view bytes);
+  void remove_record(const Stripe& stripe);
 
   std::string m_path;
   Options m_options;

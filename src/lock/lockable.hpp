@@ -1,0 +1,99 @@
+// Lockable: what cli/ and run/ ask of a lock, on one server (Lock) or a quorum (QuorumLock).
+//
+// The result types are those of lock.hpp; they are only declared here, so that
+// lock.hpp can include this file for Lock to implement it. Callers include
+// lock/lock.hpp (or lock/quorum.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/time.hpp"
+
+namespace nxlock::lock {
+
+struct AcquireResult;
+struct WaitPolicy;
+struct Status;
+struct Holder;
+enum class Verdict;
+
+// One server's answer in a quorum's last status(), for --json.
+struct ServerView {
+  std::string server;  // as the user named it (password redacted)
+  enum class State { free, expired, held, unavailable };
+  State state = State::free;
+  std::string value;  // expired/held: the lock value there
+  std::string error;  // unavailable: why
+};
+
+class Lockable {
+ public:
+  virtual ~Lockable() = default;
+
+  // The full store key (prefix included).
+  virtual const std::string& key() const = 0;
+
+  // The fencing token of the acquisition this lock made; 0 if it made none
+  // (a quorum issues none yet).
+  virtual std::int64_t fence() const = 0;
+
+  // Takes the lock with the documented steps, waiting as the policy says.
+  // Throws util::Error: unavailable when the backend (or a majority) does not answer.
+  virtual AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) = 0;
+
+  // Lets go of the lock still holding `value` (compare-and-delete).
+  virtual Verdict release(std::string_view value) = 0;
+
+  // release(), but kept until `not_before` (Unix time, microseconds); see Lock.
+  virtual Verdict release_after(std::string_view value, util::Micros not_before,
+                                std::string& kept_value) = 0;
+
+  // Moves the expiry of the lock still holding `value` to now + ttl + 1; see Lock.
+  virtual Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) = 0;
+
+  // Records who holds the lock we took (advisory details beside it).
+  virtual void record_holder(Holder holder) = 0;
+
+  // The details recorded for the lock holding `value`, if any.
+  virtual std::optional<Holder> holder_of(std::string_view value) = 0;
+
+  // Deletes whatever the key holds; true if something was there.
+  virtual bool force_release(std::optional<std::string>& holder_problem) = 0;
+
+  // The lock's state (a quorum's: the majority's view).
+  virtual Status status() = 0;
+
+  // Bounds every later backend exchange by a monotonic deadline, until nullopt:
+  // no lock decision may rest on a reply that came after the lock could expire.
+  virtual void set_deadline(std::optional<util::Micros> monotonic_deadline) = 0;
+
+  // How much sooner than `ttl` after a write the lock may be gone as others
+  // see it (a quorum's clock drift margin); zero on one server, whose own clock decides.
+  virtual util::Micros validity_margin(std::int64_t ttl) const {
+    (void)ttl;
+    return util::Micros(0);
+  }
+
+  // Each server's answer to the last status(); empty for a single server.
+  virtual std::vector<ServerView> server_views() const { return {}; }
+};
+
+// Sets a lock's deadline for as long as it lives, and clears it after.
+class DeadlineScope {
+ public:
+  DeadlineScope(Lockable& lock, util::Micros monotonic_deadline) : m_lock(lock) {
+    m_lock.set_deadline(monotonic_deadline);
+  }
+  ~DeadlineScope() { m_lock.set_deadline(std::nullopt); }
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+
+ private:
+  Lockable& m_lock;
+};
+
+}  // namespace nxlock::lock

@@ -1,0 +1,88 @@
+// run-locked's whole lifetime under a taken lock: the child's environment, the
+// supervision, the release on every path, and an outcome the CLI puts in words.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lock/lock.hpp"
+#include "run/signals.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::run {
+
+enum class OnLost { term, kill, ignore };
+
+struct RunOptions {
+  std::vector<std::string> command;  // argv of the child; command[0] looked up in PATH
+  std::int64_t ttl = 60;             // seconds, as the lock was taken with
+  bool renew = true;                 // keep the lock while the child runs
+  OnLost on_lost = OnLost::term;
+  util::Micros kill_after{10'000'000};
+  // Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL to the child.
+  bool inherit_credentials = false;
+  // --hold: a job that ran keeps the lock until `acquired_at + hold` (the lock's
+  // clock); zero releases at once.
+  util::Micros hold{0};
+  util::Micros acquired_at{0};
+  lock::Holder holder;  // recorded beside the lock once the child runs
+};
+
+// The lock run-locked holds, as acquisition and renewal leave it.
+struct HeldLock {
+  std::string value;            // the lock value we hold
+  util::Micros valid_until{0};  // monotonic: the lock cannot expire before this
+  // Values a renewal may have written although its reply was lost (the
+  // connection broke mid-command): the key holding one of them is still ours.
+  std::vector<std::string> maybe_ours;
+};
+
+// How the child ended.
+struct RunOutcome {
+  enum class Ending {
+    exited,          // `status` is the child's exit status
+    signaled,        // `status` is 128 + the signal that killed it
+    not_found,       // command[0] was not found (127)
+    not_executable,  // command[0] could not be executed (126)
+  };
+  Ending ending = Ending::exited;
+  int status = 0;
+  bool lost = false;   // the lock was lost while the child ran
+  std::string detail;  // strerror for not_found / not_executable
+};
+
+// A lost lock, as the supervisor found it: by the store's verdict on our value
+// (taken over, deleted, expired), or without one, for the reason in `detail`.
+struct Loss {
+  std::optional<lock::Verdict> verdict;
+  std::string detail;
+};
+
+// What a user should see while the job runs; the CLI words and prints it.
+struct Reporter {
+  std::function<void(std::string_view)> warn;     // renewal trouble, and its end
+  std::function<void(const Loss&, OnLost)> lost;  // told before the job is stopped
+};
+
+struct RunLockedOutcome {
+  RunOutcome job;
+  // The release at the end, not tried when the lock was lost: the store's
+  // verdict, or, when no attempt got an answer, why (the lock then expires).
+  std::optional<lock::Verdict> released;
+  std::string release_error;
+  std::string kept_value;  // --hold: the value that keeps the lock until the hold ends
+};
+
+// Runs options.command while `held` is held: sets the child's environment
+// (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE; no credentials unless asked), starts and
+// supervises it (renewal, signals, the lost-lock policy), releases the lock on
+// every path that did not lose it, and reaps every helper process before it
+// returns. Throws util::Error if supervision fails; the job is then stopped and
+// the lock released before the error propagates.
+RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
+                            SignalChannel& signals, const Reporter& reporter);
+
+}  // namespace nxlock::run

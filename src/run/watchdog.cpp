@@ -1,0 +1,348 @@
+// JobWatchdog: a child subreaper that execs run-locked's job and kills all of it when nxlock dies.
+#include "run/watchdog.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "util/error.hpp"
+
+namespace nxlock::run {
+
+namespace {
+
+// The watchdog's process name: not "nxlock", nor containing it, nor 15 characters
+// long (killall then compares the command line, which the watchdog shares with us).
+constexpr const char* k_watchdog_name = "nxl-watchdog";
+
+// What the watchdog tells us, one record at a time (atomic on a pipe).
+struct Report {
+  enum Kind : int { started, exec_failed, spawn_failed, ended, all_gone };
+  Kind kind;
+  int value;  // started: the job's pid; *_failed: errno; ended: the job's wait status
+};
+
+// What we tell the watchdog; end-of-file (we died) means kill_everything.
+constexpr char k_done = 'd';
+constexpr char k_kill_all = 'k';
+
+bool send(int fd, Report::Kind kind, int value) {
+  const Report report{kind, value};
+  return write(fd, &report, sizeof report) == static_cast<ssize_t>(sizeof report);
+}
+
+// The job, between vfork and exec: it borrows the watchdog's memory, so only
+// system calls here, no allocation (argv is built before the fork).
+[[noreturn]] void exec_job(char* const* argv, const sigset_t& child_mask, bool take_terminal,
+                           pid_t parent, volatile int& exec_error) {
+  setpgid(0, 0);
+  if (take_terminal) {
+    // Both sides call tcsetpgrp so the child owns the terminal before it can read it.
+    tcsetpgrp(STDIN_FILENO, getpid());
+  }
+  // If the watchdog dies, even by SIGKILL, the job must not outlive it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) {
+    _exit(128 + SIGKILL);  // the watchdog died before the line above took effect
+  }
+  signal(SIGPIPE, SIG_DFL);  // ignored dispositions survive exec; the child gets the default
+  sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  execvp(argv[0], argv);
+  exec_error = errno;
+  _exit(errno == ENOENT ? 127 : 126);
+}
+
+// Closes every descriptor but the three kept (sorted here).
+void close_all_but(int a, int b, int c) {
+  int keep[] = {a, b, c};
+  std::sort(std::begin(keep), std::end(keep));
+  int from = 0;
+  for (const int fd : keep) {
+    for (int each = from; each < fd; ++each) {
+      close(each);
+    }
+    from = fd + 1;
+  }
+  if (close_range(static_cast<unsigned>(from), ~0U, 0) == 0) {
+    return;
+  }
+  rlimit limit{};  // close_range() needs Linux 5.9
+  getrlimit(RLIMIT_NOFILE, &limit);
+  const int top = limit.rlim_cur == RLIM_INFINITY ? 65536 : static_cast<int>(limit.rlim_cur);
+  for (int fd = from; fd < top; ++fd) {
+    close(fd);
+  }
+}
+
+// SIGKILLs every child of the watchdog, from the kernel's list of them.
+// False if the list cannot be read (no /proc).
+bool kill_children() {
+  const int fd = open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return false;
+  }
+  char text[4096];
+  const ssize_t got = read(fd, text, sizeof text);
+  close(fd);
+  pid_t pid = 0;
+  for (ssize_t i = 0; i < got; ++i) {
+    if (text[i] >= '0' && text[i] <= '9') {
+      pid = pid * 10 + (text[i] - '0');
+    } else if (pid > 0) {
+      kill(pid, SIGKILL);
+      pid = 0;
+    }
+  }
+  // A number cut off by a full buffer is left for the next round.
+  if (pid > 0 && got < static_cast<ssize_t>(sizeof text)) {
+    kill(pid, SIGKILL);
+  }
+  return true;
+}
+
+class Watch {
+ public:
+  Watch(int control, int report, pid_t job) : m_control(control), m_report(report), m_job(job) {}
+
+  // Reaps what has ended (orphans of the job become our children); reports the job's end.
+  void reap_ended() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      note_reaped(pid, status);
+    }
+  }
+
+  // SIGKILLs the job and every descendant: each round kills our children, whose
+  // own children are then reparented to us (we are their subreaper), until we
+  // have none left. Without /proc, only the job's group is killed.
+  void kill_everything() {
+    kill(-m_job, SIGKILL);
+    for (;;) {
+      if (!kill_children()) {
+        reap_ended();
+        return;
+      }
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, 0);
+      if (pid < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return;  // ECHILD: nothing of the job is left
+      }
+      note_reaped(pid, status);
+    }
+  }
+
+  [[noreturn]] void run(int children_fd) {
+    for (;;) {
+      pollfd fds[2] = {{m_control, POLLIN, 0}, {children_fd, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) {
+        continue;
+      }
+      if (fds[1].revents != 0) {
+        signalfd_siginfo info[8];
+        [[maybe_unused]] auto drained = read(children_fd, info, sizeof info);
+        reap_ended();
+      }
+      if (fds[0].revents != 0) {
+        char word = 0;
+        if (read(m_control, &word, 1) != 1) {
+          kill_everything();  // nxlock died: nothing of its job may outlive its lock
+          _exit(0);
+        }
+        if (word == k_kill_all) {
+          kill_everything();
+          send(m_report, Report::all_gone, 0);
+        } else {
+          reap_ended();  // leaves what still runs, as a job's own daemon would be left
+          _exit(0);
+        }
+      }
+    }
+  }
+
+ private:
+  void note_reaped(pid_t pid, int status) {
+    if (pid == m_job && !m_reported) {
+      m_reported = send(m_report, Report::ended, status);
+    }
+  }
+
+  int m_control;
+  int m_report;
+  pid_t m_job;
+  bool m_reported = false;
+};
+
+// The watchdog, in a fork of ours. Out of our process group and under another
+// name: the kills that take nxlock (`timeout -s KILL`, `kill -9 -PGID`,
+// `killall -9 nxlock`) must not take it too. A fork, not a clone sharing our
+// memory: it runs while we do, and a shared errno would let its system calls
+// change what ours seem to have returned.
+[[noreturn]] void watch(int control, int report, char* const* argv, const sigset_t& child_mask,
+                        bool take_terminal) {
+  setpgid(0, 0);
+  prctl(PR_SET_NAME, k_watchdog_name);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t child_signal;
+  sigemptyset(&child_signal);
+  sigaddset(&child_signal, SIGCHLD);
+  const int children_fd = signalfd(-1, &child_signal, SFD_CLOEXEC);
+
+  volatile int exec_error = 0;
+  // vfork: the job borrows our memory until exec instead of copying page
+  // tables, which is a measurable part of a short job's cost (BENCHMARKS.md).
+  const pid_t parent = getpid();
+  const pid_t job = vfork();
+  if (job == 0) {
+    exec_job(argv, child_mask, take_terminal, parent, exec_error);
+  }
+  if (job < 0) {
+    send(report, Report::spawn_failed, errno);
+    _exit(0);
+  }
+  // Hold none of nxlock's descriptors: not a pipe of its caller's past its life,
+  // nor a store's lock.
+  close_all_but(control, report, children_fd);
+  if (exec_error != 0) {
+    waitpid(job, nullptr, 0);
+    send(report, Report::exec_failed, exec_error);
+    char word = 0;
+    [[maybe_unused]] auto told = read(control, &word, 1);
+    _exit(0);
+  }
+  send(report, Report::started, job);
+  Watch(control, report, job).run(children_fd);
+}
+
+bool receive(int fd, Report& report) {
+  auto* at = reinterpret_cast<char*>(&report);
+  std::size_t left = sizeof report;
+  while (left > 0) {
+    const ssize_t got = read(fd, at, left);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return false;
+    }
+    at += got;
+    left -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+JobWatchdog::Started JobWatchdog::start(char* const* argv, const sigset_t& child_mask,
+                                        bool take_terminal) {
+  int control[2];
+  int report[2];
+  if (pipe2(control, O_CLOEXEC) != 0) {
+    throw util::Error(util::ErrorKind::internal, "pipe", std::strerror(errno));
+  }
+  m_control.reset(control[1]);
+  util::UniqueFd control_read(control[0]);
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    throw util::Error(util::ErrorKind::internal, "pipe", std::strerror(errno));
+  }
+  m_report.reset(report[0]);
+  util::UniqueFd report_write(report[1]);
+
+  m_pid = fork();
+  if (m_pid < 0) {
+    throw util::Error(util::ErrorKind::internal, "fork", std::strerror(errno));
+  }
+  if (m_pid == 0) {
+    watch(control_read.get(), report_write.get(), argv, child_mask, take_terminal);
+  }
+  setpgid(m_pid, m_pid);  // as the watchdog does: whichever runs first
+  control_read.reset();
+  report_write.reset();
+
+  Report first{};
+  if (!receive(m_report.get(), first)) {
+    throw util::Error(util::ErrorKind::internal, "run-locked",
+                      "the watchdog died before the job started");
+  }
+  switch (first.kind) {
+    case Report::started:
+      return {first.value, 0};
+    case Report::exec_failed:
+      return {-1, first.value};
+    default:
+      throw util::Error(util::ErrorKind::internal, "fork", std::strerror(first.value));
+  }
+}
+
+std::optional<int> JobWatchdog::take_status() {
+  Report report{};
+  for (;;) {
+    pollfd fd{m_report.get(), POLLIN, 0};
+    if (poll(&fd, 1, 0) <= 0) {
+      return std::nullopt;
+    }
+    if (!receive(m_report.get(), report)) {
+      // The watchdog was killed: the job got its parent-death SIGKILL.
+      m_report.reset();
+      m_control.reset();
+      return W_EXITCODE(0, SIGKILL);
+    }
+    if (report.kind == Report::ended) {
+      return report.value;
+    }
+  }
+}
+
+void JobWatchdog::kill_all() {
+  if (!m_control) {
+    return;
+  }
+  [[maybe_unused]] auto written = write(m_control.get(), &k_kill_all, 1);
+  Report report{};
+  while (receive(m_report.get(), report) && report.kind != Report::all_gone) {
+  }
+}
+
+void JobWatchdog::disarm() {
+  if (m_control) {
+    [[maybe_unused]] auto written = write(m_control.get(), &k_done, 1);
+    m_control.reset();
+  }
+}
+
+void JobWatchdog::stop_job() {
+  if (m_control) {
+    m_control.reset();  // end-of-file without "done": the watchdog kills everything
+    reap();
+  }
+}
+
+void JobWatchdog::reap() {
+  if (m_pid > 0) {
+    while (waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    m_pid = -1;
+  }
+}
+
+JobWatchdog::~JobWatchdog() {
+  stop_job();
+  reap();
+}
+
+}  // namespace nxlock::run

@@ -1,0 +1,130 @@
+// FileWatcher: inotify on a stripe directory, or polling in slices without it.
+#include "store/file/watcher.hpp"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "store/file/posix.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+// Without inotify, waiters look again this often.
+constexpr util::Micros k_poll_slice{200'000};
+
+}  // namespace
+
+using posix::fail;
+
+FileWatcher::FileWatcher(int stripe_fd, std::string name, const std::string& stripe_path)
+    : m_name(std::move(name)), m_path(stripe_path) {
+  const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOSYS || errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
+      return;  // no inotify here (or the per-user limit is reached): poll instead
+    }
+    fail(errno, stripe_path, "inotify_init1");
+  }
+  m_inotify.reset(fd);
+  // A rename onto the bucket name (every write) or its unlink (the last entry
+  // removed); IN_CREATE for writers that create it in place; the *_SELF events
+  // because nothing can be seen once the directory itself goes away.
+  const std::uint32_t mask =
+      IN_MOVED_TO | IN_DELETE | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+  // Watch the directory we opened with O_NOFOLLOW, not whatever the path names now.
+  const std::string via_proc = "/proc/self/fd/" + std::to_string(stripe_fd);
+  int wd = ::inotify_add_watch(fd, via_proc.c_str(), mask);
+  if (wd < 0 && errno == ENOENT) {  // no /proc: the path, not following a last symlink
+    wd = ::inotify_add_watch(fd, stripe_path.c_str(), mask | IN_DONT_FOLLOW);
+  }
+  if (wd < 0) {
+    if (errno == ENOSPC) {  // the per-user watch limit: poll instead
+      m_inotify.reset();
+      return;
+    }
+    fail(errno, stripe_path, "inotify_add_watch");
+  }
+}
+
+WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
+  const util::Micros start = util::mono_now();
+  timeout = std::max(timeout, util::Micros(0));
+  const util::Micros deadline =
+      timeout >= util::Micros::max() - start ? util::Micros::max() : start + timeout;
+  for (;;) {
+    const util::Micros remaining = std::max(deadline - util::mono_now(), util::Micros(0));
+    const util::Micros slice = m_inotify ? remaining : std::min(remaining, k_poll_slice);
+    pollfd fds[2] = {};
+    nfds_t count = 0;
+    if (interrupt_fd >= 0) {
+      fds[count++] = {interrupt_fd, POLLIN, 0};
+    }
+    if (m_inotify) {
+      fds[count++] = {m_inotify.get(), POLLIN, 0};
+    }
+    const int ready = ::poll(fds, count, util::poll_timeout_ms(slice));
+    if (ready < 0) {
+      if (errno == EINTR) {
+        continue;  // a signal: its handler may have written interrupt_fd, look again
+      }
+      fail(errno, m_path, "poll");
+    }
+    if (interrupt_fd >= 0 && fds[0].revents != 0) {
+      return WaitResult::interrupted;  // left unread: it belongs to the caller
+    }
+    if (m_inotify && fds[count - 1].revents != 0 && drain_events()) {
+      return WaitResult::changed;
+    }
+    if (ready == 0 || !m_inotify) {
+      if (slice < remaining) {
+        return WaitResult::changed;  // polling: one slice passed, the caller looks again
+      }
+      if (util::mono_now() >= deadline) {
+        return WaitResult::timed_out;
+      }
+    }
+  }
+}
+
+bool FileWatcher::drain_events() {
+  bool relevant = false;
+  bool watch_gone = false;
+  alignas(inotify_event) char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(m_inotify.get(), buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno == EAGAIN) {
+        if (watch_gone) {
+          m_inotify.reset();
+        }
+        return relevant;
+      }
+      fail(errno, m_path, "read inotify events");
+    }
+    std::size_t at = 0;
+    while (at + sizeof(inotify_event) <= static_cast<std::size_t>(n)) {
+      inotify_event event{};
+      std::memcpy(&event, buffer + at, sizeof event);
+      const char* name = buffer + at + sizeof event;
+      const std::string_view event_name(name, ::strnlen(name, event.len));
+      if ((event.mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0 ||
+          event_name == m_name) {
+        relevant = true;
+      }
+      watch_gone = watch_gone || (event.mask & IN_IGNORED) != 0;
+      at += sizeof event + event.len;
+    }
+  }
+}
+
+}  // namespace nxlock::store

@@ -1,0 +1,62 @@
+// Reply mapping: what a Redis reply means to nxlock (a value, an error of the contract's kind, a
+// redirect).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/url.hpp"
+#include "util/time.hpp"
+
+// hiredis's types; only reply.cpp and the code that reads replies need their fields.
+struct redisReply;
+struct redisReader;
+
+namespace nxlock::store::redis {
+
+struct Command;
+
+// Cluster redirects: "MOVED 3999 127.0.0.1:6381", "ASK 3999 [::1]:6381".
+struct Redirect {
+  bool ask = false;  // ASK: this command only, after ASKING; MOVED: the slot moved
+  int slot = 0;      // 0 ≤ slot < 16384
+  HostPort address;  // host empty: the node that answered (it did not know its address)
+};
+
+// A hiredis reader for a server's replies, or nullptr when out of memory. An
+// array header announcing more elements than any reply nxlock reads is a
+// protocol error ("Out of memory"), not an allocation of that many pointers.
+redisReader* create_reader();
+
+// The redirect an error reply asks for; nullopt for any other reply, and for a
+// redirect whose slot or port is out of range (it is then reported as an error).
+std::optional<Redirect> parse_redirect(const redisReply& reply);
+
+// Throws the util::Error the contract gives for a server's error reply:
+// WRONGTYPE → data; auth failures and NOPERM → permission; anything else →
+// unavailable, with the server's words.
+[[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,
+                                    const std::string& name);
+
+// Throws util::Error (internal): a reply of a type the command never gives.
+[[noreturn]] void throw_unexpected(const redisReply& reply, const std::string& name);
+
+// An integer reply's value; any other reply is unexpected.
+long long integer_of(const redisReply& reply, const std::string& name);
+
+// A bulk string's bytes, nullopt for nil; any other reply is unexpected.
+std::optional<std::string> string_of(const redisReply& reply, const std::string& name);
+
+// TIME's [seconds, microseconds] as microseconds since the epoch.
+util::Micros time_of(const redisReply& reply, const std::string& name);
+
+// Keys, values and replies in traces and messages are cut after this many bytes
+// (util::escape's max_bytes).
+constexpr std::size_t k_trace_bytes = 120;
+
+// A reply on one line, for traces and messages.
+std::string describe_reply(const redisReply& reply);
+
+}  // namespace nxlock::store::redis

@@ -1,0 +1,173 @@
+// TracingStore: one trace line per backend step (see tracing_store.hpp).
+#include "store/tracing_store.hpp"
+
+#include <functional>
+
+#include "util/error.hpp"
+#include "util/escape.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+// Keys and values longer than this are cut in a trace line.
+constexpr std::size_t k_trace_bytes = 120;
+
+// "STEP arg1 arg2", every argument escaped.
+std::string step_text(std::string_view step, std::initializer_list<std::string_view> args) {
+  std::string line(step);
+  for (const auto arg : args) {
+    line += ' ';
+    line += util::escape(arg, k_trace_bytes);
+  }
+  return line;
+}
+
+std::string optional_text(const std::optional<std::string>& value) {
+  return value ? util::escape(*value, k_trace_bytes) : "(nil)";
+}
+
+// Runs `operation` and traces "<step> → <what it returned>", or the reason it
+// failed (then rethrown).
+template <typename Operation, typename Describe>
+auto traced(const std::string& step, Operation operation, Describe describe) {
+  if (!util::tracing()) {
+    return operation();
+  }
+  try {
+    auto result = operation();
+    util::trace(step + " → " + describe(result));
+    return result;
+  } catch (const util::Error& e) {
+    util::trace(step + " → failed: " + e.reason());
+    throw;
+  }
+}
+
+std::string flag_text(bool flag) {
+  return flag ? "1" : "0";
+}
+
+std::string incr_text(std::string_view counter, std::int64_t token) {
+  return ", INCR " + util::escape(counter, k_trace_bytes) + " → " + std::to_string(token);
+}
+
+std::string fence_condition(std::string_view counter, std::int64_t fence) {
+  return " if " + util::escape(counter, k_trace_bytes) + " = " + std::to_string(fence);
+}
+
+}  // namespace
+
+TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inner)) {}
+
+bool TracingStore::set_if_absent(std::string_view key, std::string_view value) {
+  return traced(
+      step_text("SETNX", {key, value}), [&] { return m_inner->set_if_absent(key, value); },
+      flag_text);
+}
+
+std::optional<std::string> TracingStore::get(std::string_view key) {
+  return traced(
+      step_text("GET", {key}), [&] { return m_inner->get(key); }, optional_text);
+}
+
+std::optional<std::string> TracingStore::get_and_set(std::string_view key, std::string_view value) {
+  return traced(
+      step_text("GETSET", {key, value}), [&] { return m_inner->get_and_set(key, value); },
+      optional_text);
+}
+
+void TracingStore::set(std::string_view key, std::string_view value) {
+  traced(
+      step_text("SET", {key, value}),
+      [&] {
+        m_inner->set(key, value);
+        return true;
+      },
+      [](bool) { return std::string("OK"); });
+}
+
+std::size_t TracingStore::del(const std::vector<std::string>& keys) {
+  std::string step = "DEL";
+  for (const auto& key : keys) {
+    step += ' ';
+    step += util::escape(key, k_trace_bytes);
+  }
+  return traced(
+      step, [&] { return m_inner->del(keys); },
+      [](std::size_t removed) { return std::to_string(removed); });
+}
+
+bool TracingStore::compare_and_delete(std::string_view key, std::string_view expected) {
+  return traced(
+      step_text("DEL-IF-EQUAL", {key, expected}),
+      [&] { return m_inner->compare_and_delete(key, expected); }, flag_text);
+}
+
+bool TracingStore::compare_and_set(std::string_view key, std::string_view expected,
+                                   std::string_view value) {
+  return traced(
+      step_text("SET-IF-EQUAL", {key, expected, value}),
+      [&] { return m_inner->compare_and_set(key, expected, value); }, flag_text);
+}
+
+// A fenced step reads as the page's step, and the counter's INCR that came
+// with it: "SETNX k 1795446489 → 1, INCR {k}:fence → 7".
+std::optional<std::int64_t> TracingStore::set_if_absent_fenced(std::string_view key,
+                                                               std::string_view value,
+                                                               std::string_view counter) {
+  return traced(
+      step_text("SETNX", {key, value}),
+      [&] { return m_inner->set_if_absent_fenced(key, value, counter); },
+      [&](const std::optional<std::int64_t>& token) {
+        // Appended, not "1" + ...: GCC 12 warns falsely (-Wrestrict) on that form.
+        std::string text = token ? "1" : "0";
+        if (token) {
+          text += incr_text(counter, *token);
+        }
+        return text;
+      });
+}
+
+Store::FencedSwap TracingStore::get_and_set_fenced(std::string_view key, std::string_view value,
+                                                   std::string_view counter,
+                                                   std::int64_t now_seconds) {
+  return traced(
+      step_text("GETSET", {key, value}),
+      [&] { return m_inner->get_and_set_fenced(key, value, counter, now_seconds); },
+      [&](const FencedSwap& swap) {
+        return optional_text(swap.old) + (swap.fence ? incr_text(counter, *swap.fence) : "");
+      });
+}
+
+// "SET-IF-EQUAL k old new if {k}:fence = 7 → 1": the holder's value and token.
+bool TracingStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
+                                          std::string_view value, std::string_view counter,
+                                          std::int64_t fence) {
+  return traced(
+      step_text("SET-IF-EQUAL", {key, expected, value}) + fence_condition(counter, fence),
+      [&] { return m_inner->compare_and_set_fenced(key, expected, value, counter, fence); },
+      flag_text);
+}
+
+bool TracingStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
+                                             std::string_view counter, std::int64_t fence) {
+  return traced(
+      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence),
+      [&] { return m_inner->compare_and_delete_fenced(key, expected, counter, fence); },
+      flag_text);
+}
+
+util::Micros TracingStore::now() {
+  return traced(
+      std::string("TIME"), [&] { return m_inner->now(); },
+      [](util::Micros t) {
+        const std::int64_t seconds = util::whole_seconds(t);
+        const std::string micros =
+            std::to_string((t - std::chrono::seconds(seconds)).count() + 1'000'000);
+        return std::to_string(seconds) + "." + micros.substr(1);  // 1795443235.000042
+      });
+}
+
+}  // namespace nxlock::store

@@ -1,0 +1,19 @@
+// escape: arbitrary bytes (keys, values, paths) made safe for one line of a message or trace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace nxlock::util {
+
+// Printable ASCII and well-formed UTF-8 stay as they are. Every other byte
+// becomes \xNN (lowercase hex): C0 controls (newline included), DEL, the C1
+// controls and the Unicode line and paragraph separators (as the bytes of their
+// UTF-8 encoding), bytes that are not well-formed UTF-8, and the backslash
+// itself, so that the text reads back unambiguously. Input beyond `max_bytes`
+// is cut at a character boundary and "…" appended.
+std::string escape(std::string_view bytes, std::size_t max_bytes = SIZE_MAX);
+
+}  // namespace nxlock::util

@@ -1,0 +1,173 @@
+"""-v traces each store step once, in the same form on every backend, and every
+message stays on one line whatever bytes a key, value or path holds."""
+import os
+import re
+import subprocess
+import unittest
+
+from harness import NxlockTestCase, wait_for
+
+# A trace line of a store step: "nxlock: SETNX key value → 1".
+STEP = re.compile(r"^nxlock: (TIME|SETNX|GET|GETSET|SET|DEL|DEL-IF-EQUAL|SET-IF-EQUAL)( |$)")
+AWKWARD_KEY = b"a\nb\r\x1b[2J\xff"
+AWKWARD_SHOWN = "a\\x0ab\\x0d\\x1b[2J\\xff"
+
+
+def lines_of(stderr):
+    return stderr.decode("utf-8", errors="strict").splitlines()
+
+
+def steps(stderr, value):
+    """The step lines of a trace, with the lock value and clock readings made generic."""
+    found = []
+    for line in lines_of(stderr):
+        if STEP.match(line):
+            line = re.sub(r"TIME → \d+\.\d{6}", "TIME → T", line)
+            line = re.sub(r"(INCR \S+ → |= )\d+", r"\1N", line)  # a fencing token
+            found.append(line.replace(value, "V"))
+    return found
+
+
+class TraceEachStepOnce(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def test_busy_lock_traces_each_step_once_on_every_backend(self):
+        seen = {}
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                value = self.nx(*u, "lock", "-t", "60", "k").stdout.decode().strip()
+                r = self.nx(*u, "-v", "lock", "-n", "k")
+                self.assertEqual(r.returncode, 75, r.stderr)
+                trace = steps(r.stderr, value)
+                for step in ("SETNX k ", "GET k → "):
+                    self.assertEqual(len([s for s in trace if s.startswith("nxlock: " + step)]),
+                                     1, r.stderr.decode())
+                # A step is traced once: not again by the backend in its own words.
+                for line in lines_of(r.stderr):
+                    self.assertNotRegex(line, r"redis: (SETNX|GET|EVAL|EVALSHA) ")
+                self.assertEqual(len(trace), len(set(trace)), r.stderr.decode())
+                seen[backend.name] = trace
+        # The same steps in the same words, whatever the backend. Unix times go,
+        # the holder's value (V) among them: the runs may straddle a second, and
+        # the waiter's value then differs from the holder's on one backend only.
+        def words(trace):
+            return [re.sub(r"\b(\d{9,}|V)\b", "T", step) for step in trace]
+        self.assertEqual(words(seen["redis"]), words(seen["file"]))
+        self.assertEqual(words(seen["unix"]), words(seen["file"]))
+
+    def test_lock_and_unlock_trace_their_writes_once(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                r = self.nx(*u, "-v", "lock", "-t", "60", "k")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                value = r.stdout.decode().strip()
+                acquired = "nxlock: SETNX k V → 1, INCR {k}:fence → N"
+                self.assertEqual(steps(r.stderr, value).count(acquired), 1,
+                                 r.stderr.decode())
+                r = self.nx(*u, "-v", "unlock", "k", value)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                trace = steps(r.stderr, value)
+                self.assertEqual(trace.count("nxlock: DEL-IF-EQUAL k V → 1"), 1, r.stderr.decode())
+                for line in lines_of(r.stderr):
+                    self.assertNotRegex(line, r"redis: (EVAL|EVALSHA|DEL|PUBLISH) ")
+
+
+class OneLinePerMessage(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def assertAllLinesAreNxlocks(self, result):
+        err = result.stderr.decode("utf-8", errors="strict")  # escaped: valid UTF-8 too
+        for line in err.splitlines():
+            self.assertTrue(line.startswith("nxlock: "), err)
+
+    def test_a_key_with_a_newline_gives_one_line_messages_errors_and_traces(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                r = self.nx(*u, "lock", "-t", "60", AWKWARD_KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                value = r.stdout.strip()
+                # The busy message (its key, and the holder's command).
+                r = self.nx(*u, "lock", "-n", AWKWARD_KEY)
+                self.assertOneLineError(r, 75, "lock '" + AWKWARD_SHOWN + "': busy")
+                # Errors naming the key.
+                r = self.nx(*u, "unlock", AWKWARD_KEY, "not-a-value\nsecond line")
+                self.assertOneLineError(r, 64, AWKWARD_SHOWN, "'not-a-value\\x0asecond line'")
+                r = self.nx(*u, "renew", AWKWARD_KEY, "1")
+                self.assertOneLineError(r, 1, AWKWARD_SHOWN, "not renewed")
+                # Traces: every line is one whole trace line.
+                r = self.nx(*u, "-v", "lock", "-n", AWKWARD_KEY)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                self.assertAllLinesAreNxlocks(r)
+                self.assertIn("nxlock: SETNX " + AWKWARD_SHOWN + " ", r.stderr.decode())
+                r = self.nx(*u, "-v", "unlock", AWKWARD_KEY, value)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertAllLinesAreNxlocks(r)
+                # A value that is not a lock timestamp.
+                self.nx(*u, "setnx", AWKWARD_KEY, b"data\nmore")
+                r = self.nx(*u, "lock", "-n", AWKWARD_KEY)
+                self.assertOneLineError(r, 65, AWKWARD_SHOWN, "'data\\x0amore'")
+                self.nx(*u, "del", AWKWARD_KEY)
+
+    def test_a_holder_command_with_a_newline_gives_a_one_line_busy_message(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                job = self.popen(*u, "run-locked", "-t", "60", "job", "sh", "-c",
+                                 "sleep 30\n# second line", stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+                try:
+                    self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
+                    r = self.nx(*u, "lock", "-n", "job")
+                    self.assertOneLineError(r, 75, "busy", "sleep 30\\x0a# second line")
+                finally:
+                    job.terminate()
+                    job.wait(timeout=10)
+
+    def test_a_store_path_with_a_newline_gives_one_line_errors(self):
+        parent = os.path.join(self.tmp, "x\ny")
+        os.mkdir(parent)
+        not_a_store = os.path.join(parent, "store")
+        with open(not_a_store, "w") as f:
+            f.write("a file, not a directory\n")
+        shown = not_a_store.replace("\n", "\\x0a")
+        r = self.nx("-u", "file://" + not_a_store, "lock", "k")
+        self.assertOneLineError(r, 65, shown, "not an nxlock store")
+        env = dict(self.env, NXLOCK_STORE=not_a_store)
+        r = self.nx("lock", "k", env=env)
+        self.assertOneLineError(r, 65, shown, "not an nxlock store")
+        r = self.nx("-v", "lock", "k", env=env)
+        self.assertEqual(r.returncode, 65, r.stderr)
+        self.assertAllLinesAreNxlocks(r)
+        # A corrupt record inside a store whose path holds a newline.
+        store = os.path.join(parent, "store2")
+        u = ["-u", "file://" + store]
+        self.assertEqual(self.nx(*u, "setnx", "k", "v").returncode, 0)
+        data = os.path.join(store, "data")
+        for stripe in os.listdir(data):
+            for name in os.listdir(os.path.join(data, stripe)):
+                with open(os.path.join(data, stripe, name), "r+b") as f:
+                    f.write(b"XXXX")
+        r = self.nx(*u, "get", "k")
+        self.assertOneLineError(r, 65, store.replace("\n", "\\x0a"), "corrupt record (bad magic)")
+
+    def test_a_url_or_certificate_path_with_a_newline_gives_one_line_errors(self):
+        r = self.nx("-u", "redis://127.0.0.1:1\n2/0", "get", "k")
+        self.assertOneLineError(r, 64, "redis://127.0.0.1:1\\x0a2/0", "bad port '1\\x0a2'")
+        r = self.nx("-u", "unix:///tmp/r.sock?db=1&x\ny=1", "get", "k")
+        self.assertOneLineError(r, 64, "unknown parameter 'x\\x0ay'")
+        r = self.nx("-u", "rediss://127.0.0.1:1", "--cacert", os.path.join(self.tmp, "no\nsuch"),
+                    "get", "k")
+        self.assertOneLineError(r, 64, "--cacert '", "no\\x0asuch'", "cannot load")
+        r = self.nx("-u", "file://" + os.path.join(self.tmp, "s\nt") + "?sync=2", "get", "k")
+        self.assertOneLineError(r, 64, "s\\x0at", "sync must be 0 or 1")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,70 @@
+"""A store's own deletions wake its waiters (there is no separate notify step):
+unlock, unlock --force and del each wake a waiting `lock -w` on every backend,
+over Redis by a message in the same round trip as the delete."""
+import select
+import subprocess
+import time
+import unittest
+
+from harness import COMMAND_TIMEOUT, NxlockTestCase
+
+WOKEN = b"(subscriber) \xe2\x86\x90 [message nxlock:wake:job 1]"
+
+
+class DeletionsWakeWaiters(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def waiting(self, u):
+        """A -v `lock -w` on "job" once it waits, and the trace it printed so far.
+
+        It looks twice before it waits: once, then again after arming its watch
+        (on Redis, after subscribing), so the second GET in its trace says it waits.
+        """
+        waiter = self.popen(*u, "-v", "lock", "-w", "60", "-t", "60", "job",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(waiter.kill)
+        trace = b""
+        deadline = time.monotonic() + 10
+        while trace.count(b"nxlock: GET job ") < 2 and time.monotonic() < deadline:
+            if select.select([waiter.stderr], [], [], 0.5)[0]:
+                trace += waiter.stderr.readline()
+        self.assertEqual(trace.count(b"nxlock: GET job "), 2, trace)
+        self.assertIsNone(waiter.poll())
+        return waiter, trace
+
+    def release_wakes(self, u, release):
+        value = self.nx(*u, "lock", "-t", "60", "job").stdout.decode().strip()
+        waiter, err = self.waiting(u)
+        r = release(value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out, rest = waiter.communicate(timeout=COMMAND_TIMEOUT + 10)
+        err += rest
+        self.assertEqual(waiter.returncode, 0, err)
+        if u[1].startswith(("redis", "unix")):
+            # Woken by the delete's own message, not by a poll tick.
+            self.assertIn(WOKEN, err)
+        self.assertEqual(self.nx(*u, "unlock", "job", out.decode().strip()).returncode, 0)
+
+    def test_unlock_wakes_a_waiter(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                self.release_wakes(u, lambda value: self.nx(*u, "unlock", "job", value))
+
+    def test_forced_unlock_wakes_a_waiter(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                self.release_wakes(u, lambda value: self.nx(*u, "unlock", "--force", "job"))
+
+    def test_del_wakes_a_waiter(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                self.release_wakes(u, lambda value: self.nx(*u, "del", "other", "job"))
+
+
+if __name__ == "__main__":
+    unittest.main()

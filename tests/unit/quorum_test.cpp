@@ -1,0 +1,295 @@
+// QuorumLock: the majority and validity arithmetic, and the quorum over in-memory servers.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lock/quorum.hpp"
+#include "store/memory_store.hpp"
+#include "util/error.hpp"
+
+namespace nxlock {
+namespace {
+
+using lock::Verdict;
+using util::Micros;
+
+TEST(QuorumArithmetic, MajorityIsMoreThanHalf) {
+  EXPECT_EQ(lock::majority_of(1), 1u);
+  EXPECT_EQ(lock::majority_of(2), 2u);
+  EXPECT_EQ(lock::majority_of(3), 2u);
+  EXPECT_EQ(lock::majority_of(4), 3u);
+  EXPECT_EQ(lock::majority_of(5), 3u);
+  EXPECT_EQ(lock::majority_of(7), 4u);
+}
+
+TEST(QuorumArithmetic, DriftIsTwoMillisecondsAndOnePercentOfTheTtl) {
+  EXPECT_EQ(lock::drift_margin(1), Micros(12'000));
+  EXPECT_EQ(lock::drift_margin(60), Micros(602'000));
+  EXPECT_EQ(lock::drift_margin(3600), Micros(36'002'000));
+}
+
+TEST(QuorumArithmetic, ValidityIsTtlMinusDriftFromTheClockReading) {
+  const Micros started(5'000'000);
+  EXPECT_EQ(lock::validity_end(started, 60), started + Micros(60'000'000 - 602'000));
+}
+
+TEST(QuorumArithmetic, HeldOnlyByAMajorityInsideTheWindow) {
+  const Micros started(1'000'000);
+  const Micros end = lock::validity_end(started, 10);
+  EXPECT_TRUE(lock::quorum_holds(2, 3, started, started + Micros(1'000), 10));
+  EXPECT_TRUE(lock::quorum_holds(3, 3, started, end - Micros(1), 10));
+  // The acquisition took the whole window: nothing is left of it.
+  EXPECT_FALSE(lock::quorum_holds(3, 3, started, end, 10));
+  EXPECT_FALSE(lock::quorum_holds(1, 3, started, started, 10));
+  EXPECT_FALSE(lock::quorum_holds(2, 4, started, started, 10));
+  EXPECT_TRUE(lock::quorum_holds(3, 4, started, started, 10));
+  EXPECT_TRUE(lock::quorum_holds(3, 5, started, started, 10));
+}
+
+// One server: a MemoryStore that outlives the connections QuorumLock opens to
+// it, and can be taken down (every operation then fails as a dead server does).
+struct FakeServer {
+  store::MemoryStore data;
+  bool down = false;
+  Micros delay{0};  // before every operation: a slow server
+};
+
+class Connection final : public store::Store {
+ public:
+  explicit Connection(FakeServer& server) : m_server(server) {}
+  std::string describe() const override { return "fake"; }
+  bool set_if_absent(std::string_view k, std::string_view v) override {
+    check();
+    return m_server.data.set_if_absent(k, v);
+  }
+  std::optional<std::string> get(std::string_view k) override {
+    check();
+    return m_server.data.get(k);
+  }
+  std::optional<std::string> get_and_set(std::string_view k, std::string_view v) override {
+    check();
+    return m_server.data.get_and_set(k, v);
+  }
+  void set(std::string_view k, std::string_view v) override {
+    check();
+    m_server.data.set(k, v);
+  }
+  std::size_t del(const std::vector<std::string>& keys) override {
+    check();
+    return m_server.data.del(keys);
+  }
+  bool compare_and_delete(std::string_view k, std::string_view e) override {
+    check();
+    return m_server.data.compare_and_delete(k, e);
+  }
+  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
+    check();
+    return m_server.data.compare_and_set(k, e, v);
+  }
+  Micros now() override { return util::wall_now(); }
+  std::unique_ptr<store::Watcher> watch(std::string_view k) override {
+    check();
+    return m_server.data.watch(k);
+  }
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view k, std::string_view v,
+                                                   std::string_view c) override {
+    check();
+    return m_server.data.set_if_absent_fenced(k, v, c);
+  }
+  FencedSwap get_and_set_fenced(std::string_view k, std::string_view v, std::string_view c,
+                                std::int64_t now) override {
+    check();
+    return m_server.data.get_and_set_fenced(k, v, c, now);
+  }
+  bool compare_and_set_fenced(std::string_view k, std::string_view e, std::string_view v,
+                              std::string_view c, std::int64_t f) override {
+    check();
+    return m_server.data.compare_and_set_fenced(k, e, v, c, f);
+  }
+  bool compare_and_delete_fenced(std::string_view k, std::string_view e, std::string_view c,
+                                 std::int64_t f) override {
+    check();
+    return m_server.data.compare_and_delete_fenced(k, e, c, f);
+  }
+
+ private:
+  void check() {
+    if (m_server.delay > Micros(0)) {
+      std::this_thread::sleep_for(m_server.delay);
+    }
+    if (m_server.down) {
+      throw util::Error(util::ErrorKind::unavailable, "fake", "connection refused");
+    }
+  }
+  FakeServer& m_server;
+};
+
+class QuorumTest : public ::testing::Test {
+ protected:
+  QuorumTest() : servers(3) {}
+
+  std::unique_ptr<lock::QuorumLock> make_lock() {
+    std::vector<lock::QuorumServer> specs;
+    for (std::size_t i = 0; i < servers.size(); ++i) {
+      FakeServer* server = &servers[i];
+      specs.push_back({"fake" + std::to_string(i), [server]() -> std::unique_ptr<store::Store> {
+                         if (server->down) {
+                           throw util::Error(util::ErrorKind::unavailable, "fake", "refused");
+                         }
+                         return std::make_unique<Connection>(*server);
+                       }});
+    }
+    return std::make_unique<lock::QuorumLock>(std::move(specs), clock, "k");
+  }
+
+  std::vector<std::optional<std::string>> values() {
+    std::vector<std::optional<std::string>> found;
+    for (auto& server : servers) {
+      found.push_back(server.data.get("k"));
+    }
+    return found;
+  }
+
+  lock::AcquireResult try_once(lock::QuorumLock& quorum, std::int64_t ttl = 60) {
+    lock::WaitPolicy policy;
+    policy.wait_for = Micros(0);
+    return quorum.acquire(ttl, policy);
+  }
+
+  std::string live_value() const {
+    return std::to_string(util::whole_seconds(util::wall_now()) + 60);
+  }
+
+  std::vector<FakeServer> servers;
+  lock::LocalClock clock;
+};
+
+TEST_F(QuorumTest, EveryServerGetsTheSameValue) {
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, result.value));
+  // Held at least ttl minus the drift margin after the round began.
+  EXPECT_LE(result.valid_from, util::mono_now() - lock::drift_margin(60));
+}
+
+TEST_F(QuorumTest, AMajorityHeldElsewhereIsBusyAndOursIsUndone) {
+  const std::string other = live_value();
+  servers[0].data.set("k", other);
+  servers[2].data.set("k", other);
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
+  EXPECT_EQ(std::to_string(result.held_until), other);
+  EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, std::nullopt, other}));
+}
+
+TEST_F(QuorumTest, AMinorityHeldElsewhereDoesNotBlock) {
+  const std::string other = live_value();
+  servers[1].data.set("k", other);
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{result.value, other, result.value}));
+}
+
+TEST_F(QuorumTest, ASplitWithNoMajorityHolderIsTriedAgainThenBusyAndLeavesNothing) {
+  const std::string first = live_value();
+  const std::string second = std::to_string(std::stoll(first) + 1);
+  servers[0].data.set("k", first);
+  servers[2].data.set("k", second);
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
+  EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{first, std::nullopt, second}));
+}
+
+TEST_F(QuorumTest, FewerThanAMajorityAnsweringIsUnavailable) {
+  servers[0].down = true;
+  servers[1].down = true;
+  auto quorum = make_lock();
+  try {
+    try_once(*quorum);
+    FAIL() << "expected unavailable";
+  } catch (const util::Error& e) {
+    EXPECT_EQ(e.kind(), util::ErrorKind::unavailable);
+    EXPECT_NE(std::string(e.what()).find("only 1 of 3 servers answered (a majority is 2)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(values()[2], std::nullopt) << "undone on the one that answered";
+}
+
+TEST_F(QuorumTest, OneServerDownStillLocksRenewsAndReleases) {
+  servers[1].down = true;
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  std::string renewed;
+  EXPECT_EQ(quorum->renew(result.value, 120, renewed), Verdict::done);
+  EXPECT_EQ(values()[0], renewed);
+  EXPECT_EQ(values()[2], renewed);
+  EXPECT_EQ(quorum->release(renewed), Verdict::done);
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
+}
+
+TEST_F(QuorumTest, ARenewalThatLosesTheMajorityIsUndoneOnTheMinority) {
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  const std::string other = std::to_string(std::stoll(result.value) + 7);
+  servers[0].data.set("k", other);
+  servers[1].data.set("k", other);
+  std::string renewed;
+  EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::taken_over);
+  EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, std::nullopt}));
+}
+
+TEST_F(QuorumTest, AReleaseTheMissingServersCouldDecideIsUnavailable) {
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  servers[0].data.set("k", std::to_string(std::stoll(result.value) + 7));
+  servers[1].down = true;
+  // Released on 1, taken over on 1, 1 silent: it may or may not have been ours.
+  EXPECT_THROW(quorum->release(result.value), util::Error);
+  EXPECT_EQ(values()[2], std::nullopt);
+}
+
+TEST_F(QuorumTest, StatusIsTheMajorityView) {
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  servers[2].data.del({"k"});
+  auto status = quorum->status();
+  EXPECT_EQ(status.state, lock::Status::State::held);
+  EXPECT_EQ(status.value, result.value);
+  const auto views = quorum->server_views();
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_EQ(views[0].state, lock::ServerView::State::held);
+  EXPECT_EQ(views[2].state, lock::ServerView::State::free);
+  servers[1].data.del({"k"});
+  EXPECT_EQ(quorum->status().state, lock::Status::State::free) << "held on one of three";
+}
+
+TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
+  // ttl 1: a window of 1 s - 12 ms. Each server's SETNX answers after 1.1 s (at
+  // once, all together): every server took it, but the window has closed.
+  for (auto& server : servers) {
+    server.delay = Micros(1'100'000);
+  }
+  auto quorum = make_lock();
+  const auto round = quorum->try_round(1);
+  EXPECT_FALSE(round.acquired);
+  EXPECT_EQ(round.acquired_on, 3u) << "every server took it, too late";
+  for (auto& server : servers) {
+    server.delay = Micros(0);
+  }
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
+}
+
+}  // namespace
+}  // namespace nxlock

@@ -1,0 +1,219 @@
+// The store contract, fenced steps: the owning write and the fencing counter move as one.
+// Every backend runs these (see store_contract.hpp); the lock layer relies on them.
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/lock_value.hpp"
+#include "store/make_store.hpp"
+#include "store/url.hpp"
+#include "unit/store_contract.hpp"
+#include "util/error.hpp"
+
+namespace nxlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::int64_t k_now = 1'732'000'000;
+const std::string k_fresh = std::to_string(k_now + 10);
+const std::string k_expired = std::to_string(k_now - 1);
+
+TEST_P(StoreContract, FencedSetIfAbsentTakesATokenOnlyWhenItSets) {
+  EXPECT_EQ(m_store->set_if_absent_fenced("k", "v1", "c"), 1);
+  EXPECT_EQ(m_store->get("c"), "1");
+  // Not set: the counter does not move.
+  EXPECT_EQ(m_store->set_if_absent_fenced("k", "v2", "c"), std::nullopt);
+  EXPECT_EQ(m_store->get("k"), "v1");
+  EXPECT_EQ(m_store->get("c"), "1");
+  // A deleted key is set again, with the next token: the counter is never reset.
+  EXPECT_EQ(m_store->del({"k"}), 1u);
+  EXPECT_EQ(m_store->set_if_absent_fenced("k", "v3", "c"), 2);
+  EXPECT_EQ(m_store->get("k"), "v3");
+  EXPECT_EQ(m_store->get("c"), "2");
+}
+
+TEST_P(StoreContract, FencedSetIfAbsentContinuesACounterSetBeforehand) {
+  m_store->set("c", "41");
+  EXPECT_EQ(m_store->set_if_absent_fenced("k", "v", "c"), 42);
+  EXPECT_EQ(m_store->get("c"), "42");
+}
+
+TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
+  // Absent: the write creates the lock, and owns it.
+  auto swap = m_store->get_and_set_fenced("k", k_fresh, "c", k_now);
+  EXPECT_EQ(swap.old, std::nullopt);
+  EXPECT_EQ(swap.fence, 1);
+
+  // A fresh timestamp (and one equal to now: still held) is another's lock: the
+  // value is set either way (GETSET), the counter does not move.
+  for (const std::string& held : {k_fresh, std::to_string(k_now)}) {
+    m_store->set("k", held);
+    swap = m_store->get_and_set_fenced("k", "mine", "c", k_now);
+    EXPECT_EQ(swap.old, held);
+    EXPECT_EQ(swap.fence, std::nullopt) << held;
+    EXPECT_EQ(m_store->get("k"), "mine");
+    EXPECT_EQ(m_store->get("c"), "1");
+  }
+
+  // Not a timestamp: never owned (the lock layer puts it back and refuses).
+  for (const std::string data : {"data", "", "-5", "+5", "1e3", " 5", "1234567890123456789"}) {
+    m_store->set("k", data);
+    swap = m_store->get_and_set_fenced("k", "mine", "c", k_now);
+    EXPECT_EQ(swap.old, data);
+    EXPECT_EQ(swap.fence, std::nullopt) << "'" << data << "'";
+    EXPECT_EQ(m_store->get("c"), "1");
+  }
+
+  // An expired timestamp (leading zeros and 18 digits too, as the lock layer parses them).
+  std::int64_t expected = 1;
+  for (const std::string& expired : {k_expired, std::string("0"), std::string("0000000001")}) {
+    m_store->set("k", expired);
+    swap = m_store->get_and_set_fenced("k", k_fresh, "c", k_now);
+    EXPECT_EQ(swap.old, expired);
+    EXPECT_EQ(swap.fence, ++expected) << expired;
+    EXPECT_EQ(m_store->get("k"), k_fresh);
+    EXPECT_EQ(m_store->get("c"), std::to_string(expected));
+  }
+  // The store's rule is the lock layer's: one definition (lock_value.hpp).
+  EXPECT_TRUE(store::getset_owns(k_expired, k_now));
+  EXPECT_FALSE(store::getset_owns(std::to_string(k_now), k_now));
+}
+
+TEST_P(StoreContract, AFencedStepOnACounterThatIsNoIntegerFailsAndWritesNothing) {
+  m_store->set("c", "not a number");
+  try {
+    m_store->set_if_absent_fenced("k", "v", "c");
+    ADD_FAILURE() << "no error for a counter that is no integer";
+  } catch (const util::Error& e) {
+    EXPECT_EQ(e.kind(), util::ErrorKind::data) << e.what();
+  }
+  EXPECT_EQ(m_store->get("k"), std::nullopt);
+
+  m_store->set("k", k_expired);
+  EXPECT_THROW(m_store->get_and_set_fenced("k", k_fresh, "c", k_now), util::Error);
+  EXPECT_EQ(m_store->get("k"), k_expired);
+  EXPECT_EQ(m_store->get("c"), "not a number");
+}
+
+TEST_P(StoreContract, FencedCompareAndSetNeedsTheValueAndTheToken) {
+  ASSERT_EQ(m_store->set_if_absent_fenced("k", "v", "c"), 1);
+  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "other", "new", "c", 1));
+  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "v", "new", "c", 2));
+  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "v", "new", "elsewhere", 1));
+  EXPECT_EQ(m_store->get("k"), "v");
+  EXPECT_TRUE(m_store->compare_and_set_fenced("k", "v", "new", "c", 1));
+  EXPECT_EQ(m_store->get("k"), "new");
+  EXPECT_EQ(m_store->get("c"), "1");  // only owning steps move it
+
+  // Deleted and taken again with the same value: the same bytes, another owner.
+  EXPECT_EQ(m_store->del({"k"}), 1u);
+  ASSERT_EQ(m_store->set_if_absent_fenced("k", "new", "c"), 2);
+  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "new", "newer", "c", 1));
+  EXPECT_EQ(m_store->get("k"), "new");
+  EXPECT_FALSE(m_store->compare_and_set_fenced("absent", "", "x", "c", 2));
+  EXPECT_EQ(m_store->get("absent"), std::nullopt);
+}
+
+TEST_P(StoreContract, FencedCompareAndDeleteNeedsTheValueAndTheToken) {
+  ASSERT_EQ(m_store->set_if_absent_fenced("k", "v", "c"), 1);
+  EXPECT_EQ(m_store->del({"k"}), 1u);
+  ASSERT_EQ(m_store->set_if_absent_fenced("k", "v", "c"), 2);
+  EXPECT_FALSE(m_store->compare_and_delete_fenced("k", "v", "c", 1));  // the first owner's
+  EXPECT_FALSE(m_store->compare_and_delete_fenced("k", "w", "c", 2));
+  EXPECT_EQ(m_store->get("k"), "v");
+  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", 2));
+  EXPECT_EQ(m_store->get("k"), std::nullopt);
+  EXPECT_EQ(m_store->get("c"), "2");  // never reset
+  EXPECT_FALSE(m_store->compare_and_delete_fenced("k", "v", "c", 2));
+}
+
+TEST_P(StoreContract, AFencedDeleteWakesWatchers) {
+  ASSERT_EQ(m_store->set_if_absent_fenced("k", "v", "c"), 1);
+  const auto watcher = m_store->watch("k");
+  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", 1));
+  EXPECT_EQ(watcher->wait(2s, -1), store::WaitResult::changed);
+}
+
+// Many key/counter pairs: on the file store some share a stripe (locked once)
+// and most do not (two stripes locked in order); binary-safe names too.
+TEST_P(StoreContract, FencedStepsOnManyPairsOfKeys) {
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = "key\n" + std::to_string(i);
+    const std::string counter = std::string("counter\0", 8) + std::to_string(i * 7);
+    ASSERT_EQ(m_store->set_if_absent_fenced(key, "v", counter), 1) << i;
+    ASSERT_TRUE(m_store->compare_and_set_fenced(key, "v", k_expired, counter, 1)) << i;
+    const auto swap = m_store->get_and_set_fenced(key, "w", counter, k_now);
+    ASSERT_EQ(swap.fence, 2) << i;
+    ASSERT_TRUE(m_store->compare_and_delete_fenced(key, "w", counter, 2)) << i;
+    ASSERT_EQ(m_store->get(counter), "2") << i;
+  }
+}
+
+// Clients racing for one lock through their own handles: every acquisition has
+// its own token, and tokens are issued in order without gaps or repeats.
+TEST_P(StoreContract, RacingFencedAcquisitionsGetDistinctTokens) {
+  const std::string name = m_store->describe();
+  if (name == "memory") {
+    return;  // one process, one thread: nothing can race (see the other tests)
+  }
+  constexpr int k_clients = 4;
+  constexpr int k_rounds = 40;
+  std::vector<std::vector<std::int64_t>> tokens(k_clients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < k_clients; ++c) {
+    threads.emplace_back([&, c] {
+      store::ConnectOptions options;
+      const auto client = store::make_store(
+          store::parse_url(name.front() == '/' ? "file://" + name : name), options);
+      const std::string value = "client" + std::to_string(c);
+      for (int round = 0; round < k_rounds;) {
+        if (const auto token = client->set_if_absent_fenced("race", value, "race:fence")) {
+          tokens[static_cast<std::size_t>(c)].push_back(*token);
+          // Only the owner deletes, and only with its own token.
+          if (!client->compare_and_delete_fenced("race", value, "race:fence", *token)) {
+            tokens[static_cast<std::size_t>(c)].push_back(-1);
+          }
+          ++round;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  std::set<std::int64_t> all;
+  for (const auto& mine : tokens) {
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      ASSERT_GT(mine[i], 0) << "an owner could not release with its own token";
+      if (i > 0) {
+        EXPECT_GT(mine[i], mine[i - 1]);
+      }
+      EXPECT_TRUE(all.insert(mine[i]).second) << "token " << mine[i] << " issued twice";
+    }
+  }
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(k_clients * k_rounds));
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), k_clients * k_rounds);
+  EXPECT_EQ(m_store->get("race:fence"), std::to_string(k_clients * k_rounds));
+}
+
+// Another handle (a later invocation, a reopened store) continues the counter.
+TEST_P(StoreContract, TheCounterOutlivesTheHandle) {
+  const std::string name = m_store->describe();
+  if (name == "memory") {
+    return;  // it lives in this process only
+  }
+  ASSERT_EQ(m_store->set_if_absent_fenced("k", "v", "c"), 1);
+  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", 1));
+  store::ConnectOptions options;
+  const auto reopened =
+      store::make_store(store::parse_url(name.front() == '/' ? "file://" + name : name), options);
+  EXPECT_EQ(reopened->set_if_absent_fenced("k", "v", "c"), 2);
+}
+
+}  // namespace
+}  // namespace nxlock::testing

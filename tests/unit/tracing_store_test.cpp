@@ -1,0 +1,124 @@
+// TracingStore: one escaped trace line per store operation, whatever the backend.
+#include "store/tracing_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "store/memory_store.hpp"
+#include "util/error.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::store {
+namespace {
+
+using namespace std::string_literals;
+
+// Collects trace lines while it lives.
+class TraceLines {
+ public:
+  TraceLines() {
+    util::set_trace_sink([this](std::string_view line) { m_lines.emplace_back(line); });
+  }
+  ~TraceLines() { util::set_trace_sink({}); }
+  std::vector<std::string> take() { return std::exchange(m_lines, {}); }
+
+ private:
+  std::vector<std::string> m_lines;
+};
+
+TEST(TracingStore, EachOperationIsOneLine) {
+  TraceLines trace;
+  TracingStore store(std::make_unique<MemoryStore>([] { return util::Micros(1732000000'000042); }));
+  using V = std::vector<std::string>;
+
+  EXPECT_TRUE(store.set_if_absent("k", "1732000061"));
+  EXPECT_EQ(trace.take(), V{"SETNX k 1732000061 → 1"});
+  EXPECT_FALSE(store.set_if_absent("k", "1732000062"));
+  EXPECT_EQ(trace.take(), V{"SETNX k 1732000062 → 0"});
+  EXPECT_EQ(store.get("k"), "1732000061");
+  EXPECT_EQ(trace.take(), V{"GET k → 1732000061"});
+  EXPECT_EQ(store.get("none"), std::nullopt);
+  EXPECT_EQ(trace.take(), V{"GET none → (nil)"});
+  EXPECT_EQ(store.get_and_set("k", "1732000070"), "1732000061");
+  EXPECT_EQ(trace.take(), V{"GETSET k 1732000070 → 1732000061"});
+  store.set("h", "x");
+  EXPECT_EQ(trace.take(), V{"SET h x → OK"});
+  EXPECT_TRUE(store.compare_and_set("k", "1732000070", "1732000080"));
+  EXPECT_EQ(trace.take(), V{"SET-IF-EQUAL k 1732000070 1732000080 → 1"});
+  EXPECT_FALSE(store.compare_and_delete("k", "1732000070"));
+  EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 1732000070 → 0"});
+  EXPECT_TRUE(store.compare_and_delete("k", "1732000080"));
+  EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 1732000080 → 1"});
+  EXPECT_EQ(store.del({"h", "none"}), 1u);
+  EXPECT_EQ(trace.take(), V{"DEL h none → 1"});
+  EXPECT_EQ(store.now(), util::Micros(1732000000'000042));
+  EXPECT_EQ(trace.take(), V{"TIME → 1732000000.000042"});
+  // Not steps: nothing traced.
+  auto watcher = store.watch("k");
+  EXPECT_EQ(store.describe(), "memory");
+  EXPECT_EQ(trace.take(), V{});
+}
+
+TEST(TracingStore, KeysAndValuesAreEscapedOntoOneLine) {
+  TraceLines trace;
+  TracingStore store(std::make_unique<MemoryStore>());
+  store.set("a\nb", "v\r\n\xff");
+  EXPECT_EQ(trace.take(), std::vector<std::string>{"SET a\\x0ab v\\x0d\\x0a\\xff → OK"});
+  EXPECT_EQ(store.get("a\nb"), "v\r\n\xff");
+  EXPECT_EQ(trace.take(), std::vector<std::string>{"GET a\\x0ab → v\\x0d\\x0a\\xff"});
+}
+
+// A store whose every operation fails, as a backend that went away.
+class BrokenStore final : public Store {
+ public:
+  std::string describe() const override { return "broken"; }
+  bool set_if_absent(std::string_view, std::string_view) override { fail(); }
+  std::optional<std::string> get(std::string_view) override { fail(); }
+  std::optional<std::string> get_and_set(std::string_view, std::string_view) override { fail(); }
+  void set(std::string_view, std::string_view) override { fail(); }
+  std::size_t del(const std::vector<std::string>&) override { fail(); }
+  bool compare_and_delete(std::string_view, std::string_view) override { fail(); }
+  bool compare_and_set(std::string_view, std::string_view, std::string_view) override { fail(); }
+  std::optional<std::int64_t> set_if_absent_fenced(std::string_view, std::string_view,
+                                                   std::string_view) override {
+    fail();
+  }
+  FencedSwap get_and_set_fenced(std::string_view, std::string_view, std::string_view,
+                                std::int64_t) override {
+    fail();
+  }
+  bool compare_and_set_fenced(std::string_view, std::string_view, std::string_view,
+                              std::string_view, std::int64_t) override {
+    fail();
+  }
+  bool compare_and_delete_fenced(std::string_view, std::string_view, std::string_view,
+                                 std::int64_t) override {
+    fail();
+  }
+  util::Micros now() override { fail(); }
+  std::unique_ptr<Watcher> watch(std::string_view) override { fail(); }
+
+ private:
+  [[noreturn]] static void fail() {
+    throw util::Error(util::ErrorKind::unavailable, "broken", "timed out after 2s");
+  }
+};
+
+TEST(TracingStore, AFailureIsTracedAndRethrown) {
+  TraceLines trace;
+  TracingStore store(std::make_unique<BrokenStore>());
+  EXPECT_THROW(store.set_if_absent("k", "1"), util::Error);
+  EXPECT_EQ(trace.take(), std::vector<std::string>{"SETNX k 1 → failed: timed out after 2s"});
+}
+
+TEST(TracingStore, SilentWithoutASink) {
+  TracingStore store(std::make_unique<MemoryStore>());
+  util::set_trace_sink({});
+  EXPECT_TRUE(store.set_if_absent("k", "1"));  // nothing to trace into, and no crash
+  EXPECT_EQ(store.get("k"), "1");
+}
+
+}  // namespace
+}  // namespace nxlock::store
