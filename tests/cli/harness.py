@@ -8,6 +8,7 @@ A failing test keeps its temp dir and prints its path.
 import atexit
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -50,6 +51,21 @@ def read(path):
         return ""
 
 
+def trace_shows_release(path, key):
+    """True if the `-v` trace in file `path` shows a release of `key` that deleted our value.
+
+    A client that got the lock before that release would have replaced the value,
+    and the release would have deleted nothing: so a taker that succeeded while
+    run-locked was still exiting came after the release, not during the job."""
+    try:
+        with open(path, "rb") as f:
+            trace = f.read()
+    except FileNotFoundError:
+        return False
+    return re.search(rb"DEL-IF-EQUAL " + re.escape(key.encode()) +
+                     rb" \S+( if \S+ = \d+)? \xe2\x86\x92 1", trace) is not None
+
+
 def alive(pid):
     """True if process `pid` runs; a zombie counts as dead."""
     try:
@@ -84,6 +100,18 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_server(process, directory):
+    """Stops a server process we started (SIGTERM, SIGKILL after 3 s) and removes its directory."""
+    if process and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 class RedisServer:
@@ -138,14 +166,7 @@ class RedisServer:
         self.cli("FLUSHALL")
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop_server(self.process, self.dir)
 
 
 class Backend:

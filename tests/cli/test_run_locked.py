@@ -9,7 +9,8 @@ import threading
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, alive, die_with_parent, read, wait_for
+from harness import (BIN, NxlockTestCase, alive, die_with_parent, read, trace_shows_release,
+                     wait_for)
 
 
 def children_of(pid):
@@ -179,13 +180,24 @@ class RunLocked(NxlockTestCase):
         for backend in self.backends()[:2]:
             with self.subTest(backend=backend.name):
                 u = backend.args()
-                p = self.popen(*u, "run-locked", "-t", "1", "job", "sleep", "4.5")
+                trace = os.path.join(self.tmp, "job-%s.err" % backend.name)
+                with open(trace, "wb") as err:
+                    p = self.popen(*u, "-v", "run-locked", "-t", "1", "job", "sleep", "4.5",
+                                   stderr=err)
                 self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
                 refusals = 0
                 start = time.monotonic()
                 while p.poll() is None and time.monotonic() - start < 4:
-                    r = self.nx(*u, "lock", "-n", "job")
-                    self.assertEqual(r.returncode, 75, "lock taken while the job runs")
+                    r = self.nx(*u, "--json", "lock", "-n", "job")
+                    if r.returncode == 0:
+                        # Only right if the job had ended and released, and run-locked
+                        # was still on its way out.
+                        self.assertEqual(p.wait(timeout=20), 0)
+                        self.assertTrue(trace_shows_release(trace, "job"),
+                                        "lock taken while the job runs: " + read(trace))
+                        self.nx(*u, "unlock", "job", json.loads(r.stdout)["value"])
+                        break
+                    self.assertEqual(r.returncode, 75, r.stderr)
                     refusals += 1
                     time.sleep(0.4)
                 self.assertEqual(p.wait(timeout=20), 0)
@@ -204,7 +216,10 @@ class RunLocked(NxlockTestCase):
 
         def watch(backend):
             u = backend.args()
-            p = self.popen(*u, "run-locked", "-t", str(ttl), "job", "sleep", "5.5")
+            trace = os.path.join(self.tmp, "job-%s.err" % backend.name)
+            with open(trace, "wb") as err:
+                p = self.popen(*u, "-v", "run-locked", "-t", str(ttl), "job", "sleep", "5.5",
+                               stderr=err)
             try:
                 if not wait_for(lambda: self.nx(*u, "status", "job").returncode == 0):
                     failures.append("%s: the job never took the lock" % backend.name)
@@ -212,13 +227,19 @@ class RunLocked(NxlockTestCase):
                 least, polls = None, 0
                 while p.poll() is None:
                     r = self.nx(*u, "--json", "lock", "-n", "job")
-                    if p.poll() is not None:
-                        # The job ended and released: a success now proves nothing.
-                        if r.returncode == 0:
+                    if r.returncode == 0:
+                        if p.wait(timeout=20) == 0 and trace_shows_release(trace, "job"):
+                            # The job had ended and released; run-locked was on its way out.
                             self.nx(*u, "unlock", "job", json.loads(r.stdout)["value"])
-                        break
+                            break
+                        failures.append("%s: another client took the lock while the job "
+                                        "ran (after %d polls) %s"
+                                        % (backend.name, polls, r.stdout))
+                        return
+                    if p.poll() is not None:
+                        break  # ended while we asked: a refusal now proves nothing
                     if r.returncode != 75:
-                        failures.append("%s: another client took the lock while the job ran "
+                        failures.append("%s: a poll while the job ran failed "
                                         "(exit %d after %d polls) %s"
                                         % (backend.name, r.returncode, polls, r.stdout))
                         return
