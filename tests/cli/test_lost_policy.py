@@ -58,6 +58,7 @@ class Run:
     def __init__(self, backend):
         self.backend = backend
         self.status = None
+        self.launched = None  # monotonic time nxlock was started: it acquires after that
         self.exited_at = None  # monotonic time nxlock exited; None if it had to be killed
         self.report = {}  # the --json object
         self.stderr = []  # (time, line)
@@ -105,6 +106,7 @@ class LostPolicy(NxlockTestCase):
             job.append("--grandchild")
         if finish_when_lost:
             job.append("--finish")
+        run.launched = time.monotonic()
         p = subprocess.Popen([BIN, *backend.args(), "--json", "run-locked", *options, key, *job],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
                              preexec_fn=die_with_parent)
@@ -327,7 +329,10 @@ class LostPolicy(NxlockTestCase):
                 self.assertIn("expired", run.stderr_text(), "nxlock says it expired" + why)
                 terms = run.child.signal_times(signal.SIGTERM)
                 self.assertEqual(len(terms), 1, "SIGTERM at expiry" + why)
-                self.assertGreaterEqual(terms[0], run.child.start + ttl - 1,
+                # The value is acquisition + ttl + 1 in whole seconds: it expires
+                # more than ttl after the acquisition, which came after the launch
+                # (not after the job's first log line: that can lag a second).
+                self.assertGreaterEqual(terms[0], run.launched + ttl - 0.1,
                                         "not before the ttl ran out" + why)
                 self.assertLessEqual(terms[0], run.taken_away[1] + MARGIN,
                                      "by the time another client could take it" + why)
