@@ -33,9 +33,11 @@ class BadInput(NxlockTestCase):
 
     def test_connection_refused_is_69_quickly(self):
         start = time.monotonic()
-        r = self.nx("--url", "redis://127.0.0.1:1", "--timeout", "1", "get", "k")
+        # A refusal is an answer: no waiting out the timeout (bounds kept far
+        # apart, so a slow machine cannot blur them).
+        r = self.nx("--url", "redis://127.0.0.1:1", "--timeout", "10", "get", "k")
         self.assertOneLineError(r, 69, "redis://127.0.0.1:1")
-        self.assertLess(time.monotonic() - start, 1.5)
+        self.assertLess(time.monotonic() - start, 5)
 
     def test_silent_server_is_69_within_timeout(self):
         # Accepts connections (the kernel completes the handshake) but never answers.
@@ -47,7 +49,7 @@ class BadInput(NxlockTestCase):
             r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--timeout", "0.5", "get", "k")
             elapsed = time.monotonic() - start
         self.assertOneLineError(r, 69)
-        self.assertLess(elapsed, 2.0)
+        self.assertLess(elapsed, 4.0)  # the 0.5 s timeout, not the kernel's minutes
 
     def test_wrong_password_is_77_and_redacted(self):
         url = "redis://:wrong-pw@127.0.0.1:%d" % self.locked.port
