@@ -106,7 +106,9 @@ class Cluster:
             n.stop()
 
 
-class ClusterTestCase(NxlockTestCase):
+class WithCluster:
+    """Mixin: one three-master cluster per test class, flushed before each test."""
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -116,6 +118,10 @@ class ClusterTestCase(NxlockTestCase):
     def setUp(self):
         super().setUp()
         self.cluster.flushall()
+
+
+class ClusterTestCase(WithCluster, NxlockTestCase):
+    pass
 
 
 class TestClusterKeys(ClusterTestCase):

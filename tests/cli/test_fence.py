@@ -9,6 +9,7 @@ import time
 
 from faults import RestartableRedis
 from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, read, wait_for
+from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
 
 # Each process's clock starts at this instant (libfaketime's "@"): two processes
 # started within the same real second write the same lock timestamp for the same
@@ -352,17 +353,7 @@ class TestSentinelTokens(FenceTestCase):
         self.assertEqual(tokens, list(range(tokens[0], tokens[0] + 6)))
 
 
-class TestClusterTokens(FenceTestCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        from test_cluster import Cluster  # only here: its test classes stay in their module
-        cls.cluster = Cluster()
-        cls.addClassCleanup(cls.cluster.stop)
-
-    def setUp(self):
-        super().setUp()
-        self.cluster.flushall()
+class TestClusterTokens(WithCluster, FenceTestCase):
 
     def test_tokens_increase_for_keys_on_every_node(self):
         from sentinel_harness import cli
