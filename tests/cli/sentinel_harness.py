@@ -84,18 +84,18 @@ class Deployment:
     """A master, `replicas` replicas of it and a Sentinel that watches them, ready for a failover."""
 
     def __init__(self, replicas=1, sentinel_password=None):
-        self.master = RedisServer()
+        self.sentinel_password = sentinel_password
+        self.master = self._node()
         self.replicas = []
         self.sentinel = None
         try:
             for _ in range(replicas):
-                self.replicas.append(
-                    RedisServer(extra=["--replicaof", "127.0.0.1", str(self.master.port)]))
+                self.replicas.append(self._node(replica_of=self.master.port))
             for replica in self.replicas:
-                wait_for(lambda: "master_link_status:up" in cli(replica.port, "INFO",
-                                                                "replication"),
-                         10, "the replica to sync")
-            self.sentinel = Sentinel(self.master.port, password=sentinel_password)
+                wait_for(lambda: "master_link_status:up" in self.cli(replica.port, "INFO",
+                                                                     "replication"),
+                         15, "the replica to sync")
+            self.sentinel = self._sentinel(self.master.port)
             # A failover needs replicas the Sentinel knows of (it learns them from INFO).
             for replica in self.replicas:
                 wait_for(lambda: ("%d" % replica.port) in self.sentinel.cli(
@@ -103,6 +103,14 @@ class Deployment:
         except BaseException:
             self.stop()
             raise
+
+    def _node(self, replica_of=None):
+        """One server of the deployment (subclasses: over TLS)."""
+        extra = ["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else []
+        return RedisServer(extra=extra)
+
+    def _sentinel(self, master_port):
+        return Sentinel(master_port, password=self.sentinel_password)
 
     @property
     def replica(self):

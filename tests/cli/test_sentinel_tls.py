@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 from harness import COMMAND_TIMEOUT, REDIS_CLI, NxlockTestCase
-from sentinel_harness import MASTER_NAME, Sentinel, wait_for
+from sentinel_harness import MASTER_NAME, Deployment, Sentinel, wait_for
 from test_sentinel import failover_round
 from test_tls import Certificates, TlsRedisServer
 
@@ -50,34 +50,21 @@ class TlsSentinel(Sentinel):
             return ""
 
 
-class TlsDeployment:
-    """sentinel_harness.Deployment's shape (master, replicas, sentinel, url, cli, stop), over TLS."""
+class TlsDeployment(Deployment):
+    """sentinel_harness.Deployment over TLS: TLS-only servers and Sentinel."""
 
     def __init__(self, certs, replicas=1):
-        self.master = TlsNode(certs)
-        self.replicas = []
-        self.sentinel = None
-        try:
-            for _ in range(replicas):
-                self.replicas.append(TlsNode(certs, replica_of=self.master.port))
-            for replica in self.replicas:
-                wait_for(lambda: "master_link_status:up" in self.cli(replica.port, "INFO",
-                                                                     "replication"),
-                         15, "the replica to sync over TLS")
-            self.sentinel = TlsSentinel(certs, self.master.port)
-            for replica in self.replicas:
-                wait_for(lambda: ("%d" % replica.port) in self.sentinel.cli(
-                    "SENTINEL", "replicas", MASTER_NAME), 15, "the Sentinel to see the replica")
-        except BaseException:
-            self.stop()
-            raise
+        self.certs = certs
+        super().__init__(replicas)
 
-    @property
-    def replica(self):
-        return self.replicas[0]
+    def _node(self, replica_of=None):
+        return TlsNode(self.certs, replica_of=replica_of)
+
+    def _sentinel(self, master_port):
+        return TlsSentinel(self.certs, master_port)
 
     def url(self, scheme="rediss+sentinel"):
-        return "%s://127.0.0.1:%d/%s" % (scheme, self.sentinel.port, MASTER_NAME)
+        return super().url(scheme=scheme)
 
     def cli(self, port, *args):
         """redis-cli on the unix socket of the server whose TLS port is `port` ("" if it is down)."""
@@ -90,11 +77,6 @@ class TlsDeployment:
                 except subprocess.TimeoutExpired:
                     return ""
         raise AssertionError("no server on port %d" % port)
-
-    def stop(self):
-        for process in [self.sentinel, *self.replicas, self.master]:
-            if process is not None:
-                process.stop()
 
 
 class TlsSentinelTestCase(NxlockTestCase):
