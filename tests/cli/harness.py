@@ -9,6 +9,7 @@ import atexit
 import ctypes
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -167,6 +168,37 @@ class RedisServer:
 
     def stop(self):
         stop_server(self.process, self.dir)
+
+
+class Subscriber:
+    """A plain connection SUBSCRIBEd to one channel: it sees every message on it,
+    such as a release's wake-up, whether or not a waiter's own poll tick beat it."""
+
+    def __init__(self, port, channel):
+        self.channel = channel.encode()
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=COMMAND_TIMEOUT)
+        self.sock.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n"
+                          % (len(self.channel), self.channel))
+        self.seen = b""
+        self.wait_for(b"subscribe")
+
+    def wait_for(self, kind, timeout=COMMAND_TIMEOUT):
+        """True once a push of `kind` on the channel has arrived."""
+        needle = b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(kind), kind, len(self.channel),
+                                                     self.channel)
+        deadline = time.monotonic() + timeout
+        while needle not in self.seen and time.monotonic() < deadline:
+            if select.select([self.sock], [], [], 0.2)[0]:
+                chunk = self.sock.recv(4096)
+                if not chunk:
+                    break
+                self.seen += chunk
+        found = needle in self.seen
+        self.seen = self.seen.split(needle, 1)[-1]
+        return found
+
+    def close(self):
+        self.sock.close()
 
 
 class Backend:

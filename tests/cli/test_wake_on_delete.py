@@ -2,43 +2,11 @@
 unlock, unlock --force and del each wake a waiting `lock -w` on every backend,
 over Redis by a message in the same round trip as the delete."""
 import select
-import socket
 import subprocess
 import time
 import unittest
 
-from harness import COMMAND_TIMEOUT, NxlockTestCase
-
-CHANNEL = b"nxlock:wake:job"
-
-
-class Subscriber:
-    """A plain RESP connection SUBSCRIBEd to the key's wake channel: it sees every
-    wake-up message, whether or not the waiter's own poll tick beat it."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=COMMAND_TIMEOUT)
-        self.sock.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n" % (len(CHANNEL), CHANNEL))
-        self.seen = b""
-        self.wait_for(b"subscribe")
-
-    def wait_for(self, kind, timeout=COMMAND_TIMEOUT):
-        """True once a push of `kind` on the channel has arrived."""
-        needle = b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(kind), kind, len(CHANNEL), CHANNEL)
-        deadline = time.monotonic() + timeout
-        while needle not in self.seen and time.monotonic() < deadline:
-            if select.select([self.sock], [], [], 0.2)[0]:
-                chunk = self.sock.recv(4096)
-                if not chunk:
-                    break
-                self.seen += chunk
-        found = needle in self.seen
-        self.seen = self.seen.split(needle, 1)[-1]
-        return found
-
-    def close(self):
-        self.sock.close()
-
+from harness import COMMAND_TIMEOUT, NxlockTestCase, Subscriber
 
 class DeletionsWakeWaiters(NxlockTestCase):
     @classmethod
@@ -67,7 +35,7 @@ class DeletionsWakeWaiters(NxlockTestCase):
         value = self.nx(*u, "lock", "-t", "60", "job").stdout.decode().strip()
         on_redis = u[1].startswith(("redis", "unix"))
         if on_redis:
-            subscriber = Subscriber(self.redis.port)
+            subscriber = Subscriber(self.redis.port, "nxlock:wake:job")
             self.addCleanup(subscriber.close)
         waiter, err = self.waiting(u)
         r = release(value)
