@@ -7,9 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
@@ -123,8 +125,47 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
-// The global options, on the app: each command falls through to them.
-void add_global_options(CLI::App& app, GlobalOptions& g) {
+// The global options that only rediss:// and redis+sentinel:// URLs or a
+// replicated Redis use, by name and by environment variable. Building a CLI11
+// option costs a few thousand instructions, and CLI11 compares each new one
+// with all before it: these eight are a third of an invocation's instructions
+// (BENCHMARKS.md). needs_backend_options() says when they may matter.
+constexpr std::string_view k_backend_option_words[] = {"cacert",   "cert",     "key",      "sni",
+                                                       "insecure", "sentinel", "replicas", "help"};
+constexpr const char* k_backend_option_env[] = {"NXLOCK_CACERT", "NXLOCK_CACERTDIR", "NXLOCK_CERT",
+                                                "NXLOCK_CERT_KEY"};
+
+// False only when none of the backend options can be in play: no word of argv
+// that starts with '-' mentions one of them (nor help: --help lists them all,
+// and a short cluster such as -qh asks for it), and none of their environment
+// variables is set. Then parsing without them gives the same result and the
+// same messages. Conservative: a child command's own --cacert counts too.
+bool needs_backend_options(int argc, char** argv) {
+  for (const char* name : k_backend_option_env) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view token = argv[i];
+    if (token.size() < 2 || token[0] != '-') {
+      continue;
+    }
+    if (token[1] != '-' && token.find('h') != std::string_view::npos) {
+      return true;
+    }
+    for (const std::string_view word : k_backend_option_words) {
+      if (token.find(word) != std::string_view::npos) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The global options, on the app: each command falls through to them. Those of
+// k_backend_option_words only if `backend_options` (see needs_backend_options).
+void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
   auto* url =
       app.add_option("-u,--url", g.urls,
                      "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
@@ -147,6 +188,11 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
   app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
+  url->envname("NXLOCK_URL");
+  prefix->envname("NXLOCK_PREFIX");
+  if (!backend_options) {
+    return;
+  }
   app.add_option("--cacert", g.cacert, "rediss://: verify the server with the CAs in FILE")
       ->type_name("FILE")
       ->envname("NXLOCK_CACERT");
@@ -173,8 +219,6 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "Redis: every lock write waits until N replicas have it (WAIT); else exit 69")
       ->check(CLI::NonNegativeNumber)
       ->type_name("N");
-  url->envname("NXLOCK_URL");
-  prefix->envname("NXLOCK_PREFIX");
 }
 
 // True if `token` names an option of `app` that takes a separate value.
@@ -251,7 +295,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
-  add_global_options(app, g);
+  add_global_options(app, g, needs_backend_options(argc, argv));
 
   // Start-up is most of an invocation, and building every command's options
   // is most of start-up: when argv names a command, set up only that one.

@@ -1,0 +1,71 @@
+"""The options only rediss://, Sentinel and --replicas use are built only when
+argv or the environment may name them (src/cli/app.cpp, needs_backend_options):
+every other command line must get the same outcome, word for word, as with all
+options built. An empty NXLOCK_CACERT forces them all to be built and is
+otherwise ignored (CLI11 takes no empty environment value), so each command
+line below runs both ways, each in a store of its own, and the two must agree."""
+import os
+
+from harness import NxlockTestCase
+
+# Each is run in order in a fresh embedded store; together they cover success,
+# every kind of usage error CLI11 reports, and the global options after the
+# command name (they fall through to the app).
+COMMAND_LINES = [
+    ["setnx", "k", "v"],
+    ["setnx", "k", "w"],
+    ["get", "k"],
+    ["--json", "get", "k"],
+    ["get", "--json", "k"],
+    ["-q", "get", "missing"],
+    ["--prefix", "p:", "setnx", "k", "v"],
+    ["get", "--prefix=p:", "k"],
+    ["del", "k", "p:k"],
+    ["getset", "k", "x"],
+    ["status", "k"],
+    ["run-locked", "-n", "g", "true"],
+    ["run-locked", "-n", "g", "--", "sh", "-c", "exit 3"],
+    ["--timeout", "0", "get", "k"],
+    ["--timeout", "nan", "get", "k"],
+    ["-u"],
+    ["-u", "bogus://x", "get", "k"],
+    ["get"],
+    ["get", "k", "extra"],
+    ["setnx", "k"],
+    ["--no-such-option", "get", "k"],
+    ["get", "--no-such-option", "k"],
+    ["-z", "get", "k"],
+    ["-q", "-v", "get", "k"],
+    ["lock", "-n", "-w", "1", "k"],
+    ["lock", "-t", "0", "k"],
+    ["nosuchcommand"],
+    [],
+    ["--version"],
+]
+
+
+class LazyBackendOptions(NxlockTestCase):
+    def run_all(self, store, env_extra):
+        env = dict(self.env)
+        env.pop("NXLOCK_CACERT", None)
+        env.update(env_extra)
+        env["NXLOCK_STORE"] = os.path.join(self.tmp, store)
+        return [self.nx(*argv, env=env) for argv in COMMAND_LINES]
+
+    def test_same_outcome_with_and_without_the_backend_options(self):
+        lazy = self.run_all("lazy", {})
+        full = self.run_all("full", {"NXLOCK_CACERT": ""})
+        for argv, a, b in zip(COMMAND_LINES, lazy, full):
+            with self.subTest(argv=argv):
+                self.assertEqual((a.returncode, a.stdout, a.stderr),
+                                 (b.returncode, b.stdout, b.stderr))
+        # The list exercises both outcomes, not only errors.
+        self.assertIn(0, [r.returncode for r in lazy])
+        self.assertIn(64, [r.returncode for r in lazy])
+
+    def test_backend_options_after_the_command_are_still_options(self):
+        # Not built on the plain path, they must be as soon as argv names them.
+        r = self.nx("get", "--replicas", "x", "k")
+        self.assertOneLineError(r, 64, "--replicas")
+        r = self.nx("get", "--cert", os.path.join(self.tmp, "c.pem"), "k")
+        self.assertOneLineError(r, 64, "--key")
