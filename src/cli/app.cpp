@@ -101,7 +101,73 @@ CLI::Validator duration_check(double min_seconds, double max_seconds) {
       "NUMBER in " + range);
 }
 
+namespace {
+
+// The command line run() is parsing. Building a CLI11 option costs a few
+// thousand instructions, and CLI11 compares each new one with all before it:
+// options that are seldom used are left out when this command line cannot name
+// them (may_name()). Unset (no run() under way), every option is built.
+struct ParsedArgv {
+  int argc = 0;
+  char** argv = nullptr;
+};
+ParsedArgv g_parsed;
+
+// False only if no word of the command line that starts with '-' contains
+// `word` (the option's long name, or a distinctive part of it), no single-dash
+// word (a short option or a cluster such as -nE5) contains `letter`, and none
+// asks for help (--help, --help-all, or -h alone or in a cluster such as -qh:
+// help lists every option). Then CLI11 parses the command line to the same
+// result and the same messages without the option. Conservative: the words of
+// run-locked's child command count too.
+bool may_name(std::string_view word, char letter = 0) {
+  if (g_parsed.argv == nullptr) {
+    return true;
+  }
+  for (int i = 1; i < g_parsed.argc; ++i) {
+    const std::string_view token = g_parsed.argv[i];
+    if (token.size() < 2 || token[0] != '-') {
+      continue;
+    }
+    if (token.find(word) != std::string_view::npos ||
+        token.find("help") != std::string_view::npos) {
+      return true;
+    }
+    if (token[1] != '-' && (token.find('h') != std::string_view::npos ||
+                            (letter != 0 && token.find(letter) != std::string_view::npos))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The global options that only rediss:// and redis+sentinel:// URLs or a
+// replicated Redis use: the words that name them, and their environment
+// variables. Together they were 131 k of the 759 k instructions of a plain
+// `setnx` (BENCHMARKS.md).
+constexpr std::string_view k_backend_option_words[] = {"cacert",   "cert",     "key",     "sni",
+                                                       "insecure", "sentinel", "replicas"};
+constexpr const char* k_backend_option_env[] = {"NXLOCK_CACERT", "NXLOCK_CACERTDIR", "NXLOCK_CERT",
+                                                "NXLOCK_CERT_KEY"};
+
+// Whether the backend options may be in play: named on the command line (see
+// may_name()) or set in the environment.
+bool needs_backend_options() {
+  for (const char* name : k_backend_option_env) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  return std::any_of(std::begin(k_backend_option_words), std::end(k_backend_option_words),
+                     [](std::string_view word) { return may_name(word); });
+}
+
+}  // namespace
+
 void add_clock_option(CLI::App& sub, std::string& clock) {
+  if (!may_name("clock")) {
+    return;  // the default stands, as CLI11 would leave it
+  }
   sub.add_option("--clock", clock,
                  "Whose clock decides expiry: server (Redis TIME) or local (this host)")
       ->check(CLI::IsMember({"server", "local"}))
@@ -118,53 +184,18 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
       ->check(duration_check(0, k_max_duration_seconds))
       ->type_name("SECONDS")
       ->excludes(nonblock);
-  sub.add_option("-E,--conflict-exit-code", args.conflict_exit, "Exit status when the lock is busy")
-      ->check(CLI::Range(0, 255))
-      ->type_name("N")
-      ->capture_default_str();
+  if (may_name("conflict", 'E')) {
+    sub.add_option("-E,--conflict-exit-code", args.conflict_exit,
+                   "Exit status when the lock is busy")
+        ->check(CLI::Range(0, 255))
+        ->type_name("N")
+        ->capture_default_str();
+  }
   add_clock_option(sub, args.clock);
 }
 
-// The global options that only rediss:// and redis+sentinel:// URLs or a
-// replicated Redis use, by name and by environment variable. Building a CLI11
-// option costs a few thousand instructions, and CLI11 compares each new one
-// with all before it: these eight are a third of an invocation's instructions
-// (BENCHMARKS.md). needs_backend_options() says when they may matter.
-constexpr std::string_view k_backend_option_words[] = {"cacert",   "cert",     "key",      "sni",
-                                                       "insecure", "sentinel", "replicas", "help"};
-constexpr const char* k_backend_option_env[] = {"NXLOCK_CACERT", "NXLOCK_CACERTDIR", "NXLOCK_CERT",
-                                                "NXLOCK_CERT_KEY"};
-
-// False only when none of the backend options can be in play: no word of argv
-// that starts with '-' mentions one of them (nor help: --help lists them all,
-// and a short cluster such as -qh asks for it), and none of their environment
-// variables is set. Then parsing without them gives the same result and the
-// same messages. Conservative: a child command's own --cacert counts too.
-bool needs_backend_options(int argc, char** argv) {
-  for (const char* name : k_backend_option_env) {
-    if (std::getenv(name) != nullptr) {
-      return true;
-    }
-  }
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view token = argv[i];
-    if (token.size() < 2 || token[0] != '-') {
-      continue;
-    }
-    if (token[1] != '-' && token.find('h') != std::string_view::npos) {
-      return true;
-    }
-    for (const std::string_view word : k_backend_option_words) {
-      if (token.find(word) != std::string_view::npos) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 // The global options, on the app: each command falls through to them. Those of
-// k_backend_option_words only if `backend_options` (see needs_backend_options).
+// k_backend_option_words only if `backend_options` (see needs_backend_options()).
 void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
   auto* url =
       app.add_option("-u,--url", g.urls,
@@ -283,6 +314,11 @@ std::vector<std::string> split_child_command(const CLI::App& run_locked, int com
 int run(int argc, char** argv) {
   // A server that goes away must be an error message, not a silent SIGPIPE death.
   signal(SIGPIPE, SIG_IGN);
+  // What may_name() looks at, for as long as this run() builds and parses options.
+  g_parsed = {argc, argv};
+  struct Unset {
+    ~Unset() { g_parsed = {}; }
+  } unset_parsed;
 
   Context context;
   GlobalOptions& g = context.globals;
@@ -295,7 +331,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
-  add_global_options(app, g, needs_backend_options(argc, argv));
+  add_global_options(app, g, needs_backend_options());
 
   // Start-up is most of an invocation, and building every command's options
   // is most of start-up: when argv names a command, set up only that one.

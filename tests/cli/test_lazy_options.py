@@ -1,5 +1,6 @@
-"""The options only rediss://, Sentinel and --replicas use are built only when
-argv or the environment may name them (src/cli/app.cpp, needs_backend_options):
+"""Seldom-used options (those only rediss://, Sentinel and --replicas use,
+-E and --clock) are built only when argv or the environment may name them
+(src/cli/app.cpp, may_name):
 every other command line must get the same outcome, word for word, as with all
 options built. An empty NXLOCK_CACERT forces them all to be built and is
 otherwise ignored (CLI11 takes no empty environment value), so each command
@@ -38,6 +39,11 @@ COMMAND_LINES = [
     ["-q", "-v", "get", "k"],
     ["lock", "-n", "-w", "1", "k"],
     ["lock", "-t", "0", "k"],
+    ["lock", "-E", "300", "k"],
+    ["lock", "-n", "-w", "1", "-E", "x", "k"],
+    ["lock", "--clock", "nope", "k"],
+    ["status", "--clock=local", "k"],
+    ["unlock", "--clock", "local", "k", "v"],
     ["nosuchcommand"],
     [],
     ["--version"],
@@ -69,3 +75,11 @@ class LazyBackendOptions(NxlockTestCase):
         self.assertOneLineError(r, 64, "--replicas")
         r = self.nx("get", "--cert", os.path.join(self.tmp, "c.pem"), "k")
         self.assertOneLineError(r, 64, "--key")
+
+    def test_conflict_exit_code_in_every_spelling(self):
+        self.assertEqual(self.nx("lock", "-t", "60", "held").returncode, 0)
+        for argv, status in ((["-E", "3"], 3), (["--conflict-exit-code=4"], 4), (["-nE5"], 5),
+                             (["--conflict-exit-code", "6"], 6)):
+            with self.subTest(argv=argv):
+                r = self.nx("lock", "-n", *argv, "held")
+                self.assertEqual(r.returncode, status, r.stderr)
