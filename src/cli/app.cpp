@@ -194,8 +194,9 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
-// The global options, on the app: each command falls through to them. Those of
-// k_backend_option_words only if `backend_options` (see needs_backend_options()).
+// The global options, on the app: each command falls through to them. -u
+// always; those of k_backend_option_words only if `backend_options` (see
+// needs_backend_options()).
 void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
   auto* url =
       app.add_option("-u,--url", g.urls,
@@ -207,20 +208,38 @@ void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
           ->type_name("URL")
           ->allow_extra_args(false)  // one URL per -u: `-u URL KEY` must leave KEY alone
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--password-file", g.password_file,
-                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
-      ->type_name("FILE");
-  app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
-      ->check(duration_check(k_min_timeout_seconds, k_max_duration_seconds))
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  auto* prefix =
-      app.add_option("--prefix", g.prefix, "Prepended to every key")->type_name("STRING");
-  app.add_flag("--json", g.json, "Print one JSON object on stdout");
-  auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
-  app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
   url->envname("NXLOCK_URL");
-  prefix->envname("NXLOCK_PREFIX");
+  // The others only if the command line may name them (may_name()), or, for
+  // --prefix, NXLOCK_PREFIX may set it.
+  if (may_name("password")) {
+    app.add_option("--password-file", g.password_file,
+                   "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
+        ->type_name("FILE");
+  }
+  if (may_name("timeout")) {
+    app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
+        ->check(duration_check(k_min_timeout_seconds, k_max_duration_seconds))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  if (may_name("prefix") || std::getenv("NXLOCK_PREFIX") != nullptr) {
+    app.add_option("--prefix", g.prefix, "Prepended to every key")
+        ->type_name("STRING")
+        ->envname("NXLOCK_PREFIX");
+  }
+  if (may_name("json")) {
+    app.add_flag("--json", g.json, "Print one JSON object on stdout");
+  }
+  CLI::Option* quiet = nullptr;
+  if (may_name("quiet", 'q')) {
+    quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
+  }
+  if (may_name("verbose", 'v')) {
+    auto* verbose = app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr");
+    if (quiet != nullptr) {
+      verbose->excludes(quiet);
+    }
+  }
   if (!backend_options) {
     return;
   }

@@ -1,6 +1,5 @@
-"""Seldom-used options (those only rediss://, Sentinel and --replicas use,
--E and --clock) are built only when argv or the environment may name them
-(src/cli/app.cpp, may_name):
+"""Options other than -u (the global ones, -E and --clock) are built only
+when argv or the environment may name them (src/cli/app.cpp, may_name):
 every other command line must get the same outcome, word for word, as with all
 options built. An empty NXLOCK_CACERT forces them all to be built and is
 otherwise ignored (CLI11 takes no empty environment value), so each command
@@ -37,6 +36,14 @@ COMMAND_LINES = [
     ["get", "--no-such-option", "k"],
     ["-z", "get", "k"],
     ["-q", "-v", "get", "k"],
+    ["-qv", "get", "k"],
+    ["get", "-vq", "k"],
+    ["-v", "get", "k"],
+    ["get", "k", "--json"],
+    ["--timeout=abc", "get", "k"],
+    ["--timeout", "5", "get", "k"],
+    ["--password-file", "/nonexistent/pw", "-u", "redis://127.0.0.1:1", "get", "k"],
+    ["--prefix"],
     ["lock", "-n", "-w", "1", "k"],
     ["lock", "-t", "0", "k"],
     ["lock", "-E", "300", "k"],
@@ -50,7 +57,7 @@ COMMAND_LINES = [
 ]
 
 
-class LazyBackendOptions(NxlockTestCase):
+class LazyOptions(NxlockTestCase):
     def run_all(self, store, env_extra):
         env = dict(self.env)
         env.pop("NXLOCK_CACERT", None)
@@ -75,6 +82,43 @@ class LazyBackendOptions(NxlockTestCase):
         self.assertOneLineError(r, 64, "--replicas")
         r = self.nx("get", "--cert", os.path.join(self.tmp, "c.pem"), "k")
         self.assertOneLineError(r, 64, "--key")
+
+    def test_every_spelling_of_the_global_options(self):
+        # The comparison above builds only the backend options both ways: the
+        # others are checked against what they must do, in each spelling.
+        self.assertEqual(self.nx("setnx", "k", "v").returncode, 0)
+        self.assertEqual(self.nx("lock", "-t", "60", "held").returncode, 0)
+        for argv in (["-qv", "get", "k"], ["get", "-vq", "k"], ["--quiet", "--verbose", "get", "k"]):
+            with self.subTest(argv=argv):
+                self.assertOneLineError(self.nx(*argv), 64, "--quiet excludes --verbose")
+        for argv in (["-v", "get", "k"], ["get", "-v", "k"], ["--verbose", "get", "k"]):
+            with self.subTest(argv=argv):
+                r = self.nx(*argv)
+                self.assertEqual((r.returncode, r.stdout), (0, b"v\n"), r.stderr)
+                self.assertIn("nxlock: GET k → v", r.stderr.decode())
+        for argv in (["lock", "-n", "held"], ["-q", "lock", "-n", "held"], ["lock", "-nq", "held"],
+                     ["lock", "--quiet", "-n", "held"]):
+            with self.subTest(argv=argv):
+                r = self.nx(*argv)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                self.assertEqual(r.stderr == b"", "q" in "".join(argv[:-1]), r.stderr)
+        for argv in (["--timeout=abc", "get", "k"], ["get", "--timeout", "abc", "k"]):
+            with self.subTest(argv=argv):
+                self.assertOneLineError(self.nx(*argv), 64, "--timeout: 'abc'")
+        for argv in (["get", "k", "--json"], ["--json", "get", "k"]):
+            with self.subTest(argv=argv):
+                self.assertEqual(self.nx(*argv).stdout,
+                                 b'{"exit_status":0,"found":true,"key":"k","value":"v"}\n')
+        self.assertEqual(self.nx("--prefix=p:", "setnx", "k", "w").returncode, 0)
+        self.assertEqual(self.nx("get", "--prefix", "p:", "k").stdout, b"w\n")
+        r = self.nx("get", "-u", "redis://127.0.0.1:1", "--password-file", "/nonexistent/pw", "k")
+        self.assertOneLineError(r, 64, "password file '/nonexistent/pw'")
+
+    def test_prefix_from_the_environment_alone(self):
+        env = dict(self.env, NXLOCK_PREFIX="p:")
+        self.assertEqual(self.nx("setnx", "k", "v", env=env).returncode, 0)
+        r = self.nx("get", "p:k")
+        self.assertEqual((r.returncode, r.stdout), (0, b"v\n"), r.stderr)
 
     def test_conflict_exit_code_in_every_spelling(self):
         self.assertEqual(self.nx("lock", "-t", "60", "held").returncode, 0)
