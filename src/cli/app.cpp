@@ -345,8 +345,12 @@ int run(int argc, char** argv) {
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
       "(Redis or an embedded store)",
       "nxlock"};
-  app.set_help_all_flag("--help-all", "Show help for every command");
-  app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+  if (may_name("help")) {
+    app.set_help_all_flag("--help-all", "Show help for every command");
+  }
+  if (may_name("version")) {
+    app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+  }
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
