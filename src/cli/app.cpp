@@ -113,6 +113,8 @@ struct ParsedArgv {
 };
 ParsedArgv g_parsed;
 
+}  // namespace
+
 // False only if no word of the command line that starts with '-' contains
 // `word` (the option's long name, or a distinctive part of it), no single-dash
 // word (a short option or a cluster such as -nE5) contains `letter`, and none
@@ -120,7 +122,7 @@ ParsedArgv g_parsed;
 // help lists every option). Then CLI11 parses the command line to the same
 // result and the same messages without the option. Conservative: the words of
 // run-locked's child command count too.
-bool may_name(std::string_view word, char letter = 0) {
+bool may_name(std::string_view word, char letter) {
   if (g_parsed.argv == nullptr) {
     return true;
   }
@@ -140,6 +142,8 @@ bool may_name(std::string_view word, char letter = 0) {
   }
   return false;
 }
+
+namespace {
 
 // The global options that only rediss:// and redis+sentinel:// URLs or a
 // replicated Redis use: the words that name them, and their environment

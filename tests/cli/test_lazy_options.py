@@ -114,6 +114,23 @@ class LazyOptions(NxlockTestCase):
         r = self.nx("get", "-u", "redis://127.0.0.1:1", "--password-file", "/nonexistent/pw", "k")
         self.assertOneLineError(r, 64, "password file '/nonexistent/pw'")
 
+    def test_run_locked_options_in_every_spelling(self):
+        for option in ("--on-lost=bogus", "--kill-after=x", "--hold=abc"):
+            with self.subTest(option=option):
+                r = self.nx("run-locked", option, "-n", "k", "true")
+                self.assertOneLineError(r, 64, option.split("=")[0])
+        for option in ("--on-lost", "--kill-after", "--hold"):
+            with self.subTest(option=option):
+                r = self.nx("run-locked", "-n", option, "x", "k", "true")
+                self.assertOneLineError(r, 64, option)
+        self.assertEqual(self.nx("run-locked", "--no-renew", "-n", "k", "true").returncode, 0)
+        env = dict(self.env, NXLOCK_PASSWORD="s3cret")
+        script = 'echo "$NXLOCK_PASSWORD"'
+        r = self.nx("run-locked", "--inherit-credentials", "-n", "k", "sh", "-c", script, env=env)
+        self.assertEqual((r.returncode, r.stdout), (0, b"s3cret\n"), r.stderr)
+        r = self.nx("run-locked", "-n", "k", "sh", "-c", script, env=env)
+        self.assertEqual((r.returncode, r.stdout), (0, b"\n"), r.stderr)
+
     def test_prefix_from_the_environment_alone(self):
         env = dict(self.env, NXLOCK_PREFIX="p:")
         self.assertEqual(self.nx("setnx", "k", "v", env=env).returncode, 0)
