@@ -7,9 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
@@ -99,7 +101,77 @@ CLI::Validator duration_check(double min_seconds, double max_seconds) {
       "NUMBER in " + range);
 }
 
+namespace {
+
+// The command line run() is parsing. Building a CLI11 option costs a few
+// thousand instructions, and CLI11 compares each new one with all before it:
+// options that are seldom used are left out when this command line cannot name
+// them (may_name()). Unset (no run() under way), every option is built.
+struct ParsedArgv {
+  int argc = 0;
+  char** argv = nullptr;
+};
+ParsedArgv g_parsed;
+
+}  // namespace
+
+// False only if no word of the command line that starts with '-' contains
+// `word` (the option's long name, or a distinctive part of it), no single-dash
+// word (a short option or a cluster such as -nE5) contains `letter`, and none
+// asks for help (--help, --help-all, or -h alone or in a cluster such as -qh:
+// help lists every option). Then CLI11 parses the command line to the same
+// result and the same messages without the option. Conservative: the words of
+// run-locked's child command count too.
+bool may_name(std::string_view word, char letter) {
+  if (g_parsed.argv == nullptr) {
+    return true;
+  }
+  for (int i = 1; i < g_parsed.argc; ++i) {
+    const std::string_view token = g_parsed.argv[i];
+    if (token.size() < 2 || token[0] != '-') {
+      continue;
+    }
+    if (token.find(word) != std::string_view::npos ||
+        token.find("help") != std::string_view::npos) {
+      return true;
+    }
+    if (token[1] != '-' && (token.find('h') != std::string_view::npos ||
+                            (letter != 0 && token.find(letter) != std::string_view::npos))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// The global options that only rediss:// and redis+sentinel:// URLs or a
+// replicated Redis use: the words that name them, and their environment
+// variables. Together they were 131 k of the 759 k instructions of a plain
+// `setnx` (BENCHMARKS.md).
+constexpr std::string_view k_backend_option_words[] = {"cacert",   "cert",     "key",     "sni",
+                                                       "insecure", "sentinel", "replicas"};
+constexpr const char* k_backend_option_env[] = {"NXLOCK_CACERT", "NXLOCK_CACERTDIR", "NXLOCK_CERT",
+                                                "NXLOCK_CERT_KEY"};
+
+// Whether the backend options may be in play: named on the command line (see
+// may_name()) or set in the environment.
+bool needs_backend_options() {
+  for (const char* name : k_backend_option_env) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  return std::any_of(std::begin(k_backend_option_words), std::end(k_backend_option_words),
+                     [](std::string_view word) { return may_name(word); });
+}
+
+}  // namespace
+
 void add_clock_option(CLI::App& sub, std::string& clock) {
+  if (!may_name("clock")) {
+    return;  // the default stands, as CLI11 would leave it
+  }
   sub.add_option("--clock", clock,
                  "Whose clock decides expiry: server (Redis TIME) or local (this host)")
       ->check(CLI::IsMember({"server", "local"}))
@@ -116,15 +188,20 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
       ->check(duration_check(0, k_max_duration_seconds))
       ->type_name("SECONDS")
       ->excludes(nonblock);
-  sub.add_option("-E,--conflict-exit-code", args.conflict_exit, "Exit status when the lock is busy")
-      ->check(CLI::Range(0, 255))
-      ->type_name("N")
-      ->capture_default_str();
+  if (may_name("conflict", 'E')) {
+    sub.add_option("-E,--conflict-exit-code", args.conflict_exit,
+                   "Exit status when the lock is busy")
+        ->check(CLI::Range(0, 255))
+        ->type_name("N")
+        ->capture_default_str();
+  }
   add_clock_option(sub, args.clock);
 }
 
-// The global options, on the app: each command falls through to them.
-void add_global_options(CLI::App& app, GlobalOptions& g) {
+// The global options, on the app: each command falls through to them. -u
+// always; those of k_backend_option_words only if `backend_options` (see
+// needs_backend_options()).
+void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
   auto* url =
       app.add_option("-u,--url", g.urls,
                      "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
@@ -135,18 +212,41 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
           ->type_name("URL")
           ->allow_extra_args(false)  // one URL per -u: `-u URL KEY` must leave KEY alone
           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--password-file", g.password_file,
-                 "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
-      ->type_name("FILE");
-  app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
-      ->check(duration_check(k_min_timeout_seconds, k_max_duration_seconds))
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  auto* prefix =
-      app.add_option("--prefix", g.prefix, "Prepended to every key")->type_name("STRING");
-  app.add_flag("--json", g.json, "Print one JSON object on stdout");
-  auto* quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
-  app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr")->excludes(quiet);
+  url->envname("NXLOCK_URL");
+  // The others only if the command line may name them (may_name()), or, for
+  // --prefix, NXLOCK_PREFIX may set it.
+  if (may_name("password")) {
+    app.add_option("--password-file", g.password_file,
+                   "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
+        ->type_name("FILE");
+  }
+  if (may_name("timeout")) {
+    app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
+        ->check(duration_check(k_min_timeout_seconds, k_max_duration_seconds))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  if (may_name("prefix") || std::getenv("NXLOCK_PREFIX") != nullptr) {
+    app.add_option("--prefix", g.prefix, "Prepended to every key")
+        ->type_name("STRING")
+        ->envname("NXLOCK_PREFIX");
+  }
+  if (may_name("json")) {
+    app.add_flag("--json", g.json, "Print one JSON object on stdout");
+  }
+  CLI::Option* quiet = nullptr;
+  if (may_name("quiet", 'q')) {
+    quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
+  }
+  if (may_name("verbose", 'v')) {
+    auto* verbose = app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr");
+    if (quiet != nullptr) {
+      verbose->excludes(quiet);
+    }
+  }
+  if (!backend_options) {
+    return;
+  }
   app.add_option("--cacert", g.cacert, "rediss://: verify the server with the CAs in FILE")
       ->type_name("FILE")
       ->envname("NXLOCK_CACERT");
@@ -173,8 +273,6 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
                  "Redis: every lock write waits until N replicas have it (WAIT); else exit 69")
       ->check(CLI::NonNegativeNumber)
       ->type_name("N");
-  url->envname("NXLOCK_URL");
-  prefix->envname("NXLOCK_PREFIX");
 }
 
 // True if `token` names an option of `app` that takes a separate value.
@@ -239,6 +337,11 @@ std::vector<std::string> split_child_command(const CLI::App& run_locked, int com
 int run(int argc, char** argv) {
   // A server that goes away must be an error message, not a silent SIGPIPE death.
   signal(SIGPIPE, SIG_IGN);
+  // What may_name() looks at, for as long as this run() builds and parses options.
+  g_parsed = {argc, argv};
+  struct Unset {
+    ~Unset() { g_parsed = {}; }
+  } unset_parsed;
 
   Context context;
   GlobalOptions& g = context.globals;
@@ -246,12 +349,16 @@ int run(int argc, char** argv) {
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
       "(Redis or an embedded store)",
       "nxlock"};
-  app.set_help_all_flag("--help-all", "Show help for every command");
-  app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+  if (may_name("help")) {
+    app.set_help_all_flag("--help-all", "Show help for every command");
+  }
+  if (may_name("version")) {
+    app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+  }
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
-  add_global_options(app, g);
+  add_global_options(app, g, needs_backend_options());
 
   // Start-up is most of an invocation, and building every command's options
   // is most of start-up: when argv names a command, set up only that one.

@@ -72,30 +72,43 @@ Runner setup_run_locked(CLI::App& sub) {
   };
   auto args = std::make_shared<Args>();
   add_lock_options(sub, args->lock);
-  sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
-  sub.add_flag("--inherit-credentials", args->inherit_credentials,
-               "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
-               "COMMAND's environment (removed by default)");
-  sub.add_option("--on-lost", args->on_lost,
-                 "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
-      ->check(CLI::IsMember({"term", "kill", "ignore"}))
-      ->capture_default_str();
-  sub.add_option("--kill-after", args->kill_after,
-                 "Seconds between SIGTERM and SIGKILL when the lock is lost")
-      ->check(duration_check(0, k_max_duration_seconds))
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  sub.add_option("--hold", args->hold,
-                 "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
-                 "the same crontab line on many hosts then runs once per tick (a bit longer "
-                 "than clock skew + cron's start jitter, shorter than the period)")
-      ->check(duration_check(0, k_max_hold))
-      ->type_name("SECONDS")
-      ->capture_default_str();
+  // Each seldom-used option only if the command line may name it (may_name()).
+  if (may_name("renew")) {
+    sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
+  }
+  if (may_name("inherit")) {
+    sub.add_flag("--inherit-credentials", args->inherit_credentials,
+                 "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
+                 "COMMAND's environment (removed by default)");
+  }
+  if (may_name("on-lost")) {
+    sub.add_option("--on-lost", args->on_lost,
+                   "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
+        ->check(CLI::IsMember({"term", "kill", "ignore"}))
+        ->capture_default_str();
+  }
+  if (may_name("kill-after")) {
+    sub.add_option("--kill-after", args->kill_after,
+                   "Seconds between SIGTERM and SIGKILL when the lock is lost")
+        ->check(duration_check(0, k_max_duration_seconds))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  if (may_name("hold")) {
+    sub.add_option("--hold", args->hold,
+                   "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
+                   "the same crontab line on many hosts then runs once per tick (a bit longer "
+                   "than clock skew + cron's start jitter, shorter than the period)")
+        ->check(duration_check(0, k_max_hold))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
   // Only for --help: the command line is split off before CLI11 sees it.
-  sub.add_option("COMMAND", args->help_only_command,
-                 "The command to run (no shell) and its arguments, passed untouched");
+  if (may_name("help")) {
+    sub.add_option("COMMAND", args->help_only_command,
+                   "The command to run (no shell) and its arguments, passed untouched");
+  }
   // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
   // nothing after KEY is ever taken for an option of ours.
 

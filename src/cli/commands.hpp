@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <span>
+#include <string_view>
 
 #include "cli/context.hpp"
 
@@ -56,5 +57,10 @@ inline constexpr double k_min_timeout_seconds = 0.001;
 // message names the bounds (a usage error, exit 64).
 CLI::Validator duration_check(double min_seconds, double max_seconds);
 void add_clock_option(CLI::App& sub, std::string& clock);
+
+// Whether the command line being parsed may name an option whose long name
+// contains `word` (or short name is `letter`), or asks for help: a seldom-used
+// option need not be built otherwise, which saves most of start-up (app.cpp).
+bool may_name(std::string_view word, char letter = 0);
 
 }  // namespace nxlock::cli
