@@ -424,12 +424,22 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
   }
   round.acquired =
       !hard_error && quorum_holds(round.acquired_on, n, round.started, round.ended, ttl);
+  if (round.acquired) {
+    std::vector<bool> took(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      took[i] = !keep[i] && !errors[i];
+    }
+    round.acquired = raise_fences(round, took, ttl);
+  }
   if (util::tracing()) {
     util::trace("quorum: " + round.value + " acquired on " + std::to_string(round.acquired_on) +
                 " of " + std::to_string(n) + " (" + std::to_string(round.answered) +
                 " answered, majority " + std::to_string(majority_of(n)) + ") in " +
                 millis_text(round.ended - round.started) +
-                (round.acquired ? ", valid for " + millis_text(window_end - round.ended) : ""));
+                (round.acquired ? ", fence " + std::to_string(round.fence) + " on " +
+                                      std::to_string(round.fenced_on) + ", valid for " +
+                                      millis_text(window_end - round.ended)
+                                : ""));
   }
   if (!round.acquired) {
     // Undo wherever we took it, and wherever no reply came: the write may have
@@ -443,7 +453,64 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
     return round;
   }
   m_written.push_back(round.value);
+  m_fence = round.fence;
   return round;
+}
+
+bool QuorumLock::raise_fences(QuorumRound& round, const std::vector<bool>& acquired,
+                              std::int64_t ttl) {
+  // Why the highest of our servers' tokens, once a majority's counters hold it,
+  // is above every earlier quorum token: an earlier acquisition that reached a
+  // majority left its token T' in the counters of a majority M' (raised there, or
+  // issued there). Our majority M meets M' in at least one server, any two
+  // majorities of the same servers intersect, and that server's counter only
+  // grows: the token it issued us is above T', so our max is too. And ours is in
+  // turn left on a majority for the next one. A server's counter is only raised
+  // while it still holds the token it issued us (Lock::raise_fence), so a raise
+  // never lands after another acquisition there; and only within the validity
+  // window, like the acquisition itself.
+  const std::size_t n = m_servers.size();
+  round.fence = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (acquired[i]) {
+      round.fence = std::max(round.fence, round.servers[i].attempt->fence);
+    }
+  }
+  std::vector<bool> at_token(n, false);
+  round.fenced_on = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    at_token[i] = acquired[i] && round.servers[i].attempt->fence == round.fence;
+    round.fenced_on += at_token[i] ? 1 : 0;
+  }
+  // Servers whose counters keep in step (every quorum acquisition raises them)
+  // issue the same token: a majority holds it already, no round trip is needed.
+  if (round.fenced_on >= majority_of(n)) {
+    return true;
+  }
+  const Micros window_end = validity_end(round.started, ttl);
+  apply_deadline(m_deadline ? std::min(*m_deadline, window_end) : window_end);
+  std::vector<char> raised(n, 0);
+  std::vector<std::optional<Error>> errors;
+  on_every_server(
+      [&](Server& server, std::size_t i) {
+        if (acquired[i] && !at_token[i] && server.lock->raise_fence(round.fence)) {
+          raised[i] = 1;
+        }
+      },
+      errors);
+  round.ended = util::mono_now();
+  apply_deadline(m_deadline);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (errors[i]) {
+      util::trace(std::string("quorum: fence not raised: ") + errors[i]->what());
+    }
+    round.fenced_on += raised[i];
+  }
+  if (util::tracing()) {
+    util::trace("quorum: fence " + std::to_string(round.fence) + " raised, held on " +
+                std::to_string(round.fenced_on) + " of " + std::to_string(n));
+  }
+  return quorum_holds(round.fenced_on, n, round.started, round.ended, ttl);
 }
 
 AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
@@ -465,6 +532,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       result.now_seconds = round.now_seconds;
       // Held at least until valid_from + ttl, as every client's clock sees it.
       result.valid_from = round.started - drift_margin(ttl);
+      result.fence = round.fence;
       return result;
     }
     const Micros now_mono = util::mono_now();
@@ -801,11 +869,24 @@ Status QuorumLock::status() {
     }
     return std::optional<std::string>();
   };
+  // The quorum's token: the highest counter among the servers that hold `value`
+  // (a holder's acquisition left its token on a majority of them, and nothing
+  // above it), or among all that answered (the latest token issued anywhere).
+  const auto highest_fence = [&](const std::string* value) {
+    std::optional<std::int64_t> fence;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (statuses[i] && statuses[i]->fence && (!value || statuses[i]->value == *value)) {
+        fence = std::max(fence.value_or(0), *statuses[i]->fence);
+      }
+    }
+    return fence;
+  };
   Status out;
   out.now_seconds = util::whole_seconds(m_frozen->now());
   if (const auto value = majority_value(held)) {
     out = *statuses[first[*value]];
     out.now_seconds = util::whole_seconds(m_frozen->now());
+    out.fence = highest_fence(&*value);
     return out;
   }
   if (answered < majority_of(n)) {
@@ -816,6 +897,7 @@ Status QuorumLock::status() {
     out.now_seconds = util::whole_seconds(m_frozen->now());
     out.holder.reset();
   }
+  out.fence = highest_fence(nullptr);
   return out;
 }
 

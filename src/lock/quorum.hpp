@@ -68,6 +68,8 @@ struct QuorumRound {
   std::int64_t held_until = 0;    // not acquired: the expiry most busy servers report
   std::size_t held_on = 0;        // not acquired: how many servers report that one
   std::int64_t first_expiry = 0;  // not acquired: the earliest expiry a busy server reports
+  std::int64_t fence = 0;         // acquired: the quorum's fencing token (see raise_fences)
+  std::size_t fenced_on = 0;      // acquired: servers whose counter holds it for us
   std::vector<ServerAttempt> servers;
 };
 
@@ -79,9 +81,9 @@ class QuorumLock final : public Lockable {
   ~QuorumLock() override;
 
   const std::string& key() const override { return m_key; }
-  // No token yet: each server's counter is its own, and the max over a majority
-  // is not above every earlier token unless raised on a majority first.
-  std::int64_t fence() const override { return 0; }
+  // The token of the acquisition this lock made (0 before one): above the token of
+  // every earlier quorum acquisition of the key, as raise_fences() explains.
+  std::int64_t fence() const override { return m_fence; }
   AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
   Verdict release(std::string_view value) override;
   Verdict release_after(std::string_view value, util::Micros not_before,
@@ -111,6 +113,10 @@ class QuorumLock final : public Lockable {
   void apply_deadline(std::optional<util::Micros> deadline);
   void on_every_server(const std::function<void(Server&, std::size_t)>& step,
                        std::vector<std::optional<util::Error>>& errors);
+  // Gives a round that took a majority its token, the highest of the acquiring
+  // servers' own, and raises the counter to it on the acquiring servers below it.
+  // True if a majority's counters hold it for us before the window ends.
+  bool raise_fences(QuorumRound& round, const std::vector<bool>& acquired, std::int64_t ttl);
   // Compare-and-deletes `value` on every server but those `keep` marks.
   void undo(const std::string& value, const std::vector<bool>& keep);
   // The verdict of a majority, or throws: unavailable when the servers that did
@@ -137,6 +143,7 @@ class QuorumLock final : public Lockable {
   std::optional<util::Micros> m_deadline;  // set_deadline()'s
   std::optional<util::Micros> m_applied;   // what the servers have now (a round may cap it)
   std::vector<std::string> m_written;      // values we wrote this invocation, oldest first
+  std::int64_t m_fence = 0;                // our acquisition's token
   std::vector<ServerView> m_views;
   std::unique_ptr<Workers> m_workers;  // last: stopped before the servers they work on go
 };

@@ -6,7 +6,8 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, RedisServer, alive, die_with_parent, read, wait_for
+from harness import (BIN, NxlockTestCase, RedisServer, alive, die_with_parent, free_port, read,
+                     wait_for)
 
 
 class Quorum(NxlockTestCase):
@@ -264,6 +265,95 @@ class Quorum(NxlockTestCase):
         self.assertIn(b"SET-IF-EQUAL", r.stderr, "renewed while the job ran")
         self.assertEqual(self.values("job"), [None, None, None], "released at the end")
 
+
+    # ---- fencing tokens ----
+
+    def counter(self, server, key):
+        out = server.cli("GET", "{%s}:fence" % key).strip()
+        return int(out) if out else None
+
+    def test_tokens_strictly_increase_over_quorum_runs_with_servers_down(self):
+        """Each phase has a different server down (its data kept: its URL is
+        replaced by one nobody answers), so two phases' majorities share one
+        server only. Without the raise, the last phase's max would not pass the
+        one before (B=4 and C=2 after A,B x3 then A,C x1)."""
+        tokens = []
+        dead = "redis://127.0.0.1:%d" % free_port()
+
+        def run(times, down=None):
+            urls = []
+            for server in self.servers:
+                urls += ["-u", dead if server is down else server.url]
+            for _ in range(times):
+                r = self.nx(*urls, "lock", "--json", "-n", "-t", "60", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = json.loads(r.stdout)
+                tokens.append(got["fence"])
+                # A majority's counters hold the token (and none is above it).
+                counters = [self.counter(s, "job") for s in self.servers if s is not down]
+                self.assertGreaterEqual(counters.count(got["fence"]), 2, counters)
+                self.assertLessEqual(max(counters), got["fence"])
+                status = json.loads(self.nx(*urls, "status", "--json", "job").stdout)
+                self.assertEqual(status["fence"], got["fence"])
+                r = self.nx(*urls, "unlock", "job", got["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+        a, b, c = self.servers
+        run(2)
+        for down, times in ((c, 3), (b, 1), (a, 2)):
+            run(times, down)
+        run(1)
+        # run-locked gives the child the token.
+        r = self.q("run-locked", "-n", "job", "sh", "-c", 'echo "$NXLOCK_FENCE"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tokens.append(int(r.stdout))
+        # A takeover of an expired lock (never released) gets a higher one too.
+        r = self.q("lock", "--json", "-n", "-t", "1", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tokens.append(json.loads(r.stdout)["fence"])
+        self.assertTrue(wait_for(lambda: self.q("status", "job").returncode == 1, timeout=20))
+        r = self.q("lock", "--json", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tokens.append(json.loads(r.stdout)["fence"])
+        self.assertTrue(all(isinstance(t, int) and t > 0 for t in tokens), tokens)
+        self.assertEqual(tokens, sorted(set(tokens)), "strictly increasing")
+
+    def test_a_paused_holder_loses_to_its_successor(self):
+        out = os.path.join(self.tmp, "fence")
+        stopped = os.path.join(self.tmp, "stopped")
+        a = self.popen(*self.urls(), "run-locked", "-t", "3", "--kill-after", "2", "paused",
+                       "sh", "-c",
+                       'echo "$NXLOCK_FENCE" > "$0"; trap "echo TERM > $1; exit 143" TERM; '
+                       'while :; do sleep 0.1; done', out, stopped,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: a.poll() is None and a.kill())
+        self.assertTrue(wait_for(lambda: read(out).strip() != "", timeout=20))
+        a_fence = int(read(out))
+        self.assertGreater(a_fence, 0)
+        # Stopped between exchanges: once its holder records are written, well
+        # before its first renewal (a second in).
+        self.assertTrue(wait_for(lambda: all(s.cli("GET", "{paused}:holder").strip()
+                                             for s in self.servers), timeout=20))
+        time.sleep(0.15)
+        os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
+        try:
+            self.assertTrue(wait_for(lambda: self.q("status", "paused").returncode == 1,
+                                     timeout=20), "the paused holder's lock did not expire")
+            r = self.q("lock", "--json", "-n", "-t", "60", "paused")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            b = json.loads(r.stdout)
+            self.assertGreater(b["fence"], a_fence)
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+        _, err = a.communicate(timeout=30)
+        self.assertEqual(a.returncode, 79, err)
+        self.assertIn(b"lost", err)
+        self.assertEqual(read(stopped).strip(), "TERM")
+        # It renewed nothing and released nothing: the successor's lock is intact.
+        self.assertEqual(self.values("paused"), [b["value"]] * 3)
+        status = json.loads(self.q("status", "--json", "paused").stdout)
+        self.assertEqual((status["state"], status["value"], status["fence"]),
+                         ("held", b["value"], b["fence"]))
 
 class QuorumOfFileStores(NxlockTestCase):
     """The embedded store is a URL like any other: a quorum of three works too."""

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "lock/keys.hpp"
 #include "lock/quorum.hpp"
 #include "store/memory_store.hpp"
 #include "util/error.hpp"
@@ -55,6 +56,7 @@ struct FakeServer {
   store::MemoryStore data;
   bool down = false;
   Micros delay{0};  // before every operation: a slow server
+  bool refuse_counter_writes = false;  // compare_and_set of the fencing counter fails
 };
 
 class Connection final : public store::Store {
@@ -87,6 +89,9 @@ class Connection final : public store::Store {
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
     check();
+    if (m_server.refuse_counter_writes && k == lock::fence_key("k")) {
+      return false;
+    }
     return m_server.data.compare_and_set(k, e, v);
   }
   Micros now() override { return util::wall_now(); }
@@ -289,6 +294,82 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
     server.delay = Micros(0);
   }
   EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
+}
+
+std::optional<std::string> counter_of(FakeServer& server) {
+  return server.data.get(lock::fence_key("k"));
+}
+
+TEST_F(QuorumTest, TheTokenIsTheHighestOfTheServersAndIsRaisedOnTheOthers) {
+  servers[0].data.set(lock::fence_key("k"), "3");
+  servers[1].data.set(lock::fence_key("k"), "40");
+  servers[2].data.set(lock::fence_key("k"), "7");
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  EXPECT_EQ(result.fence, 41);
+  EXPECT_EQ(quorum->fence(), 41);
+  for (auto& server : servers) {
+    EXPECT_EQ(counter_of(server), "41");
+  }
+  // The raised counters are ours: renew and release (fenced by them) still work.
+  std::string renewed;
+  EXPECT_EQ(quorum->renew(result.value, 120, renewed), Verdict::done);
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, renewed));
+  EXPECT_EQ(quorum->status().fence, 41);
+  EXPECT_EQ(quorum->release(renewed), Verdict::done);
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
+}
+
+TEST_F(QuorumTest, TokensIncreaseOverQuorumsThatShareOnlyOneServer) {
+  // Each acquisition reaches only two servers, a different pair each time: the
+  // pairs share one server, which carries the order from one to the next.
+  std::int64_t last = 0;
+  for (int run = 0; run < 9; ++run) {
+    for (std::size_t i = 0; i < servers.size(); ++i) {
+      servers[i].down = static_cast<int>(i) == run % 3;
+    }
+    auto quorum = make_lock();
+    const auto result = try_once(*quorum);
+    ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired) << run;
+    EXPECT_GT(result.fence, last) << run;
+    last = result.fence;
+    EXPECT_EQ(quorum->release(result.value), Verdict::done);
+  }
+}
+
+TEST_F(QuorumTest, AMajorityOfCountersThatCannotBeRaisedFailsTheAcquisition) {
+  // Two servers lag behind the first, and refuse the raise (as if another
+  // acquisition had moved their counters): the token is held on one of three.
+  servers[0].data.set(lock::fence_key("k"), "50");
+  servers[1].refuse_counter_writes = true;
+  servers[2].refuse_counter_writes = true;
+  auto quorum = make_lock();
+  const auto result = try_once(*quorum);
+  EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt)) << "undone";
+  EXPECT_EQ(quorum->fence(), 0);
+  servers[1].refuse_counter_writes = false;
+  const auto again = try_once(*quorum);
+  ASSERT_EQ(again.outcome, lock::AcquireResult::Outcome::acquired);
+  EXPECT_GT(again.fence, 50);
+}
+
+TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {
+  // Lock::raise_fence moves the counter only while it holds our own token.
+  FakeServer server;
+  Connection connection(server);
+  lock::LocalClock local;
+  lock::Lock ours(connection, local, "k");
+  ASSERT_EQ(ours.try_once(60).outcome, lock::Attempt::Outcome::acquired);
+  EXPECT_EQ(ours.fence(), 1);
+  EXPECT_TRUE(ours.raise_fence(5));
+  EXPECT_EQ(ours.fence(), 5);
+  EXPECT_EQ(server.data.get(lock::fence_key("k")), "5");
+  server.data.set(lock::fence_key("k"), "6");  // another acquisition came
+  EXPECT_FALSE(ours.raise_fence(9));
+  EXPECT_EQ(server.data.get(lock::fence_key("k")), "6");
+  EXPECT_EQ(ours.fence(), 5);
 }
 
 }  // namespace
