@@ -266,6 +266,34 @@ class Quorum(NxlockTestCase):
         self.assertEqual(self.values("job"), [None, None, None], "released at the end")
 
 
+    def test_a_stopped_server_costs_no_step_its_timeout(self):
+        """One of three SIGSTOPped: every step is decided by the other two, so
+        none waits out --timeout 10 (a generous bound: well under it)."""
+        os.kill(self.servers[1].process.pid, signal.SIGSTOP)  # resumed by the cleanup
+        urls = self.urls()
+
+        def timed(*args):
+            started = time.monotonic()
+            r = self.nx("--timeout", "10", *urls, *args, timeout=60)
+            return r, time.monotonic() - started
+
+        r, took = timed("lock", "--json", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(took, 5)
+        got = json.loads(r.stdout)
+        self.assertGreater(got["fence"], 0)
+        r, took = timed("unlock", "job", got["value"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(took, 5)
+        # -t 1: renewed every few hundred ms while the job runs 2 s.
+        r, took = timed("-v", "run-locked", "-t", "1", "job", "sleep", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"lost", r.stderr)
+        self.assertGreaterEqual(r.stderr.count(b"SET-IF-EQUAL"), 4, "renewed several times")
+        self.assertLess(took, 2 + 5)
+        for server in (self.servers[0], self.servers[2]):
+            self.assertEqual(server.cli("GET", "job").strip(), b"", "released")
+
     # ---- fencing tokens ----
 
     def counter(self, server, key):

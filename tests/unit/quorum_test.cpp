@@ -1,6 +1,7 @@
 // QuorumLock: the majority and validity arithmetic, and the quorum over in-memory servers.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,9 +55,11 @@ TEST(QuorumArithmetic, HeldOnlyByAMajorityInsideTheWindow) {
 // it, and can be taken down (every operation then fails as a dead server does).
 struct FakeServer {
   store::MemoryStore data;
-  bool down = false;
-  Micros delay{0};  // before every operation: a slow server
-  bool refuse_counter_writes = false;  // compare_and_set of the fencing counter fails
+  // Read by the quorum's workers while a test changes them.
+  std::atomic<bool> down{false};
+  std::atomic<Micros> delay{Micros(0)};            // before every operation: a slow server
+  std::atomic<bool> refuse_counter_writes{false};  // compare_and_set of the fencing counter fails
+  std::atomic<bool> stopped{false};  // every operation waits while set (20 s at most): SIGSTOP
 };
 
 class Connection final : public store::Store {
@@ -122,8 +125,11 @@ class Connection final : public store::Store {
 
  private:
   void check() {
-    if (m_server.delay > Micros(0)) {
-      std::this_thread::sleep_for(m_server.delay);
+    for (int i = 0; m_server.stopped && i < 20'000; ++i) {
+      std::this_thread::sleep_for(Micros(1'000));
+    }
+    if (const Micros delay = m_server.delay; delay > Micros(0)) {
+      std::this_thread::sleep_for(delay);
     }
     if (m_server.down) {
       throw util::Error(util::ErrorKind::unavailable, "fake", "connection refused");
@@ -147,10 +153,21 @@ class QuorumTest : public ::testing::Test {
                          return std::make_unique<Connection>(*server);
                        }});
     }
-    return std::make_unique<lock::QuorumLock>(std::move(specs), clock, "k");
+    auto quorum = std::make_unique<lock::QuorumLock>(std::move(specs), clock, "k");
+    last = quorum.get();
+    return quorum;
+  }
+
+  // A step returns once a majority decided it: the last quorum's servers finish
+  // their part before the test reads them.
+  void settle() {
+    if (last) {
+      EXPECT_TRUE(last->settle(Micros(10'000'000)));
+    }
   }
 
   std::vector<std::optional<std::string>> values() {
+    settle();
     std::vector<std::optional<std::string>> found;
     for (auto& server : servers) {
       found.push_back(server.data.get("k"));
@@ -170,6 +187,7 @@ class QuorumTest : public ::testing::Test {
 
   std::vector<FakeServer> servers;
   lock::LocalClock clock;
+  lock::QuorumLock* last = nullptr;  // the last make_lock()'s, while it lives
 };
 
 TEST_F(QuorumTest, EveryServerGetsTheSameValue) {
@@ -296,9 +314,6 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
   EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
 }
 
-std::optional<std::string> counter_of(FakeServer& server) {
-  return server.data.get(lock::fence_key("k"));
-}
 
 TEST_F(QuorumTest, TheTokenIsTheHighestOfTheServersAndIsRaisedOnTheOthers) {
   servers[0].data.set(lock::fence_key("k"), "3");
@@ -310,7 +325,7 @@ TEST_F(QuorumTest, TheTokenIsTheHighestOfTheServersAndIsRaisedOnTheOthers) {
   EXPECT_EQ(result.fence, 41);
   EXPECT_EQ(quorum->fence(), 41);
   for (auto& server : servers) {
-    EXPECT_EQ(counter_of(server), "41");
+    EXPECT_EQ((settle(), server.data.get(lock::fence_key("k"))), "41");
   }
   // The raised counters are ours: renew and release (fenced by them) still work.
   std::string renewed;
@@ -324,7 +339,7 @@ TEST_F(QuorumTest, TheTokenIsTheHighestOfTheServersAndIsRaisedOnTheOthers) {
 TEST_F(QuorumTest, TokensIncreaseOverQuorumsThatShareOnlyOneServer) {
   // Each acquisition reaches only two servers, a different pair each time: the
   // pairs share one server, which carries the order from one to the next.
-  std::int64_t last = 0;
+  std::int64_t previous = 0;
   for (int run = 0; run < 9; ++run) {
     for (std::size_t i = 0; i < servers.size(); ++i) {
       servers[i].down = static_cast<int>(i) == run % 3;
@@ -332,8 +347,8 @@ TEST_F(QuorumTest, TokensIncreaseOverQuorumsThatShareOnlyOneServer) {
     auto quorum = make_lock();
     const auto result = try_once(*quorum);
     ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired) << run;
-    EXPECT_GT(result.fence, last) << run;
-    last = result.fence;
+    EXPECT_GT(result.fence, previous) << run;
+    previous = result.fence;
     EXPECT_EQ(quorum->release(result.value), Verdict::done);
   }
 }
@@ -370,6 +385,30 @@ TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {
   EXPECT_FALSE(ours.raise_fence(9));
   EXPECT_EQ(server.data.get(lock::fence_key("k")), "6");
   EXPECT_EQ(ours.fence(), 5);
+}
+
+TEST_F(QuorumTest, AStoppedServerHoldsUpNoStep) {
+  // The stopped server answers nothing for 20 s: every step is decided by the
+  // other two, and its pending requests wait on its own queue.
+  servers[1].stopped = true;
+  auto quorum = make_lock();
+  const Micros started = util::mono_now();
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  EXPECT_GT(result.fence, 0);
+  std::string value = result.value;
+  for (int i = 0; i < 4; ++i) {
+    std::string renewed;
+    ASSERT_EQ(quorum->renew(value, 60 + i, renewed), Verdict::done) << i;
+    value = renewed;
+  }
+  EXPECT_EQ(quorum->status().state, lock::Status::State::held);
+  EXPECT_EQ(quorum->release(value), Verdict::done);
+  EXPECT_LT(util::mono_now() - started, Micros(10'000'000)) << "held up by the stopped server";
+  servers[1].stopped = false;
+  const auto found = values();  // once its queue has drained
+  EXPECT_EQ(found[0], std::nullopt);
+  EXPECT_EQ(found[2], std::nullopt);
 }
 
 }  // namespace
