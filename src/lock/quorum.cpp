@@ -260,7 +260,7 @@ struct QuorumLock::Replies {
 
 template <typename T>
 QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
-                                       const std::function<bool(const Replies<T>&)>& enough,
+                                       const std::function<Decision(const Replies<T>&)>& enough,
                                        std::optional<Micros> deadline,
                                        const std::vector<bool>& involved,
                                        std::optional<Micros> wait_until) {
@@ -321,7 +321,11 @@ QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
   }
   std::unique_lock<std::mutex> lock(shared->mutex);
   const auto all_in = [&] { return shared->replies.pending == 0; };
-  const auto decided = [&] { return all_in() || enough(shared->replies); };
+  Decision decision = Decision::open;
+  const auto decided = [&] {
+    decision = all_in() ? Decision::succeeded : enough(shared->replies);
+    return decision != Decision::open;
+  };
   // Waits for `done` until the monotonic instant `until` at the latest.
   const auto wait = [&](const auto& done, std::optional<Micros> until) {
     if (!until) {
@@ -334,11 +338,14 @@ QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
     }
   };
   wait(decided, wait_until);
-  // The stragglers get a moment more: healthy servers answer within it, so
-  // their state is not left behind the step (nor the counts in a message), and
-  // only a server that does not answer costs it.
-  const Micros grace_end = util::mono_now() + k_straggler_grace;
-  wait(all_in, wait_until ? std::min(*wait_until, grace_end) : grace_end);
+  // Unless it succeeded, the stragglers get a moment more: healthy servers
+  // answer within it, so the counts in a message and status's view of every
+  // server are not left behind, and only a server that does not answer costs
+  // it. A success waits for nobody: the others' part goes on in their queues.
+  if (decision != Decision::succeeded) {
+    const Micros grace_end = util::mono_now() + k_straggler_grace;
+    wait(all_in, wait_until ? std::min(*wait_until, grace_end) : grace_end);
+  }
   Replies<T> out = shared->replies;
   for (std::size_t i = 0; i < n; ++i) {
     if (shared->waiting[i]) {
@@ -443,8 +450,8 @@ void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep) {
         }
         return deleted;
       },
-      [](const Replies<bool>&) { return false; }, m_deadline ? std::min(*m_deadline, bound) : bound,
-      involved, bound);
+      [](const Replies<bool>&) { return Decision::open; },
+      m_deadline ? std::min(*m_deadline, bound) : bound, involved, bound);
   for (const auto& error : replies.errors) {
     if (error) {
       // Best effort: our value expires on its own there.
@@ -485,7 +492,9 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
         for (const auto& attempt : so_far.values) {
           took += attempt && attempt->outcome == Attempt::Outcome::acquired ? 1 : 0;
         }
-        return took >= majority || took + so_far.pending < majority;
+        return took >= majority                   ? Decision::succeeded
+               : took + so_far.pending < majority ? Decision::decided
+                                                  : Decision::open;
       },
       m_deadline ? std::min(*m_deadline, window_end) : window_end, everyone());
   round.ended = util::mono_now();
@@ -606,7 +615,9 @@ bool QuorumLock::raise_fences(QuorumRound& round, const std::vector<bool>& acqui
                   for (const auto& value : so_far.values) {
                     raised += value && *value ? 1 : 0;
                   }
-                  return raised >= majority || raised + so_far.pending < majority;
+                  return raised >= majority                   ? Decision::succeeded
+                         : raised + so_far.pending < majority ? Decision::decided
+                                                              : Decision::open;
                 },
                 m_deadline ? std::min(*m_deadline, window_end) : window_end, involved);
   round.ended = util::mono_now();
@@ -710,8 +721,8 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
             channel.open();
             return std::shared_ptr<store::Watcher>(channel.store->watch(channel.key));
           },
-          [](const Replies<std::shared_ptr<store::Watcher>>&) { return false; }, m_deadline,
-          unwatched, util::mono_now() + k_undo_patience);
+          [](const Replies<std::shared_ptr<store::Watcher>>&) { return Decision::open; },
+          m_deadline, unwatched, util::mono_now() + k_undo_patience);
       for (std::size_t i = 0; i < n; ++i) {
         if (armed_now.values[i] && *armed_now.values[i]) {
           watchers[i] = *armed_now.values[i];
@@ -822,7 +833,9 @@ Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
         for (const auto& verdict : so_far.values) {
           done += verdict == Verdict::done ? 1 : 0;
         }
-        return done >= majority || done + so_far.pending < majority;
+        return done >= majority                   ? Decision::succeeded
+               : done + so_far.pending < majority ? Decision::decided
+                                                  : Decision::open;
       },
       m_deadline, everyone());
   verdicts = replies.values;
@@ -910,10 +923,10 @@ std::optional<Holder> QuorumLock::holder_of(std::string_view value) {
       [majority](const Replies<std::optional<Holder>>& so_far) {
         for (const auto& holder : so_far.values) {
           if (holder && *holder) {
-            return true;
+            return Decision::succeeded;
           }
         }
-        return so_far.answered >= majority;
+        return so_far.answered >= majority ? Decision::decided : Decision::open;
       },
       m_deadline, everyone());
   for (const auto& holder : replies.values) {
@@ -936,7 +949,9 @@ bool QuorumLock::force_release(std::optional<std::string>& holder_problem) {
         removal.removed = channel.open().force_release(removal.problem);
         return removal;
       },
-      [majority](const Replies<Removal>& so_far) { return so_far.answered >= majority; },
+      [majority](const Replies<Removal>& so_far) {
+        return so_far.answered >= majority ? Decision::decided : Decision::open;
+      },
       m_deadline, everyone());
   std::size_t answered = 0;
   bool removed = false;
@@ -977,8 +992,9 @@ Status QuorumLock::status() {
             most = std::max(most, ++counts[status->value]);
           }
         }
-        return most >= majority ||
-               (so_far.answered >= majority && most + so_far.pending < majority);
+        const bool decided =
+            most >= majority || (so_far.answered >= majority && most + so_far.pending < majority);
+        return decided ? Decision::decided : Decision::open;
       },
       m_deadline, everyone());
   const auto& statuses = replies.values;

@@ -113,7 +113,7 @@ class QuorumLock final : public Lockable {
 
  private:
   // Every server's step goes to that server's own queue and worker thread;
-  // `doing` names it in messages. Waits until `enough` says the replies so far
+  // Waits until `enough` says the replies so far
   // decide the step (a majority has answered, or can no longer agree), every
   // involved server has replied, or `wait_until` (monotonic) passes. A server
   // that still owes replies to two earlier steps is not asked again: it counts
@@ -121,9 +121,15 @@ class QuorumLock final : public Lockable {
   // Replies<T>, and its definition, live in quorum.cpp.
   template <typename T>
   struct Replies;
+  // What the replies so far say of a step.
+  enum class Decision {
+    open,       // not decided yet
+    decided,    // decided: the servers yet to reply get a moment more (k_straggler_grace)
+    succeeded,  // decided and done: nobody is waited for any longer
+  };
   template <typename T>
   Replies<T> ask(std::function<T(detail::QuorumChannel&)> step,
-                 const std::function<bool(const Replies<T>&)>& enough,
+                 const std::function<Decision(const Replies<T>&)>& enough,
                  std::optional<util::Micros> deadline, const std::vector<bool>& involved,
                  std::optional<util::Micros> wait_until = std::nullopt);
   // Gives a round that took a majority its token, the highest of the acquiring

@@ -1,6 +1,7 @@
 // QuorumLock: the majority and validity arithmetic, and the quorum over in-memory servers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -178,7 +179,13 @@ class QuorumTest : public ::testing::Test {
   lock::AcquireResult try_once(lock::QuorumLock& quorum, std::int64_t ttl = 60) {
     lock::WaitPolicy policy;
     policy.wait_for = Micros(0);
-    return quorum.acquire(ttl, policy);
+    auto result = quorum.acquire(ttl, policy);
+    // A success is decided by a majority: let the rest finish their part before
+    // the test changes the servers' data (unless one is stopped on purpose).
+    if (std::none_of(servers.begin(), servers.end(), [](auto& s) { return s.stopped.load(); })) {
+      settle();
+    }
+    return result;
   }
 
   std::string live_value() const {
@@ -307,7 +314,7 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
   auto quorum = make_lock();
   const auto round = quorum->try_round(1);
   EXPECT_FALSE(round.acquired);
-  EXPECT_EQ(round.acquired_on, 3u) << "every server took it, too late";
+  EXPECT_GE(round.acquired_on, 2u) << "a majority took it, too late";
   for (auto& server : servers) {
     server.delay = Micros(0);
   }
@@ -315,25 +322,29 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
 }
 
 
-TEST_F(QuorumTest, TheTokenIsTheHighestOfTheServersAndIsRaisedOnTheOthers) {
-  servers[0].data.set(lock::fence_key("k"), "3");
-  servers[1].data.set(lock::fence_key("k"), "40");
-  servers[2].data.set(lock::fence_key("k"), "7");
+TEST_F(QuorumTest, TheTokenIsTheHighestOfTheDecidingServersAndIsRaisedOnTheOthers) {
+  // The third server is stopped: the first two decide, and their counters differ.
+  const std::string counter = lock::fence_key("k");
+  servers[0].data.set(counter, "3");
+  servers[1].data.set(counter, "40");
+  servers[2].stopped = true;
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
   EXPECT_EQ(result.fence, 41);
   EXPECT_EQ(quorum->fence(), 41);
-  for (auto& server : servers) {
-    EXPECT_EQ((settle(), server.data.get(lock::fence_key("k"))), "41");
-  }
+  EXPECT_EQ(servers[0].data.get(counter), "41") << "raised";
+  EXPECT_EQ(servers[1].data.get(counter), "41");
   // The raised counters are ours: renew and release (fenced by them) still work.
   std::string renewed;
   EXPECT_EQ(quorum->renew(result.value, 120, renewed), Verdict::done);
-  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, renewed));
+  EXPECT_EQ(servers[0].data.get("k"), renewed);
   EXPECT_EQ(quorum->status().fence, 41);
   EXPECT_EQ(quorum->release(renewed), Verdict::done);
-  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
+  servers[2].stopped = false;
+  const auto found = values();
+  EXPECT_EQ(found[0], std::nullopt);
+  EXPECT_EQ(found[1], std::nullopt);
 }
 
 TEST_F(QuorumTest, TokensIncreaseOverQuorumsThatShareOnlyOneServer) {
@@ -354,20 +365,24 @@ TEST_F(QuorumTest, TokensIncreaseOverQuorumsThatShareOnlyOneServer) {
 }
 
 TEST_F(QuorumTest, AMajorityOfCountersThatCannotBeRaisedFailsTheAcquisition) {
-  // Two servers lag behind the first, and refuse the raise (as if another
-  // acquisition had moved their counters): the token is held on one of three.
+  // The third server is stopped, so the first two decide; the second lags behind
+  // the first and refuses the raise (as if another acquisition had moved its
+  // counter): the token is held on one of three.
   servers[0].data.set(lock::fence_key("k"), "50");
   servers[1].refuse_counter_writes = true;
-  servers[2].refuse_counter_writes = true;
+  servers[2].stopped = true;
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
-  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt)) << "undone";
   EXPECT_EQ(quorum->fence(), 0);
+  EXPECT_EQ(servers[0].data.get("k"), std::nullopt) << "undone";
+  EXPECT_EQ(servers[1].data.get("k"), std::nullopt) << "undone";
   servers[1].refuse_counter_writes = false;
   const auto again = try_once(*quorum);
   ASSERT_EQ(again.outcome, lock::AcquireResult::Outcome::acquired);
   EXPECT_GT(again.fence, 50);
+  servers[2].stopped = false;
+  settle();
 }
 
 TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {
