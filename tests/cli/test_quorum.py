@@ -402,5 +402,42 @@ class QuorumOfFileStores(NxlockTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
+
+class QuorumOfUrlKinds(NxlockTestCase):
+    """A quorum's servers may be any URL kind: one over TLS, one a Sentinel-guarded
+    master, one plain. Cheap: one lock/unlock round."""
+
+    @classmethod
+    def setUpClass(cls):
+        from sentinel_harness import Deployment
+        from test_tls import Certificates, TlsRedisServer
+        cls.certs = Certificates()
+        cls.addClassCleanup(subprocess.run, ["rm", "-rf", cls.certs.dir])
+        cls.tls = TlsRedisServer(cls.certs)
+        cls.addClassCleanup(cls.tls.stop)
+        cls.deployment = Deployment(replicas=0)
+        cls.addClassCleanup(cls.deployment.stop)
+        cls.plain = RedisServer()
+        cls.addClassCleanup(cls.plain.stop)
+
+    def test_tls_sentinel_and_plain_servers_in_one_quorum(self):
+        master = self.deployment.master
+        urls = ["-u", self.tls.url_for(), "-u", self.deployment.url(), "-u", self.plain.url,
+                "--cacert", self.certs.path("ca.crt")]
+        r = self.nx(*urls, "lock", "--json", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertGreater(got["fence"], 0)
+        held = [server.cli("GET", "job").strip().decode() for server in (self.tls, master,
+                                                                           self.plain)]
+        self.assertEqual(held, [got["value"]] * 3)
+        r = self.nx(*urls, "status", "--json", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([s["state"] for s in json.loads(r.stdout)["servers"]], ["held"] * 3)
+        r = self.nx(*urls, "unlock", "job", got["value"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for server in (self.tls, master, self.plain):
+            self.assertEqual(server.cli("GET", "job").strip(), b"")
+
 if __name__ == "__main__":
     unittest.main()
