@@ -640,6 +640,25 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const Micros started = util::mono_now();
   const Micros deadline = started + policy.wait_for.value_or(Micros(0));
   std::vector<std::shared_ptr<store::Watcher>> watchers(n);
+  // wait_any() on the watchers of the servers whose workers are idle: a watcher
+  // reads its store's deadline, which a job still running there may be setting.
+  const auto wait_on_idle = [&](std::vector<std::shared_ptr<store::Watcher>>& all, Micros timeout,
+                                int interrupt_fd) {
+    std::vector<std::shared_ptr<store::Watcher>> usable(n);
+    std::vector<bool> passed(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::lock_guard<std::mutex> guard(m_channels[i]->mutex);
+      passed[i] = all[i] && m_channels[i]->backlog == 0;
+      usable[i] = passed[i] ? all[i] : nullptr;
+    }
+    const auto result = wait_any(usable, timeout, interrupt_fd);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (passed[i] && !usable[i]) {
+        all[i].reset();  // dropped by wait_any(): armed again later
+      }
+    }
+    return result;
+  };
   bool armed = false;
   int splits = 0;
   std::int64_t last_held_until = 0;
@@ -680,7 +699,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       if (!forever) {
         timeout = std::min(timeout, deadline - now_mono);
       }
-      if (wait_any(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
+      if (wait_on_idle(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
         return interrupted();
       }
       continue;
@@ -750,7 +769,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       policy.on_wait(WaitProgress{round.held_until, round.now_seconds, now_mono - started});
       timeout = std::min(timeout, k_progress_interval);
     }
-    if (wait_any(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
+    if (wait_on_idle(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
       return interrupted();
     }
   }
