@@ -47,6 +47,9 @@ constexpr int k_tries_per_round = 3;
 constexpr std::size_t k_max_backlog = 2;
 // Once a step is decided, the servers yet to reply get this long more.
 constexpr Micros k_straggler_grace{50'000};
+// status shows every server's state: a slow one (a TLS handshake on a loaded
+// host) gets longer to be shown as it is.
+constexpr Micros k_status_grace{1'000'000};
 // At the end, queued jobs (the holder records) get this long to finish.
 constexpr Micros k_exit_patience{500'000};
 
@@ -255,7 +258,8 @@ struct QuorumLock::Replies {
   std::vector<std::optional<T>> values;            // the servers that answered
   std::vector<std::optional<util::Error>> errors;  // those that failed, or gave no reply in time
   std::size_t pending = 0;                         // involved servers yet to reply
-  std::size_t answered = 0;
+  std::size_t answered = 0;                        // values
+  std::size_t failed = 0;                          // errors
 };
 
 template <typename T>
@@ -263,7 +267,8 @@ QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
                                        const std::function<Decision(const Replies<T>&)>& enough,
                                        std::optional<Micros> deadline,
                                        const std::vector<bool>& involved,
-                                       std::optional<Micros> wait_until) {
+                                       std::optional<Micros> wait_until,
+                                       std::optional<Micros> grace) {
   struct Shared {
     std::mutex mutex;
     std::condition_variable replied;
@@ -305,6 +310,7 @@ QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
             shared->replies.values[i] = std::move(value);
             shared->replies.errors[i] = std::move(error);
             shared->replies.answered += shared->replies.values[i] ? 1 : 0;
+            shared->replies.failed += shared->replies.errors[i] ? 1 : 0;
             --shared->replies.pending;
             shared->waiting[i] = false;
           }
@@ -315,6 +321,7 @@ QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
       shared->replies.errors[i] =
           Error(ErrorKind::unavailable, m_channels[i]->spec.name,
                 "still no reply to earlier requests (a stopped or unreachable server)");
+      ++shared->replies.failed;
       --shared->replies.pending;
       shared->waiting[i] = false;
     }
@@ -343,7 +350,7 @@ QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
   // server are not left behind, and only a server that does not answer costs
   // it. A success waits for nobody: the others' part goes on in their queues.
   if (decision != Decision::succeeded) {
-    const Micros grace_end = util::mono_now() + k_straggler_grace;
+    const Micros grace_end = util::mono_now() + grace.value_or(k_straggler_grace);
     wait(all_in, wait_until ? std::min(*wait_until, grace_end) : grace_end);
   }
   Replies<T> out = shared->replies;
@@ -492,9 +499,14 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
         for (const auto& attempt : so_far.values) {
           took += attempt && attempt->outcome == Attempt::Outcome::acquired ? 1 : 0;
         }
-        return took >= majority                   ? Decision::succeeded
-               : took + so_far.pending < majority ? Decision::decided
-                                                  : Decision::open;
+        // Lost, and whether busy (a majority answered) or unavailable (too few
+        // can) is known too: a slow server is not taken for a dead one.
+        const bool lost = took + so_far.pending < majority;
+        const bool known =
+            so_far.answered >= majority || so_far.answered + so_far.pending < majority;
+        return took >= majority ? Decision::succeeded
+               : lost && known  ? Decision::decided
+                                : Decision::open;
       },
       m_deadline ? std::min(*m_deadline, window_end) : window_end, everyone());
   round.ended = util::mono_now();
@@ -846,15 +858,17 @@ Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
         }
         return verdict;
       },
-      // Decided once a majority did it, or once too few are left to make one.
+      // Decided once a majority did it, or once it cannot be one even if the
+      // servers that failed or are yet to reply did it: then it is not ours
+      // (tally() says unavailable only while they could still make it one).
       [majority](const Replies<Verdict>& so_far) {
         std::size_t done = 0;
         for (const auto& verdict : so_far.values) {
           done += verdict == Verdict::done ? 1 : 0;
         }
-        return done >= majority                   ? Decision::succeeded
-               : done + so_far.pending < majority ? Decision::decided
-                                                  : Decision::open;
+        return done >= majority                                   ? Decision::succeeded
+               : done + so_far.pending + so_far.failed < majority ? Decision::decided
+                                                                  : Decision::open;
       },
       m_deadline, everyone());
   verdicts = replies.values;
@@ -1015,7 +1029,7 @@ Status QuorumLock::status() {
             most >= majority || (so_far.answered >= majority && most + so_far.pending < majority);
         return decided ? Decision::decided : Decision::open;
       },
-      m_deadline, everyone());
+      m_deadline, everyone(), std::nullopt, k_status_grace);
   const auto& statuses = replies.values;
   const auto& errors = replies.errors;
 

@@ -124,14 +124,15 @@ class QuorumLock final : public Lockable {
   // What the replies so far say of a step.
   enum class Decision {
     open,       // not decided yet
-    decided,    // decided: the servers yet to reply get a moment more (k_straggler_grace)
+    decided,    // decided: the servers yet to reply get a moment more (`grace`, 50 ms by default)
     succeeded,  // decided and done: nobody is waited for any longer
   };
   template <typename T>
   Replies<T> ask(std::function<T(detail::QuorumChannel&)> step,
                  const std::function<Decision(const Replies<T>&)>& enough,
                  std::optional<util::Micros> deadline, const std::vector<bool>& involved,
-                 std::optional<util::Micros> wait_until = std::nullopt);
+                 std::optional<util::Micros> wait_until = std::nullopt,
+                 std::optional<util::Micros> grace = std::nullopt);
   // Gives a round that took a majority its token, the highest of the acquiring
   // servers' own, and raises the counter to it on the acquiring servers below it.
   // True if a majority's counters hold it for us before the window ends.
