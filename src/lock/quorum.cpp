@@ -2,6 +2,8 @@
 #include "lock/quorum.hpp"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -368,6 +370,21 @@ QuorumLock::QuorumLock(std::vector<QuorumServer> servers, Clock& clock, std::str
   if (servers.size() < 2) {
     throw Error(ErrorKind::internal, "quorum", "needs at least two servers");
   }
+  // The workers never take a signal: they start with every signal blocked that
+  // may be blocked (they inherit this thread's mask), whether or not the caller
+  // has blocked them yet for its signalfd (run-locked forwards them to the job).
+  struct MaskedWhileStarting {
+    MaskedWhileStarting() {
+      sigset_t all;
+      sigfillset(&all);
+      for (const int synchronous : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) {
+        sigdelset(&all, synchronous);  // a fault must still end the process as it should
+      }
+      pthread_sigmask(SIG_BLOCK, &all, &original);
+    }
+    ~MaskedWhileStarting() { pthread_sigmask(SIG_SETMASK, &original, nullptr); }
+    sigset_t original{};
+  } masked;
   for (auto& spec : servers) {
     auto channel = std::make_shared<QuorumChannel>(std::move(spec), m_key);
     try {

@@ -294,6 +294,28 @@ class Quorum(NxlockTestCase):
         for server in (self.servers[0], self.servers[2]):
             self.assertEqual(server.cli("GET", "job").strip(), b"", "released")
 
+    def test_run_locked_forwards_signals_to_the_job(self):
+        """The servers' worker threads never take a signal meant for the job:
+        run-locked forwards it, as it does on one server."""
+        ready = os.path.join(self.tmp, "ready")
+        got = os.path.join(self.tmp, "got")
+        for signo in (signal.SIGTERM, signal.SIGUSR1):
+            with self.subTest(signal=signo):
+                for path in (ready, got):
+                    if os.path.exists(path):
+                        os.unlink(path)
+                job = self.popen(*self.urls(), "run-locked", "job", "sh", "-c",
+                                 'trap "echo $2 > $1; exit 7" %s; touch "$0"; '
+                                 'while :; do sleep 0.05; done' % signal.Signals(signo).name[3:],
+                                 ready, got, "caught", stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+                self.assertTrue(wait_for(lambda: os.path.exists(ready), timeout=20))
+                job.send_signal(signo)
+                _, err = job.communicate(timeout=30)
+                self.assertEqual(job.returncode, 7, err)
+                self.assertEqual(read(got).strip(), "caught")
+                self.assertEqual(self.values("job"), [None] * 3, "released")
+
     # ---- fencing tokens ----
 
     def counter(self, server, key):
