@@ -112,13 +112,14 @@ class QuorumLock final : public Lockable {
   bool settle(util::Micros timeout);
 
  private:
-  // Every server's step goes to that server's own queue and worker thread;
-  // Waits until `enough` says the replies so far
-  // decide the step (a majority has answered, or can no longer agree), every
-  // involved server has replied, or `wait_until` (monotonic) passes. A server
+  // Runs `step` on every `involved` server, each on its own queue and worker
+  // thread, its exchanges bounded by `deadline`. Waits until `enough` says the
+  // replies so far decide the step (a majority has answered, or can no longer
+  // agree), every involved server has replied, or `wait_until` (monotonic)
+  // passes; a server yet to reply then shows an unavailable error. A server
   // that still owes replies to two earlier steps is not asked again: it counts
   // as not answering, and its queue does not grow while it is stopped.
-  // Replies<T>, and its definition, live in quorum.cpp.
+  // Replies<T> is defined in quorum.cpp.
   template <typename T>
   struct Replies;
   // What the replies so far say of a step.
