@@ -422,6 +422,17 @@ class QuorumOfFileStores(NxlockTestCase):
         self.assertEqual(r.returncode, 75, r.stderr)
         r = self.nx(*urls, "unlock", "job", value)
         self.assertEqual(r.returncode, 0, r.stderr)
+        # Fencing tokens over the embedded stores too: strictly increasing.
+        tokens = []
+        for _ in range(4):
+            r = self.nx(*urls, "lock", "--json", "-n", "job")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = json.loads(r.stdout)
+            tokens.append(got["fence"])
+            r = self.nx(*urls, "unlock", "job", got["value"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(tokens[0], 0)
+        self.assertEqual(tokens, sorted(set(tokens)), "strictly increasing")
 
 
 
