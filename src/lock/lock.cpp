@@ -255,6 +255,24 @@ bool Lock::swap_value(std::string_view from, std::string_view to) {
                       : m_store.compare_and_set(m_key, from, to);
 }
 
+bool Lock::raise_fence(std::int64_t token) {
+  if (m_fence == 0 || token < m_fence) {
+    throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
+                      "no fencing token of ours to raise");
+  }
+  if (token == m_fence) {
+    return true;
+  }
+  // Atomic on every backend: the counter moves only if it still holds our token.
+  // Raising a counter never harms the order (later tokens only get larger); the
+  // guard is what lets our fenced steps go on using the raised value as ours.
+  if (!m_store.compare_and_set(m_fence_key, std::to_string(m_fence), std::to_string(token))) {
+    return false;
+  }
+  m_fence = token;
+  return true;
+}
+
 bool Lock::delete_value(std::string_view value) {
   return m_fence != 0 ? m_store.compare_and_delete_fenced(m_key, value, m_fence_key, m_fence)
                       : m_store.compare_and_delete(m_key, value);

@@ -141,6 +141,15 @@ class Lock final : public Lockable {
   // Reads the lock's state and, when held, the holder's details.
   Status status() override;
 
+  // Quorum mode: moves this backend's fencing counter up to `token` (the quorum's
+  // token), only while it still holds this lock's own token, that is while no
+  // acquisition of the key has been made here since ours (every owning step
+  // increments it): one atomic compare-and-set of the counter. From then on this
+  // lock's fenced steps use `token`. True if the counter now holds `token` for
+  // us (already so if ours was `token`); false if another acquisition came
+  // first. Only after try_once() took the lock, with token >= our own.
+  bool raise_fence(std::int64_t token);
+
   const std::string& key() const override { return m_key; }
   std::int64_t fence() const override { return m_fence; }
   store::Store& store() { return m_store; }

@@ -37,8 +37,7 @@ class Lockable {
   // The full store key (prefix included).
   virtual const std::string& key() const = 0;
 
-  // The fencing token of the acquisition this lock made; 0 if it made none
-  // (a quorum issues none yet).
+  // The fencing token of the acquisition this lock made; 0 if it made none.
   virtual std::int64_t fence() const = 0;
 
   // Takes the lock with the documented steps, waiting as the policy says.

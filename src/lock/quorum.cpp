@@ -2,6 +2,8 @@
 #include "lock/quorum.hpp"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -9,7 +11,9 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <system_error>
@@ -41,6 +45,15 @@ constexpr int k_split_retries = 3;
 constexpr Micros k_undo_patience{500'000};
 // A key deleted between SETNX and GET is tried again at once, this often per round.
 constexpr int k_tries_per_round = 3;
+// A server that still owes this many replies is not asked again (see ask()).
+constexpr std::size_t k_max_backlog = 2;
+// Once a step is decided, the servers yet to reply get this long more.
+constexpr Micros k_straggler_grace{50'000};
+// status shows every server's state: a slow one (a TLS handshake on a loaded
+// host) gets longer to be shown as it is.
+constexpr Micros k_status_grace{1'000'000};
+// At the end, queued jobs (the holder records) get this long to finish.
+constexpr Micros k_exit_patience{500'000};
 
 Micros random_between(Micros low, Micros high) {
   static thread_local std::minstd_rand rng{std::random_device{}()};
@@ -70,7 +83,7 @@ bool wait_readable(int fd, Micros timeout) {
 // Waits on every armed watcher at once (a thread each, all stopped through one
 // eventfd when the first sees a change), on `interrupt_fd` and on `timeout`.
 // A watcher that fails is dropped; the caller arms it again later.
-store::WaitResult wait_any(std::vector<std::unique_ptr<store::Watcher>>& watchers, Micros timeout,
+store::WaitResult wait_any(std::vector<std::shared_ptr<store::Watcher>>& watchers, Micros timeout,
                            int interrupt_fd) {
   std::vector<std::size_t> armed;
   for (std::size_t i = 0; i < watchers.size(); ++i) {
@@ -147,9 +160,12 @@ bool quorum_holds(std::size_t acquired, std::size_t servers, Micros started, Mic
   return acquired >= majority_of(servers) && ended < validity_end(started, ttl);
 }
 
-// Every server's Lock reads this clock: one reading of the caller's clock per
-// round, so that each server is given the same value and judged at the same instant.
-class QuorumLock::FrozenClock final : public Clock {
+namespace detail {
+
+// A lock's clock frozen at one reading, set by each job from its step's reading:
+// every server is given the same value and judged at the same instant, and a
+// job that runs late still uses its own step's reading.
+class FrozenClock final : public Clock {
  public:
   void set(Micros reading) { m_reading = reading; }
   Micros now() override { return m_reading; }
@@ -158,170 +174,275 @@ class QuorumLock::FrozenClock final : public Clock {
   Micros m_reading{0};
 };
 
-// One thread per server but the first (which the caller's thread serves), kept
-// for the lock's life: a round costs a wake-up per server, not a thread start.
-class QuorumLock::Workers {
- public:
-  explicit Workers(std::size_t count) {
-    try {
-      for (std::size_t i = 1; i <= count; ++i) {
-        m_threads.emplace_back([this, i] { serve(i); });
-      }
-    } catch (const std::system_error&) {
-      // No thread to be had: the ones that started serve, the caller runs the rest.
+// One server of a quorum: its connection and Lock, used only by its worker
+// thread, one job after another in the order they were queued (so a late job
+// on a server that was stopped still comes before the next step's there). The
+// worker and every queued job share it, so that a job a stopped server holds up
+// can outlive the QuorumLock: at exit it is left to the process's end.
+struct QuorumChannel {
+  QuorumChannel(QuorumServer server, std::string lock_key)
+      : spec(std::move(server)), key(std::move(lock_key)) {}
+
+  // The server's lock, connecting first if it is not yet (throws util::Error).
+  // Worker only.
+  Lock& open() {
+    if (!lock) {
+      store = spec.open();
+      store->set_deadline(deadline);
+      lock = std::make_unique<Lock>(*store, clock, key);
     }
-  }
-  ~Workers() {
-    wait_idle();  // a posted job finishes first: the holder record of `lock` must be written
-    {
-      std::lock_guard<std::mutex> guard(m_mutex);
-      m_stop = true;
-    }
-    m_work.notify_all();
-    for (auto& thread : m_threads) {
-      thread.join();
-    }
-  }
-  Workers(const Workers&) = delete;
-  Workers& operator=(const Workers&) = delete;
-
-  // Runs job(0..count) at once, job(0) on this thread; returns when all are done.
-  // `job` must not throw.
-  void run(const std::function<void(std::size_t)>& job, std::size_t count) {
-    start(job, count);
-    wait_idle();
+    return *lock;
   }
 
-  // As run(), but returns once job(0) is done here, leaving the others to the
-  // workers: the next run(), post() or wait_idle() waits for them first.
-  void post(std::function<void(std::size_t)> job, std::size_t count) {
-    wait_idle();
-    m_posted = std::move(job);
-    start(m_posted, count);
-  }
-
-  // Returns when no job is running on a worker.
-  void wait_idle() {
-    std::unique_lock<std::mutex> lock(m_mutex);
-    m_done.wait(lock, [this] { return m_pending == 0; });
-  }
-
- private:
-  void start(const std::function<void(std::size_t)>& job, std::size_t count) {
-    wait_idle();
-    {
-      std::lock_guard<std::mutex> guard(m_mutex);
-      m_job = &job;
-      m_pending = m_threads.size();
-      ++m_generation;
-    }
-    m_work.notify_all();
-    job(0);
-    for (std::size_t i = m_threads.size() + 1; i <= count; ++i) {
-      job(i);
-    }
-  }
-
-  void serve(std::size_t index) {
-    std::uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(m_mutex);
-    for (;;) {
-      m_work.wait(lock, [&] { return m_stop || m_generation != seen; });
-      if (m_stop) {
-        return;
-      }
-      seen = m_generation;
-      const auto* job = m_job;
-      lock.unlock();
-      (*job)(index);
-      lock.lock();
-      if (--m_pending == 0) {
-        m_done.notify_one();
-      }
-    }
-  }
-
-  std::mutex m_mutex;
-  std::condition_variable m_work;
-  std::condition_variable m_done;
-  const std::function<void(std::size_t)>* m_job = nullptr;
-  std::function<void(std::size_t)> m_posted;  // post()'s job, kept until it is done
-  std::uint64_t m_generation = 0;
-  std::size_t m_pending = 0;
-  bool m_stop = false;
-  std::vector<std::thread> m_threads;
-};
-
-struct QuorumLock::Server {
-  QuorumServer spec;
+  const QuorumServer spec;
+  const std::string key;
+  // Worker only:
+  FrozenClock clock;
+  std::optional<Micros> deadline;
   std::unique_ptr<store::Store> store;  // open once it answered a connect
   std::unique_ptr<Lock> lock;
+  // Shared, under `mutex`:
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::condition_variable idle;
+  std::deque<std::function<void(QuorumChannel&)>> jobs;
+  std::size_t backlog = 0;  // jobs queued or running
+  bool stop = false;
+  std::thread worker;  // not started: jobs run on the caller's thread
 };
 
+}  // namespace detail
+
+namespace {
+
+using detail::QuorumChannel;
+
+void serve(const std::shared_ptr<QuorumChannel>& channel) {
+  std::unique_lock<std::mutex> lock(channel->mutex);
+  for (;;) {
+    channel->wake.wait(lock, [&] { return channel->stop || !channel->jobs.empty(); });
+    if (channel->stop) {
+      return;  // queued jobs are dropped: the lock that queued them is gone
+    }
+    auto job = std::move(channel->jobs.front());
+    channel->jobs.pop_front();
+    lock.unlock();
+    job(*channel);
+    lock.lock();
+    --channel->backlog;
+    channel->idle.notify_all();
+  }
+}
+
+// Queues `job` for the channel's worker, or runs it here if it has none.
+// False (and nothing queued) if the server still owes two earlier replies.
+bool post(QuorumChannel& channel, std::function<void(QuorumChannel&)> job) {
+  if (!channel.worker.joinable()) {
+    job(channel);
+    return true;
+  }
+  {
+    std::lock_guard<std::mutex> guard(channel.mutex);
+    if (channel.backlog >= k_max_backlog) {
+      return false;
+    }
+    channel.jobs.push_back(std::move(job));
+    ++channel.backlog;
+  }
+  channel.wake.notify_one();
+  return true;
+}
+
+}  // namespace
+
+template <typename T>
+struct QuorumLock::Replies {
+  std::vector<std::optional<T>> values;            // the servers that answered
+  std::vector<std::optional<util::Error>> errors;  // those that failed, or gave no reply in time
+  std::size_t pending = 0;                         // involved servers yet to reply
+  std::size_t answered = 0;                        // values
+  std::size_t failed = 0;                          // errors
+};
+
+template <typename T>
+QuorumLock::Replies<T> QuorumLock::ask(std::function<T(QuorumChannel&)> step,
+                                       const std::function<Decision(const Replies<T>&)>& enough,
+                                       std::optional<Micros> deadline,
+                                       const std::vector<bool>& involved,
+                                       std::optional<Micros> wait_until,
+                                       std::optional<Micros> grace) {
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable replied;
+    Replies<T> replies;
+    std::vector<bool> waiting;
+  };
+  const std::size_t n = m_channels.size();
+  auto shared = std::make_shared<Shared>();
+  shared->replies.values.assign(n, std::nullopt);
+  shared->replies.errors.assign(n, std::nullopt);
+  shared->waiting.assign(n, false);
+  auto shared_step = std::make_shared<std::function<T(QuorumChannel&)>>(std::move(step));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!involved[i]) {
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> guard(shared->mutex);
+      ++shared->replies.pending;
+      shared->waiting[i] = true;
+    }
+    const bool queued =
+        post(*m_channels[i], [shared, shared_step, i, deadline](QuorumChannel& channel) {
+          std::optional<T> value;
+          std::optional<Error> error;
+          try {
+            channel.deadline = deadline;
+            if (channel.store) {
+              channel.store->set_deadline(deadline);
+            }
+            value = (*shared_step)(channel);
+          } catch (const Error& e) {
+            error = e;
+          } catch (const std::exception& e) {
+            error = Error(ErrorKind::internal, channel.spec.name, e.what());
+          }
+          {
+            std::lock_guard<std::mutex> guard(shared->mutex);
+            shared->replies.values[i] = std::move(value);
+            shared->replies.errors[i] = std::move(error);
+            shared->replies.answered += shared->replies.values[i] ? 1 : 0;
+            shared->replies.failed += shared->replies.errors[i] ? 1 : 0;
+            --shared->replies.pending;
+            shared->waiting[i] = false;
+          }
+          shared->replied.notify_all();
+        });
+    if (!queued) {
+      std::lock_guard<std::mutex> guard(shared->mutex);
+      shared->replies.errors[i] =
+          Error(ErrorKind::unavailable, m_channels[i]->spec.name,
+                "still no reply to earlier requests (a stopped or unreachable server)");
+      ++shared->replies.failed;
+      --shared->replies.pending;
+      shared->waiting[i] = false;
+    }
+  }
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  const auto all_in = [&] { return shared->replies.pending == 0; };
+  Decision decision = Decision::open;
+  const auto decided = [&] {
+    decision = all_in() ? Decision::succeeded : enough(shared->replies);
+    return decision != Decision::open;
+  };
+  // Waits for `done` until the monotonic instant `until` at the latest.
+  const auto wait = [&](const auto& done, std::optional<Micros> until) {
+    if (!until) {
+      shared->replied.wait(lock, done);
+      return;
+    }
+    while (!done() && util::mono_now() < *until) {
+      shared->replied.wait_for(lock,
+                               std::chrono::microseconds((*until - util::mono_now()).count() + 1));
+    }
+  };
+  wait(decided, wait_until);
+  // Unless it succeeded, the stragglers get a moment more: healthy servers
+  // answer within it, so the counts in a message and status's view of every
+  // server are not left behind, and only a server that does not answer costs
+  // it. A success waits for nobody: the others' part goes on in their queues.
+  if (decision != Decision::succeeded) {
+    const Micros grace_end = util::mono_now() + grace.value_or(k_straggler_grace);
+    wait(all_in, wait_until ? std::min(*wait_until, grace_end) : grace_end);
+  }
+  Replies<T> out = shared->replies;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (shared->waiting[i]) {
+      out.errors[i] = Error(ErrorKind::unavailable, m_channels[i]->spec.name,
+                            "no reply yet (the others decided the step)");
+    }
+  }
+  return out;
+}
+
 QuorumLock::QuorumLock(std::vector<QuorumServer> servers, Clock& clock, std::string key)
-    : m_clock(clock), m_frozen(std::make_unique<FrozenClock>()), m_key(std::move(key)) {
+    : m_clock(clock), m_key(std::move(key)) {
   if (servers.size() < 2) {
     throw Error(ErrorKind::internal, "quorum", "needs at least two servers");
   }
+  // The workers never take a signal: they start with every signal blocked that
+  // may be blocked (they inherit this thread's mask), whether or not the caller
+  // has blocked them yet for its signalfd (run-locked forwards them to the job).
+  struct MaskedWhileStarting {
+    MaskedWhileStarting() {
+      sigset_t all;
+      sigfillset(&all);
+      for (const int synchronous : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) {
+        sigdelset(&all, synchronous);  // a fault must still end the process as it should
+      }
+      pthread_sigmask(SIG_BLOCK, &all, &original);
+    }
+    ~MaskedWhileStarting() { pthread_sigmask(SIG_SETMASK, &original, nullptr); }
+    sigset_t original{};
+  } masked;
   for (auto& spec : servers) {
-    m_servers.push_back(std::make_unique<Server>(Server{std::move(spec), nullptr, nullptr}));
+    auto channel = std::make_shared<QuorumChannel>(std::move(spec), m_key);
+    try {
+      // The worker holds the channel too: if it must be left behind at exit
+      // (a stopped server), what it works on stays alive with it.
+      channel->worker = std::thread([channel] { serve(channel); });
+    } catch (const std::system_error&) {
+      // No thread to be had: this server's jobs run on the caller's thread.
+    }
+    m_channels.push_back(std::move(channel));
   }
 }
 
-QuorumLock::~QuorumLock() = default;
-
-Lock& QuorumLock::open(Server& server) {
-  if (!server.lock) {
-    server.store = server.spec.open();
-    if (m_applied) {
-      server.store->set_deadline(m_applied);
+QuorumLock::~QuorumLock() {
+  // Queued jobs finish first (the holder record of `lock` must be written), but
+  // a server that does not answer keeps nobody past a bounded wait: its worker
+  // is then left to finish (or be ended by the process's exit) on its own.
+  settle(k_exit_patience);
+  for (auto& channel : m_channels) {
+    std::unique_lock<std::mutex> lock(channel->mutex);
+    const bool idle = channel->backlog == 0;
+    channel->stop = true;
+    lock.unlock();
+    channel->wake.notify_all();
+    if (channel->worker.joinable()) {
+      if (idle) {
+        channel->worker.join();
+      } else {
+        util::trace("quorum: not waiting for " + channel->spec.name);
+        channel->worker.detach();
+      }
     }
-    server.lock = std::make_unique<Lock>(*server.store, *m_frozen, m_key);
   }
-  return *server.lock;
 }
 
-void QuorumLock::apply_deadline(std::optional<Micros> deadline) {
-  if (m_workers) {
-    m_workers->wait_idle();  // a posted job may be using the stores
-  }
-  m_applied = deadline;
-  for (auto& server : m_servers) {
-    if (server->store) {
-      server->store->set_deadline(deadline);
+bool QuorumLock::settle(Micros timeout) {
+  const Micros until = util::mono_now() + timeout;
+  bool idle = true;
+  for (auto& channel : m_channels) {
+    std::unique_lock<std::mutex> lock(channel->mutex);
+    while (channel->backlog > 0 && util::mono_now() < until) {
+      channel->idle.wait_for(lock,
+                             std::chrono::microseconds((until - util::mono_now()).count() + 1));
     }
+    idle = idle && channel->backlog == 0;
   }
+  return idle;
 }
 
 void QuorumLock::set_deadline(std::optional<Micros> monotonic_deadline) {
   m_deadline = monotonic_deadline;
-  apply_deadline(monotonic_deadline);
-}
-
-void QuorumLock::on_every_server(const std::function<void(Server&, std::size_t)>& step,
-                                 std::vector<std::optional<Error>>& errors) {
-  errors.assign(m_servers.size(), std::nullopt);
-  const auto run = [&](std::size_t i) {
-    try {
-      step(*m_servers[i], i);
-    } catch (const Error& e) {
-      errors[i] = e;
-    } catch (const std::exception& e) {
-      errors[i] = Error(ErrorKind::internal, m_servers[i]->spec.name, e.what());
-    }
-  };
-  // Every server at once: a round costs the slowest server's round trips, not their sum.
-  if (!m_workers) {
-    m_workers = std::make_unique<Workers>(m_servers.size() - 1);
-  }
-  m_workers->run(run, m_servers.size() - 1);
 }
 
 Error QuorumLock::no_majority(std::size_t answered,
                               const std::vector<std::optional<Error>>& errors) const {
-  std::string why = "only " + std::to_string(answered) + " of " + std::to_string(m_servers.size()) +
-                    " servers answered (a majority is " +
-                    std::to_string(majority_of(m_servers.size())) + ")";
+  std::string why = "only " + std::to_string(answered) + " of " +
+                    std::to_string(m_channels.size()) + " servers answered (a majority is " +
+                    std::to_string(majority_of(m_channels.size())) + ")";
   for (const auto& error : errors) {
     if (error) {
       why += ": " + std::string(error->what());
@@ -333,24 +454,29 @@ Error QuorumLock::no_majority(std::size_t answered,
 
 void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep) {
   // Best effort, and briefly: a server that did not answer the steps will not
-  // answer this either, and our value expires there on its own.
+  // answer this either, and our value expires there on its own. Queued behind
+  // the step it undoes on each server, so it runs after it even there.
   const Micros bound = util::mono_now() + k_undo_patience;
-  apply_deadline(m_deadline ? std::min(*m_deadline, bound) : bound);
-  std::vector<std::optional<Error>> errors;
-  on_every_server(
-      [&](Server& server, std::size_t i) {
-        if (keep[i] || !server.store) {
-          return;
+  std::vector<bool> involved(keep.size());
+  for (std::size_t i = 0; i < keep.size(); ++i) {
+    involved[i] = !keep[i];
+  }
+  const std::string key = m_key;
+  const auto replies = ask<bool>(
+      [value, key](QuorumChannel& channel) {
+        if (!channel.store) {
+          return false;
         }
-        const bool deleted = server.store->compare_and_delete(m_key, value);
+        const bool deleted = channel.store->compare_and_delete(key, value);
         if (deleted && util::tracing()) {
-          util::trace("quorum: undone on " + server.spec.name + ": DEL-IF-EQUAL " + m_key + " " +
+          util::trace("quorum: undone on " + channel.spec.name + ": DEL-IF-EQUAL " + key + " " +
                       value);
         }
+        return deleted;
       },
-      errors);
-  apply_deadline(m_deadline);
-  for (const auto& error : errors) {
+      [](const Replies<bool>&) { return Decision::open; },
+      m_deadline ? std::min(*m_deadline, bound) : bound, involved, bound);
+  for (const auto& error : replies.errors) {
     if (error) {
       // Best effort: our value expires on its own there.
       util::trace(std::string("quorum: not undone: ") + error->what());
@@ -359,34 +485,49 @@ void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep) {
 }
 
 QuorumRound QuorumLock::try_round(std::int64_t ttl) {
-  const std::size_t n = m_servers.size();
+  const std::size_t n = m_channels.size();
+  const std::size_t majority = majority_of(n);
   QuorumRound round;
   round.started = util::mono_now();
-  m_frozen->set(m_clock.now());
-  round.now_seconds = util::whole_seconds(m_frozen->now());
+  const Micros reading = m_clock.now();
+  round.now_seconds = util::whole_seconds(reading);
   round.value = std::to_string(expiry_for(round.now_seconds, ttl));
   round.servers.assign(n, {});
 
   // No reply that comes after the validity window may count, so none is waited for.
   const Micros window_end = validity_end(round.started, ttl);
-  apply_deadline(m_deadline ? std::min(*m_deadline, window_end) : window_end);
-  std::vector<std::optional<Error>> errors;
-  on_every_server(
-      [&](Server& server, std::size_t i) {
-        Lock& lock = open(server);
+  // Decided once a majority took it, or once too few are left to make one.
+  const auto replies = ask<Attempt>(
+      [reading, ttl](QuorumChannel& channel) {
+        // Every server's Lock reads the same frozen reading: the same value everywhere.
+        channel.clock.set(reading);
+        Lock& lock = channel.open();
         Attempt attempt;
         for (int tries = 0; tries < k_tries_per_round; ++tries) {
-          // Every server's Lock reads the frozen clock: the same value everywhere.
           attempt = lock.try_once(ttl);
           if (attempt.outcome != Attempt::Outcome::retry) {
             break;
           }
         }
-        round.servers[i].attempt = attempt;
+        return attempt;
       },
-      errors);
+      [majority](const Replies<Attempt>& so_far) {
+        std::size_t took = 0;
+        for (const auto& attempt : so_far.values) {
+          took += attempt && attempt->outcome == Attempt::Outcome::acquired ? 1 : 0;
+        }
+        // Lost, and whether busy (a majority answered) or unavailable (too few
+        // can) is known too: a slow server is not taken for a dead one.
+        const bool lost = took + so_far.pending < majority;
+        const bool known =
+            so_far.answered >= majority || so_far.answered + so_far.pending < majority;
+        return took >= majority ? Decision::succeeded
+               : lost && known  ? Decision::decided
+                                : Decision::open;
+      },
+      m_deadline ? std::min(*m_deadline, window_end) : window_end, everyone());
   round.ended = util::mono_now();
-  apply_deadline(m_deadline);
+  const auto& errors = replies.errors;
 
   const Error* hard_error = nullptr;
   std::vector<bool> keep(n, false);
@@ -400,6 +541,7 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
       continue;
     }
     ++round.answered;
+    round.servers[i].attempt = replies.values[i];
     const Attempt& attempt = *round.servers[i].attempt;
     if (attempt.outcome == Attempt::Outcome::acquired) {
       ++round.acquired_on;
@@ -424,12 +566,22 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
   }
   round.acquired =
       !hard_error && quorum_holds(round.acquired_on, n, round.started, round.ended, ttl);
+  if (round.acquired) {
+    std::vector<bool> took(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      took[i] = !keep[i] && !errors[i];
+    }
+    round.acquired = raise_fences(round, took, ttl);
+  }
   if (util::tracing()) {
     util::trace("quorum: " + round.value + " acquired on " + std::to_string(round.acquired_on) +
                 " of " + std::to_string(n) + " (" + std::to_string(round.answered) +
                 " answered, majority " + std::to_string(majority_of(n)) + ") in " +
                 millis_text(round.ended - round.started) +
-                (round.acquired ? ", valid for " + millis_text(window_end - round.ended) : ""));
+                (round.acquired ? ", fence " + std::to_string(round.fence) + " on " +
+                                      std::to_string(round.fenced_on) + ", valid for " +
+                                      millis_text(window_end - round.ended)
+                                : ""));
   }
   if (!round.acquired) {
     // Undo wherever we took it, and wherever no reply came: the write may have
@@ -443,15 +595,99 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
     return round;
   }
   m_written.push_back(round.value);
+  m_fence = round.fence;
   return round;
 }
 
+bool QuorumLock::raise_fences(QuorumRound& round, const std::vector<bool>& acquired,
+                              std::int64_t ttl) {
+  // Why the highest of our servers' tokens, once a majority's counters hold it,
+  // is above every earlier quorum token: an earlier acquisition that reached a
+  // majority left its token T' in the counters of a majority M' (raised there, or
+  // issued there). Our majority M meets M' in at least one server, any two
+  // majorities of the same servers intersect, and that server's counter only
+  // grows: the token it issued us is above T', so our max is too. And ours is in
+  // turn left on a majority for the next one. A server's counter is only raised
+  // while it still holds the token it issued us (Lock::raise_fence), so a raise
+  // never lands after another acquisition there; and only within the validity
+  // window, like the acquisition itself.
+  const std::size_t n = m_channels.size();
+  round.fence = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (acquired[i]) {
+      round.fence = std::max(round.fence, round.servers[i].attempt->fence);
+    }
+  }
+  std::vector<bool> at_token(n, false);
+  round.fenced_on = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    at_token[i] = acquired[i] && round.servers[i].attempt->fence == round.fence;
+    round.fenced_on += at_token[i] ? 1 : 0;
+  }
+  // Servers whose counters keep in step (every quorum acquisition raises them)
+  // issue the same token: a majority holds it already, no round trip is needed.
+  if (round.fenced_on >= majority_of(n)) {
+    return true;
+  }
+  const Micros window_end = validity_end(round.started, ttl);
+  std::vector<bool> involved(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    involved[i] = acquired[i] && !at_token[i];
+  }
+  const std::size_t majority = majority_of(n);
+  const std::size_t level = round.fenced_on;
+  const std::int64_t token = round.fence;
+  const auto replies =
+      ask<bool>([token](QuorumChannel& channel) { return channel.open().raise_fence(token); },
+                [majority, level](const Replies<bool>& so_far) {
+                  std::size_t raised = level;
+                  for (const auto& value : so_far.values) {
+                    raised += value && *value ? 1 : 0;
+                  }
+                  return raised >= majority                   ? Decision::succeeded
+                         : raised + so_far.pending < majority ? Decision::decided
+                                                              : Decision::open;
+                },
+                m_deadline ? std::min(*m_deadline, window_end) : window_end, involved);
+  round.ended = util::mono_now();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (replies.errors[i]) {
+      util::trace(std::string("quorum: fence not raised: ") + replies.errors[i]->what());
+    }
+    round.fenced_on += replies.values[i] && *replies.values[i] ? 1 : 0;
+  }
+  if (util::tracing()) {
+    util::trace("quorum: fence " + std::to_string(round.fence) + " raised, held on " +
+                std::to_string(round.fenced_on) + " of " + std::to_string(n));
+  }
+  return quorum_holds(round.fenced_on, n, round.started, round.ended, ttl);
+}
+
 AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
-  const std::size_t n = m_servers.size();
+  const std::size_t n = m_channels.size();
   const bool forever = !policy.wait_for.has_value();
   const Micros started = util::mono_now();
   const Micros deadline = started + policy.wait_for.value_or(Micros(0));
-  std::vector<std::unique_ptr<store::Watcher>> watchers(n);
+  std::vector<std::shared_ptr<store::Watcher>> watchers(n);
+  // wait_any() on the watchers of the servers whose workers are idle: a watcher
+  // reads its store's deadline, which a job still running there may be setting.
+  const auto wait_on_idle = [&](std::vector<std::shared_ptr<store::Watcher>>& all, Micros timeout,
+                                int interrupt_fd) {
+    std::vector<std::shared_ptr<store::Watcher>> usable(n);
+    std::vector<bool> passed(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::lock_guard<std::mutex> guard(m_channels[i]->mutex);
+      passed[i] = all[i] && m_channels[i]->backlog == 0;
+      usable[i] = passed[i] ? all[i] : nullptr;
+    }
+    const auto result = wait_any(usable, timeout, interrupt_fd);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (passed[i] && !usable[i]) {
+        all[i].reset();  // dropped by wait_any(): armed again later
+      }
+    }
+    return result;
+  };
   bool armed = false;
   int splits = 0;
   std::int64_t last_held_until = 0;
@@ -465,6 +701,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       result.now_seconds = round.now_seconds;
       // Held at least until valid_from + ttl, as every client's clock sees it.
       result.valid_from = round.started - drift_margin(ttl);
+      result.fence = round.fence;
       return result;
     }
     const Micros now_mono = util::mono_now();
@@ -491,7 +728,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       if (!forever) {
         timeout = std::min(timeout, deadline - now_mono);
       }
-      if (wait_any(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
+      if (wait_on_idle(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
         return interrupted();
       }
       continue;
@@ -522,13 +759,24 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     // Arm a watch on every server that answered (again, where one was dropped),
     // then look again: a release between our look and the watch would go unseen.
     bool newly_armed = false;
+    std::vector<bool> unwatched(n, false);
     for (std::size_t i = 0; i < n; ++i) {
-      if (!watchers[i] && round.servers[i].attempt && m_servers[i]->store) {
-        try {
-          watchers[i] = m_servers[i]->store->watch(m_key);
+      unwatched[i] = !watchers[i] && round.servers[i].attempt.has_value();
+    }
+    if (std::find(unwatched.begin(), unwatched.end(), true) != unwatched.end()) {
+      const auto armed_now = ask<std::shared_ptr<store::Watcher>>(
+          [](QuorumChannel& channel) {
+            channel.open();
+            return std::shared_ptr<store::Watcher>(channel.store->watch(channel.key));
+          },
+          [](const Replies<std::shared_ptr<store::Watcher>>&) { return Decision::open; },
+          m_deadline, unwatched, util::mono_now() + k_undo_patience);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (armed_now.values[i] && *armed_now.values[i]) {
+          watchers[i] = *armed_now.values[i];
           newly_armed = true;
-        } catch (const Error& e) {
-          util::trace(std::string("quorum: no watch: ") + e.what());
+        } else if (armed_now.errors[i]) {
+          util::trace(std::string("quorum: no watch: ") + armed_now.errors[i]->what());
         }
       }
     }
@@ -550,28 +798,15 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       policy.on_wait(WaitProgress{round.held_until, round.now_seconds, now_mono - started});
       timeout = std::min(timeout, k_progress_interval);
     }
-    if (wait_any(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
+    if (wait_on_idle(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
       return interrupted();
     }
   }
 }
 
-Verdict QuorumLock::on_any_of_ours(std::string_view value,
-                                   const std::function<Verdict(Lock&, std::string_view)>& step,
-                                   Server& server) {
-  Lock& lock = open(server);
-  Verdict verdict = step(lock, value);
-  for (auto it = m_written.rbegin(); verdict != Verdict::done && it != m_written.rend(); ++it) {
-    if (*it != value && step(lock, *it) == Verdict::done) {
-      verdict = Verdict::done;
-    }
-  }
-  return verdict;
-}
-
 Verdict QuorumLock::tally(const std::vector<std::optional<Verdict>>& verdicts,
                           const std::vector<std::optional<Error>>& errors, const char* doing) {
-  const std::size_t n = m_servers.size();
+  const std::size_t n = m_channels.size();
   std::size_t unanswered = 0;
   const Error* first = nullptr;
   for (const auto& error : errors) {
@@ -614,37 +849,61 @@ Verdict QuorumLock::tally(const std::vector<std::optional<Verdict>>& verdicts,
 
 Verdict QuorumLock::release(std::string_view value) {
   parse_user_value(m_key, value);  // a usage error before any server is touched
-  m_frozen->set(m_clock.now());
   std::vector<std::optional<Verdict>> verdicts;
   return on_every_holder(
-      value, [](Lock& lock, std::string_view v) { return lock.release(v); }, "released",
-      verdicts);
+      value, m_clock.now(), [](Lock& lock, std::string_view v) { return lock.release(v); },
+      "released", verdicts);
 }
 
-Verdict QuorumLock::on_every_holder(std::string_view value,
-                                    const std::function<Verdict(Lock&, std::string_view)>& step,
+Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
+                                    std::function<Verdict(Lock&, std::string_view)> step,
                                     const char* doing,
                                     std::vector<std::optional<Verdict>>& verdicts) {
-  verdicts.assign(m_servers.size(), std::nullopt);
-  std::vector<std::optional<Error>> errors;
-  on_every_server(
-      [&](Server& server, std::size_t i) { verdicts[i] = on_any_of_ours(value, step, server); },
-      errors);
-  return tally(verdicts, errors, doing);
+  const std::size_t majority = majority_of(m_channels.size());
+  // Copies for the jobs: one may run after this call returns.
+  const std::string first(value);
+  const std::vector<std::string> written = m_written;
+  const auto replies = ask<Verdict>(
+      [first, written, reading, step](QuorumChannel& channel) {
+        channel.clock.set(reading);
+        Lock& lock = channel.open();
+        Verdict verdict = step(lock, first);
+        for (auto it = written.rbegin(); verdict != Verdict::done && it != written.rend(); ++it) {
+          if (*it != first && step(lock, *it) == Verdict::done) {
+            verdict = Verdict::done;
+          }
+        }
+        return verdict;
+      },
+      // Decided once a majority did it, or once it cannot be one even if the
+      // servers that failed or are yet to reply did it: then it is not ours
+      // (tally() says unavailable only while they could still make it one).
+      [majority](const Replies<Verdict>& so_far) {
+        std::size_t done = 0;
+        for (const auto& verdict : so_far.values) {
+          done += verdict == Verdict::done ? 1 : 0;
+        }
+        return done >= majority                                   ? Decision::succeeded
+               : done + so_far.pending + so_far.failed < majority ? Decision::decided
+                                                                  : Decision::open;
+      },
+      m_deadline, everyone());
+  verdicts = replies.values;
+  return tally(verdicts, replies.errors, doing);
 }
 
 Verdict QuorumLock::release_after(std::string_view value, Micros not_before,
                                   std::string& kept_value) {
   kept_value.clear();
-  m_frozen->set(m_clock.now());
-  if (not_before <= m_frozen->now()) {
+  const Micros reading = m_clock.now();
+  if (not_before <= reading) {
     return release(value);
   }
   parse_user_value(m_key, value);
   std::vector<std::optional<Verdict>> verdicts;
   const Verdict verdict = on_every_holder(
-      value,
-      [&](Lock& lock, std::string_view v) {
+      value, reading,
+      [not_before](Lock& lock, std::string_view v) {
         std::string kept;
         return lock.release_after(v, not_before, kept);
       },
@@ -657,8 +916,8 @@ Verdict QuorumLock::release_after(std::string_view value, Micros not_before,
 
 Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
   parse_user_value(m_key, value);
-  m_frozen->set(m_clock.now());
-  const std::int64_t now = util::whole_seconds(m_frozen->now());
+  const Micros reading = m_clock.now();
+  const std::int64_t now = util::whole_seconds(reading);
   const std::string next = std::to_string(expiry_for(now, ttl));
   new_value = next;  // before the writes: see the contract in lock.hpp
   // Values that have expired can be nobody's now: no need to try them again.
@@ -671,8 +930,8 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
   }
   std::vector<std::optional<Verdict>> verdicts;
   const Verdict verdict = on_every_holder(
-      value,
-      [&](Lock& lock, std::string_view v) {
+      value, reading,
+      [ttl](Lock& lock, std::string_view v) {
         std::string written;
         return lock.renew(v, ttl, written);
       },
@@ -680,9 +939,9 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
   if (verdict != Verdict::done) {
     // Lost on a majority: the minority that renewed lets go, so the next taker
     // need not wait for it to expire.
-    std::vector<bool> keep(m_servers.size());
+    std::vector<bool> keep(m_channels.size());
     for (std::size_t i = 0; i < keep.size(); ++i) {
-      keep[i] = verdicts[i] != Verdict::done;
+      keep[i] = verdicts[i] && verdicts[i] != Verdict::done;
     }
     undo(next, keep);
   }
@@ -691,68 +950,105 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
 
 void QuorumLock::record_holder(Holder holder) {
   // Advisory details: the caller (the job, or `lock`'s output) need not wait for
-  // the slowest server; the next exchange with the servers waits for them.
-  if (!m_workers) {
-    m_workers = std::make_unique<Workers>(m_servers.size() - 1);
+  // any server; the jobs run in order on each server's queue, and the
+  // destructor gives them a bounded time to finish.
+  for (auto& channel : m_channels) {
+    post(*channel, [holder](QuorumChannel& c) {
+      try {
+        c.open().record_holder(holder);
+      } catch (const std::exception& e) {
+        util::trace(std::string("holder details not recorded: ") + e.what());
+      }
+    });
   }
-  m_workers->post(
-      [this, holder = std::move(holder)](std::size_t i) {
-        try {
-          open(*m_servers[i]).record_holder(holder);
-        } catch (const std::exception& e) {
-          util::trace(std::string("holder details not recorded: ") + e.what());
-        }
-      },
-      m_servers.size() - 1);
 }
 
 std::optional<Holder> QuorumLock::holder_of(std::string_view value) {
-  std::vector<std::optional<Holder>> holders(m_servers.size());
-  std::vector<std::optional<Error>> errors;
-  on_every_server(
-      [&](Server& server, std::size_t i) { holders[i] = open(server).holder_of(value); }, errors);
-  for (auto& holder : holders) {
-    if (holder) {
-      return holder;
+  const std::size_t majority = majority_of(m_channels.size());
+  const std::string wanted(value);
+  const auto replies = ask<std::optional<Holder>>(
+      [wanted](QuorumChannel& channel) { return channel.open().holder_of(wanted); },
+      // Every holder's record is on every server it took: one is enough, and a
+      // majority without one says there is none.
+      [majority](const Replies<std::optional<Holder>>& so_far) {
+        for (const auto& holder : so_far.values) {
+          if (holder && *holder) {
+            return Decision::succeeded;
+          }
+        }
+        return so_far.answered >= majority ? Decision::decided : Decision::open;
+      },
+      m_deadline, everyone());
+  for (const auto& holder : replies.values) {
+    if (holder && *holder) {
+      return *holder;
     }
   }
   return std::nullopt;
 }
 
 bool QuorumLock::force_release(std::optional<std::string>& holder_problem) {
-  std::vector<char> removed(m_servers.size(), 0);
-  std::vector<std::optional<std::string>> problems(m_servers.size());
-  std::vector<std::optional<Error>> errors;
-  on_every_server(
-      [&](Server& server, std::size_t i) {
-        removed[i] = open(server).force_release(problems[i]) ? 1 : 0;
+  struct Removal {
+    bool removed = false;
+    std::optional<std::string> problem;
+  };
+  const std::size_t majority = majority_of(m_channels.size());
+  const auto replies = ask<Removal>(
+      [](QuorumChannel& channel) {
+        Removal removal;
+        removal.removed = channel.open().force_release(removal.problem);
+        return removal;
       },
-      errors);
+      [majority](const Replies<Removal>& so_far) {
+        return so_far.answered >= majority ? Decision::decided : Decision::open;
+      },
+      m_deadline, everyone());
   std::size_t answered = 0;
-  for (const auto& error : errors) {
+  bool removed = false;
+  for (std::size_t i = 0; i < m_channels.size(); ++i) {
+    const auto& error = replies.errors[i];
     if (error && error->kind() != ErrorKind::unavailable) {
       throw *error;
     }
-    answered += error ? 0 : 1;
-  }
-  for (auto& problem : problems) {
-    if (problem && !holder_problem) {
-      holder_problem = problem;
+    if (const auto& removal = replies.values[i]) {
+      ++answered;
+      removed = removed || removal->removed;
+      if (removal->problem && !holder_problem) {
+        holder_problem = removal->problem;
+      }
     }
   }
-  if (answered < majority_of(m_servers.size())) {
-    throw no_majority(answered, errors);
+  if (answered < majority) {
+    throw no_majority(answered, replies.errors);
   }
-  return std::find(removed.begin(), removed.end(), 1) != removed.end();
+  return removed;
 }
 
 Status QuorumLock::status() {
-  const std::size_t n = m_servers.size();
-  m_frozen->set(m_clock.now());
-  std::vector<std::optional<Status>> statuses(n);
-  std::vector<std::optional<Error>> errors;
-  on_every_server([&](Server& server, std::size_t i) { statuses[i] = open(server).status(); },
-                  errors);
+  const std::size_t n = m_channels.size();
+  const std::size_t majority = majority_of(n);
+  const Micros reading = m_clock.now();
+  const auto replies = ask<Status>(
+      [reading](QuorumChannel& channel) {
+        channel.clock.set(reading);
+        return channel.open().status();
+      },
+      // Decided once a majority holds one value, or once none can and a majority answered.
+      [majority](const Replies<Status>& so_far) {
+        std::map<std::string, std::size_t> counts;
+        std::size_t most = 0;
+        for (const auto& status : so_far.values) {
+          if (status && status->state != Status::State::free) {
+            most = std::max(most, ++counts[status->value]);
+          }
+        }
+        const bool decided =
+            most >= majority || (so_far.answered >= majority && most + so_far.pending < majority);
+        return decided ? Decision::decided : Decision::open;
+      },
+      m_deadline, everyone(), std::nullopt, k_status_grace);
+  const auto& statuses = replies.values;
+  const auto& errors = replies.errors;
 
   m_views.clear();
   std::size_t answered = 0;
@@ -762,7 +1058,7 @@ Status QuorumLock::status() {
   std::map<std::string, std::size_t> first;
   for (std::size_t i = 0; i < n; ++i) {
     ServerView view;
-    view.server = m_servers[i]->spec.name;
+    view.server = m_channels[i]->spec.name;
     if (errors[i]) {
       if (errors[i]->kind() != ErrorKind::unavailable) {
         throw *errors[i];
@@ -801,11 +1097,24 @@ Status QuorumLock::status() {
     }
     return std::optional<std::string>();
   };
+  // The quorum's token: the highest counter among the servers that hold `value`
+  // (a holder's acquisition left its token on a majority of them, and nothing
+  // above it), or among all that answered (the latest token issued anywhere).
+  const auto highest_fence = [&](const std::string* value) {
+    std::optional<std::int64_t> fence;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (statuses[i] && statuses[i]->fence && (!value || statuses[i]->value == *value)) {
+        fence = std::max(fence.value_or(0), *statuses[i]->fence);
+      }
+    }
+    return fence;
+  };
   Status out;
-  out.now_seconds = util::whole_seconds(m_frozen->now());
+  out.now_seconds = util::whole_seconds(reading);
   if (const auto value = majority_value(held)) {
     out = *statuses[first[*value]];
-    out.now_seconds = util::whole_seconds(m_frozen->now());
+    out.now_seconds = util::whole_seconds(reading);
+    out.fence = highest_fence(&*value);
     return out;
   }
   if (answered < majority_of(n)) {
@@ -813,9 +1122,10 @@ Status QuorumLock::status() {
   }
   if (const auto value = majority_value(expired)) {
     out = *statuses[first[*value]];
-    out.now_seconds = util::whole_seconds(m_frozen->now());
+    out.now_seconds = util::whole_seconds(reading);
     out.holder.reset();
   }
+  out.fence = highest_fence(nullptr);
   return out;
 }
 

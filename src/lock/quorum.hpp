@@ -3,7 +3,9 @@
 //
 // Every server gets the same value, computed once per round from one reading of
 // the caller's clock (servers' TIME readings cannot be combined into one value).
-// A round contacts every server at once, one thread each. The lock is held when
+// A round contacts every server at once, each on its own worker thread and queue,
+// and is decided as soon as the replies so far decide it: a server that does not
+// answer delays neither this step nor the next on the others. The lock is held when
 // a majority acquired it and the round ended while the value written at its start
 // is still valid by every clock within the drift margin; anything less is undone
 // on every server (compare-and-delete of our value).
@@ -23,6 +25,10 @@
 #include "util/error.hpp"
 
 namespace nxlock::lock {
+
+namespace detail {
+struct QuorumChannel;  // one server's connection, lock and worker (quorum.cpp)
+}
 
 // The majority of n servers: n/2 + 1.
 std::size_t majority_of(std::size_t servers);
@@ -68,6 +74,8 @@ struct QuorumRound {
   std::int64_t held_until = 0;    // not acquired: the expiry most busy servers report
   std::size_t held_on = 0;        // not acquired: how many servers report that one
   std::int64_t first_expiry = 0;  // not acquired: the earliest expiry a busy server reports
+  std::int64_t fence = 0;         // acquired: the quorum's fencing token (see raise_fences)
+  std::size_t fenced_on = 0;      // acquired: servers whose counter holds it for us
   std::vector<ServerAttempt> servers;
 };
 
@@ -79,9 +87,9 @@ class QuorumLock final : public Lockable {
   ~QuorumLock() override;
 
   const std::string& key() const override { return m_key; }
-  // No token yet: each server's counter is its own, and the max over a majority
-  // is not above every earlier token unless raised on a majority first.
-  std::int64_t fence() const override { return 0; }
+  // The token of the acquisition this lock made (0 before one): above the token of
+  // every earlier quorum acquisition of the key, as raise_fences() explains.
+  std::int64_t fence() const override { return m_fence; }
   AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
   Verdict release(std::string_view value) override;
   Verdict release_after(std::string_view value, util::Micros not_before,
@@ -98,47 +106,64 @@ class QuorumLock final : public Lockable {
   // One round: the steps on every server at once; undone everywhere unless held.
   QuorumRound try_round(std::int64_t ttl);
 
- private:
-  struct Server;
-  class FrozenClock;
-  class Workers;
+  // Waits until no server has a job queued or running, `timeout` at most; true
+  // if none has. A step may return before a server that did not answer in time
+  // has run its part: this is for tests that then read the servers directly.
+  bool settle(util::Micros timeout);
 
-  // Runs `step` on every server at once (this thread takes the first) and
-  // collects each one's util::Error instead of throwing it.
-  // The server's lock, connecting first if it is not yet (throws util::Error).
-  Lock& open(Server& server);
-  // Bounds the exchanges of every open server (and those opened later) by `deadline`.
-  void apply_deadline(std::optional<util::Micros> deadline);
-  void on_every_server(const std::function<void(Server&, std::size_t)>& step,
-                       std::vector<std::optional<util::Error>>& errors);
+ private:
+  // Runs `step` on every `involved` server, each on its own queue and worker
+  // thread, its exchanges bounded by `deadline`. Waits until `enough` says the
+  // replies so far decide the step (a majority has answered, or can no longer
+  // agree), every involved server has replied, or `wait_until` (monotonic)
+  // passes; a server yet to reply then shows an unavailable error. A server
+  // that still owes replies to two earlier steps is not asked again: it counts
+  // as not answering, and its queue does not grow while it is stopped.
+  // Replies<T> is defined in quorum.cpp.
+  template <typename T>
+  struct Replies;
+  // What the replies so far say of a step.
+  enum class Decision {
+    open,       // not decided yet
+    decided,    // decided: the servers yet to reply get a moment more (`grace`, 50 ms by default)
+    succeeded,  // decided and done: nobody is waited for any longer
+  };
+  template <typename T>
+  Replies<T> ask(std::function<T(detail::QuorumChannel&)> step,
+                 const std::function<Decision(const Replies<T>&)>& enough,
+                 std::optional<util::Micros> deadline, const std::vector<bool>& involved,
+                 std::optional<util::Micros> wait_until = std::nullopt,
+                 std::optional<util::Micros> grace = std::nullopt);
+  // Gives a round that took a majority its token, the highest of the acquiring
+  // servers' own, and raises the counter to it on the acquiring servers below it.
+  // True if a majority's counters hold it for us before the window ends.
+  bool raise_fences(QuorumRound& round, const std::vector<bool>& acquired, std::int64_t ttl);
   // Compare-and-deletes `value` on every server but those `keep` marks.
   void undo(const std::string& value, const std::vector<bool>& keep);
   // The verdict of a majority, or throws: unavailable when the servers that did
   // not answer could change it, the first other error as it is.
   Verdict tally(const std::vector<std::optional<Verdict>>& verdicts,
                 const std::vector<std::optional<util::Error>>& errors, const char* doing);
-  // Applies `step` to `value`, then to the values we wrote before (a renewal
-  // whose reply was lost may have left one of them there) until one is done.
-  Verdict on_any_of_ours(std::string_view value,
-                         const std::function<Verdict(Lock&, std::string_view)>& step,
-                         Server& server);
-  // on_any_of_ours() on every server at once, then tally(): the shape of
-  // release, release_after and renew. `verdicts` receives each server's verdict.
-  Verdict on_every_holder(std::string_view value,
-                          const std::function<Verdict(Lock&, std::string_view)>& step,
-                          const char* doing, std::vector<std::optional<Verdict>>& verdicts);
+  // On every server at once: applies `step` to `value`, then to the values we
+  // wrote before (a renewal whose reply was lost may have left one of them
+  // there) until one is done; then tally(): the shape of release, release_after
+  // and renew. `verdicts` receives each server's verdict (none: no reply).
+  // `reading` is the caller's clock, given to every server's Lock.
+  Verdict on_every_holder(std::string_view value, util::Micros reading,
+                          std::function<Verdict(Lock&, std::string_view)> step, const char* doing,
+                          std::vector<std::optional<Verdict>>& verdicts);
   util::Error no_majority(std::size_t answered,
                           const std::vector<std::optional<util::Error>>& errors) const;
+  std::vector<bool> everyone() const { return std::vector<bool>(m_channels.size(), true); }
 
-  std::vector<std::unique_ptr<Server>> m_servers;
+  // Shared with the workers: a step a stopped server holds up may end after this lock.
+  std::vector<std::shared_ptr<detail::QuorumChannel>> m_channels;
   Clock& m_clock;
-  std::unique_ptr<FrozenClock> m_frozen;  // one reading per round, shared by every server
   std::string m_key;
   std::optional<util::Micros> m_deadline;  // set_deadline()'s
-  std::optional<util::Micros> m_applied;   // what the servers have now (a round may cap it)
   std::vector<std::string> m_written;      // values we wrote this invocation, oldest first
+  std::int64_t m_fence = 0;                // our acquisition's token
   std::vector<ServerView> m_views;
-  std::unique_ptr<Workers> m_workers;  // last: stopped before the servers they work on go
 };
 
 }  // namespace nxlock::lock

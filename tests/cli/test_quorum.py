@@ -265,6 +265,145 @@ class Quorum(NxlockTestCase):
         self.assertEqual(self.values("job"), [None, None, None], "released at the end")
 
 
+    def test_a_stopped_server_costs_no_step_its_timeout(self):
+        """One of three SIGSTOPped: every step is decided by the other two, so
+        none waits out --timeout 10 (a generous bound: well under it)."""
+        os.kill(self.servers[1].process.pid, signal.SIGSTOP)  # resumed by the cleanup
+        urls = self.urls()
+
+        def timed(*args):
+            started = time.monotonic()
+            r = self.nx("--timeout", "10", *urls, *args, timeout=60)
+            return r, time.monotonic() - started
+
+        r, took = timed("lock", "--json", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(took, 5)
+        got = json.loads(r.stdout)
+        self.assertGreater(got["fence"], 0)
+        r, took = timed("unlock", "job", got["value"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(took, 5)
+        # -t 1: renewed every few hundred ms while the job runs 2 s.
+        r, took = timed("-v", "run-locked", "-t", "1", "job", "sleep", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"lost", r.stderr)
+        self.assertGreaterEqual(r.stderr.count(b"SET-IF-EQUAL"), 4, "renewed several times")
+        self.assertLess(took, 2 + 5)
+        for server in (self.servers[0], self.servers[2]):
+            self.assertEqual(server.cli("GET", "job").strip(), b"", "released")
+
+    def test_run_locked_forwards_signals_to_the_job(self):
+        """The servers' worker threads never take a signal meant for the job:
+        run-locked forwards it, as it does on one server."""
+        ready = os.path.join(self.tmp, "ready")
+        got = os.path.join(self.tmp, "got")
+        for signo in (signal.SIGTERM, signal.SIGUSR1):
+            with self.subTest(signal=signo):
+                for path in (ready, got):
+                    if os.path.exists(path):
+                        os.unlink(path)
+                job = self.popen(*self.urls(), "run-locked", "job", "sh", "-c",
+                                 'trap "echo $2 > $1; exit 7" %s; touch "$0"; '
+                                 'while :; do sleep 0.05; done' % signal.Signals(signo).name[3:],
+                                 ready, got, "caught", stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+                self.assertTrue(wait_for(lambda: os.path.exists(ready), timeout=20))
+                job.send_signal(signo)
+                _, err = job.communicate(timeout=30)
+                self.assertEqual(job.returncode, 7, err)
+                self.assertEqual(read(got).strip(), "caught")
+                self.assertEqual(self.values("job"), [None] * 3, "released")
+
+    # ---- fencing tokens ----
+
+    def counter(self, server, key):
+        out = server.cli("GET", "{%s}:fence" % key).strip()
+        return int(out) if out else None
+
+    def test_tokens_strictly_increase_over_quorum_runs_with_servers_down(self):
+        """Each phase has a different server down (its data kept: its URL is
+        replaced by a socket nobody listens on), so two phases' majorities share one
+        server only. Without the raise, the last phase's max would not pass the
+        one before (B=4 and C=2 after A,B x3 then A,C x1)."""
+        tokens = []
+        dead = "unix://" + os.path.join(self.tmp, "nobody.sock")  # refused, and never taken
+
+        def run(times, down=None):
+            urls = []
+            for server in self.servers:
+                urls += ["-u", dead if server is down else server.url]
+            for _ in range(times):
+                r = self.nx(*urls, "lock", "--json", "-n", "-t", "60", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = json.loads(r.stdout)
+                tokens.append(got["fence"])
+                # A majority's counters hold the token (and none is above it).
+                counters = [self.counter(s, "job") for s in self.servers if s is not down]
+                self.assertGreaterEqual(counters.count(got["fence"]), 2, counters)
+                self.assertLessEqual(max(counters), got["fence"])
+                status = json.loads(self.nx(*urls, "status", "--json", "job").stdout)
+                self.assertEqual(status["fence"], got["fence"])
+                r = self.nx(*urls, "unlock", "job", got["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+        a, b, c = self.servers
+        run(2)
+        for down, times in ((c, 3), (b, 1), (a, 2)):
+            run(times, down)
+        run(1)
+        # run-locked gives the child the token.
+        r = self.q("run-locked", "-n", "job", "sh", "-c", 'echo "$NXLOCK_FENCE"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tokens.append(int(r.stdout))
+        # A takeover of an expired lock (never released) gets a higher one too.
+        r = self.q("lock", "--json", "-n", "-t", "1", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tokens.append(json.loads(r.stdout)["fence"])
+        self.assertTrue(wait_for(lambda: self.q("status", "job").returncode == 1, timeout=20))
+        r = self.q("lock", "--json", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tokens.append(json.loads(r.stdout)["fence"])
+        self.assertTrue(all(isinstance(t, int) and t > 0 for t in tokens), tokens)
+        self.assertEqual(tokens, sorted(set(tokens)), "strictly increasing")
+
+    def test_a_paused_holder_loses_to_its_successor(self):
+        out = os.path.join(self.tmp, "fence")
+        stopped = os.path.join(self.tmp, "stopped")
+        a = self.popen(*self.urls(), "run-locked", "-t", "3", "--kill-after", "2", "paused",
+                       "sh", "-c",
+                       'echo "$NXLOCK_FENCE" > "$0"; trap "echo TERM > $1; exit 143" TERM; '
+                       'while :; do sleep 0.1; done', out, stopped,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: a.poll() is None and a.kill())
+        self.assertTrue(wait_for(lambda: read(out).strip() != "", timeout=20))
+        a_fence = int(read(out))
+        self.assertGreater(a_fence, 0)
+        # Stopped between exchanges: once its holder records are written, well
+        # before its first renewal (a second in).
+        self.assertTrue(wait_for(lambda: all(s.cli("GET", "{paused}:holder").strip()
+                                             for s in self.servers), timeout=20))
+        time.sleep(0.15)
+        os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
+        try:
+            self.assertTrue(wait_for(lambda: self.q("status", "paused").returncode == 1,
+                                     timeout=20), "the paused holder's lock did not expire")
+            r = self.q("lock", "--json", "-n", "-t", "60", "paused")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            b = json.loads(r.stdout)
+            self.assertGreater(b["fence"], a_fence)
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+        _, err = a.communicate(timeout=30)
+        self.assertEqual(a.returncode, 79, err)
+        self.assertIn(b"lost", err)
+        self.assertEqual(read(stopped).strip(), "TERM")
+        # It renewed nothing and released nothing: the successor's lock is intact.
+        self.assertEqual(self.values("paused"), [b["value"]] * 3)
+        status = json.loads(self.q("status", "--json", "paused").stdout)
+        self.assertEqual((status["state"], status["value"], status["fence"]),
+                         ("held", b["value"], b["fence"]))
+
 class QuorumOfFileStores(NxlockTestCase):
     """The embedded store is a URL like any other: a quorum of three works too."""
 
@@ -282,7 +421,55 @@ class QuorumOfFileStores(NxlockTestCase):
         self.assertEqual(r.returncode, 75, r.stderr)
         r = self.nx(*urls, "unlock", "job", value)
         self.assertEqual(r.returncode, 0, r.stderr)
+        # Fencing tokens over the embedded stores too: strictly increasing.
+        tokens = []
+        for _ in range(4):
+            r = self.nx(*urls, "lock", "--json", "-n", "job")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = json.loads(r.stdout)
+            tokens.append(got["fence"])
+            r = self.nx(*urls, "unlock", "job", got["value"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(tokens[0], 0)
+        self.assertEqual(tokens, sorted(set(tokens)), "strictly increasing")
 
+
+
+class QuorumOfUrlKinds(NxlockTestCase):
+    """A quorum's servers may be any URL kind: one over TLS, one a Sentinel-guarded
+    master, one plain. Cheap: one lock/unlock round."""
+
+    @classmethod
+    def setUpClass(cls):
+        from sentinel_harness import Deployment
+        from test_tls import Certificates, TlsRedisServer
+        cls.certs = Certificates()
+        cls.addClassCleanup(subprocess.run, ["rm", "-rf", cls.certs.dir])
+        cls.tls = TlsRedisServer(cls.certs)
+        cls.addClassCleanup(cls.tls.stop)
+        cls.deployment = Deployment(replicas=0)
+        cls.addClassCleanup(cls.deployment.stop)
+        cls.plain = RedisServer()
+        cls.addClassCleanup(cls.plain.stop)
+
+    def test_tls_sentinel_and_plain_servers_in_one_quorum(self):
+        master = self.deployment.master
+        urls = ["-u", self.tls.url_for(), "-u", self.deployment.url(), "-u", self.plain.url,
+                "--cacert", self.certs.path("ca.crt")]
+        r = self.nx(*urls, "lock", "--json", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertGreater(got["fence"], 0)
+        held = [server.cli("GET", "job").strip().decode() for server in (self.tls, master,
+                                                                           self.plain)]
+        self.assertEqual(held, [got["value"]] * 3)
+        r = self.nx(*urls, "status", "--json", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([s["state"] for s in json.loads(r.stdout)["servers"]], ["held"] * 3)
+        r = self.nx(*urls, "unlock", "job", got["value"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for server in (self.tls, master, self.plain):
+            self.assertEqual(server.cli("GET", "job").strip(), b"")
 
 if __name__ == "__main__":
     unittest.main()
