@@ -159,6 +159,51 @@ bool TracingStore::compare_and_delete_fenced(std::string_view key, std::string_v
       flag_text);
 }
 
+Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::string_view value,
+                                                    std::string_view counter,
+                                                    std::string_view queue, std::string_view ticket,
+                                                    bool waiting, util::Micros lease) {
+  return traced(
+      step_text("SETNX", {key, value}) + " if first in " +
+          step_text("", {queue, ticket}).substr(1) + (waiting ? " (queued)" : ""),
+      [&] {
+        return m_inner->set_if_absent_queued(key, value, counter, queue, ticket, waiting, lease);
+      },
+      [&](const QueuedSet& r) {
+        switch (r.outcome) {
+          case QueuedSet::Outcome::set:
+            return "1" + incr_text(counter, r.fence.value_or(0));
+          case QueuedSet::Outcome::held:
+            return "0, GET " + util::escape(key, k_trace_bytes) + " → " + optional_text(r.current);
+          case QueuedSet::Outcome::behind:
+            break;
+        }
+        return "behind another waiter, GET " + util::escape(key, k_trace_bytes) + " → " +
+               optional_text(r.current);
+      });
+}
+
+bool TracingStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                             std::string_view counter, std::int64_t fence,
+                                             std::string_view queue) {
+  return traced(
+      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence) +
+          ", wake first in " + util::escape(queue, k_trace_bytes),
+      [&] { return m_inner->compare_and_delete_queued(key, expected, counter, fence, queue); },
+      flag_text);
+}
+
+void TracingStore::leave_queue(std::string_view key, std::string_view queue,
+                               std::string_view ticket) {
+  traced(
+      step_text("LEAVE", {queue, ticket}),
+      [&] {
+        m_inner->leave_queue(key, queue, ticket);
+        return true;
+      },
+      [](bool) { return std::string("done"); });
+}
+
 util::Micros TracingStore::now() {
   return traced(
       std::string("TIME"), [&] { return m_inner->now(); },
