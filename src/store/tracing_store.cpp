@@ -163,9 +163,13 @@ Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::s
                                                     std::string_view counter,
                                                     std::string_view queue, std::string_view ticket,
                                                     bool waiting, util::Micros lease) {
-  return traced(
-      step_text("SETNX", {key, value}) + " if first in " +
-          step_text("", {queue, ticket}).substr(1) + (waiting ? " (queued)" : ""),
+  // One step on the backend, traced as the documented steps it holds: the
+  // SETNX (or why it was not tried), then the GET of a busy lock.
+  const std::string step = step_text("SETNX", {key, value}) + " if first in " +
+                           util::escape(queue, k_trace_bytes) + " (" + std::string(ticket) +
+                           (waiting ? ", queued)" : ")");
+  const auto result = traced(
+      step,
       [&] {
         return m_inner->set_if_absent_queued(key, value, counter, queue, ticket, waiting, lease);
       },
@@ -174,13 +178,16 @@ Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::s
           case QueuedSet::Outcome::set:
             return "1" + incr_text(counter, r.fence.value_or(0));
           case QueuedSet::Outcome::held:
-            return "0, GET " + util::escape(key, k_trace_bytes) + " → " + optional_text(r.current);
+            return std::string("0");
           case QueuedSet::Outcome::behind:
             break;
         }
-        return "behind another waiter, GET " + util::escape(key, k_trace_bytes) + " → " +
-               optional_text(r.current);
+        return std::string("not tried: another waiter is first");
       });
+  if (util::tracing() && result.outcome != QueuedSet::Outcome::set) {
+    util::trace(step_text("GET", {key}) + " → " + optional_text(result.current));
+  }
+  return result;
 }
 
 bool TracingStore::compare_and_delete_queued(std::string_view key, std::string_view expected,

@@ -155,6 +155,12 @@ const std::string k_leave_queue_script =
 // Queue keys of waiters that all died expire this long after the last step.
 constexpr std::int64_t k_queue_keep_ms = 60'000;
 
+// TRYAGAIN: a multi-key script while the keys' slot migrates, some keys moved
+// and some not (the queue's keys, which may not exist at all).
+bool migrating(const Error& e) {
+  return e.reason().find("TRYAGAIN") != std::string::npos;
+}
+
 std::string lease_key(std::string_view queue) {
   std::string key(queue);
   key += ":lease";
@@ -735,10 +741,28 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
   const std::string channel = wake_channel(key);
-  const auto reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue,
-                             leases, value, ticket, waiting ? "1" : "0", lease_us, keep, channel},
-                            key},
-                           confirmed, acknowledged);
+  Reply reply;
+  try {
+    reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
+                    ticket, waiting ? "1" : "0", lease_us, keep, channel},
+                   key},
+                  confirmed, acknowledged);
+  } catch (const Error& e) {
+    if (!migrating(e)) {
+      throw;
+    }
+    // The lock's slot is moving to another node, and the queue's keys are not
+    // all there yet: the unqueued steps for now (our entry's lease lapses).
+    QueuedSet result;
+    if (auto fence = set_if_absent_fenced(key, value, counter)) {
+      result.outcome = QueuedSet::Outcome::set;
+      result.fence = fence;
+      return result;
+    }
+    result.outcome = QueuedSet::Outcome::held;
+    result.current = get(key);
+    return result;
+  }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
     throw_unexpected(*reply, m_url.redacted);
   }
@@ -764,17 +788,31 @@ bool RedisStore::compare_and_delete_queued(std::string_view key, std::string_vie
   const std::string token = std::to_string(fence);
   const std::string channel = wake_channel(key);
   const std::string leases = lease_key(queue);
-  const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, counter, queue,
-                           leases, expected, token, channel},
-                          key});
-  return integer_of(*reply, m_url.redacted) == 1;
+  try {
+    const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, counter, queue,
+                             leases, expected, token, channel},
+                            key});
+    return integer_of(*reply, m_url.redacted) == 1;
+  } catch (const Error& e) {
+    if (!migrating(e)) {
+      throw;
+    }
+    return compare_and_delete_fenced(key, expected, counter, fence);  // wakes every waiter
+  }
 }
 
 void RedisStore::leave_queue(std::string_view key, std::string_view queue,
                              std::string_view ticket) {
   const std::string channel = wake_channel(key);
   const std::string leases = lease_key(queue);
-  run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket, channel}, key});
+  try {
+    run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket, channel}, key});
+  } catch (const Error& e) {
+    if (!migrating(e)) {
+      throw;
+    }
+    // The entry's lease lapses instead.
+  }
 }
 
 util::Micros RedisStore::now() {
