@@ -368,6 +368,7 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       policy.on_wait(WaitProgress{last_held_until, attempt.now_seconds, now_mono - started});
       timeout = std::min(timeout, k_progress_interval);
     }
+    watcher->first(!attempt.behind);
     const auto result = watcher->wait(timeout, policy.interrupt_fd);
     if (result == store::WaitResult::interrupted) {
       return {AcquireResult::Outcome::interrupted, {}, last_held_until, {}};

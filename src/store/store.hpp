@@ -41,6 +41,10 @@ class Watcher {
   // Store's waiters' queue) is not a change for this one: it sleeps on. Wake-ups
   // addressed to nobody in particular (a DEL, an older client) still wake it.
   virtual void only_for(std::string ticket) { (void)ticket; }
+
+  // Whether the queued waiter is first now (only_for): a waiter behind another
+  // need not see the key's changes at all, only the wake-up addressed to it.
+  virtual void first(bool yes) { (void)yes; }
 };
 
 class Store {
