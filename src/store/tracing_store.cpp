@@ -163,11 +163,10 @@ Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::s
                                                     std::string_view counter,
                                                     std::string_view queue, std::string_view ticket,
                                                     bool waiting, util::Micros lease) {
-  // One step on the backend, traced as the documented steps it holds: the
-  // SETNX (or why it was not tried), then the GET of a busy lock.
-  const std::string step = step_text("SETNX", {key, value}) + " if first in " +
-                           util::escape(queue, k_trace_bytes) + " (" + std::string(ticket) +
-                           (waiting ? ", queued)" : ")");
+  // One step on the backend, traced as the documented steps it holds (the same
+  // words as without a queue): the SETNX, or that another waiter goes first,
+  // then the GET of a busy lock.
+  const std::string step = step_text("SETNX", {key, value});
   const auto result = traced(
       step,
       [&] {
@@ -182,7 +181,7 @@ Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::s
           case QueuedSet::Outcome::behind:
             break;
         }
-        return std::string("not tried: another waiter is first");
+        return "not tried: another waiter is first in " + util::escape(queue, k_trace_bytes);
       });
   if (util::tracing() && result.outcome != QueuedSet::Outcome::set) {
     util::trace(step_text("GET", {key}) + " → " + optional_text(result.current));
@@ -194,8 +193,7 @@ bool TracingStore::compare_and_delete_queued(std::string_view key, std::string_v
                                              std::string_view counter, std::int64_t fence,
                                              std::string_view queue) {
   return traced(
-      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence) +
-          ", wake first in " + util::escape(queue, k_trace_bytes),
+      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence),
       [&] { return m_inner->compare_and_delete_queued(key, expected, counter, fence, queue); },
       flag_text);
 }

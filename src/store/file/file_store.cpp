@@ -710,6 +710,32 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   // be: only the first waiter passes the gate, and it stays first until it
   // leaves the queue after its SETNX, so nobody passes the gate meanwhile.
   const std::int64_t now = util::wall_now().count();
+  QueuedSet result;
+  // A free lock with nobody in line before us (the common case: no contention)
+  // is tried at once, with no write to the queue.
+  {
+    const auto text = get(queue);
+    const auto waiters = parse_queue(text ? &*text : nullptr);
+    const auto live = std::find_if(waiters.begin(), waiters.end(), [&](const QueuedWaiter& w) {
+      return w.lease_until >= now || w.ticket == ticket;
+    });
+    if (live == waiters.end() || live->ticket == ticket) {
+      if (const auto fence = set_if_absent_fenced(key, value, counter)) {
+        if (live != waiters.end()) {
+          drop_from_queue(queue, ticket);
+        }
+        result.outcome = QueuedSet::Outcome::set;
+        result.fence = fence;
+        return result;
+      }
+      if (!waiting) {
+        result.outcome = QueuedSet::Outcome::held;
+        result.current = get(key);
+        return result;
+      }
+    }
+  }
+
   std::string first;
   bool pruned = false;
   std::string encoded;
@@ -743,7 +769,6 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
     return Change{Change::Kind::put, encoded};
   });
 
-  QueuedSet result;
   if (!first.empty() && first != ticket) {
     result.outcome = QueuedSet::Outcome::behind;
     result.current = get(key);
@@ -752,6 +777,8 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
     }
     return result;
   }
+  // First in line (or the line is empty), and the lock was held a moment ago:
+  // once more, now that our place is written.
   if (const auto fence = set_if_absent_fenced(key, value, counter)) {
     if (!first.empty()) {
       drop_from_queue(queue, ticket);
