@@ -751,10 +751,13 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
                                      [&](const QueuedWaiter& w) { return w.ticket == ticket; });
       if (ours == waiters.end()) {
         waiters.push_back({std::string(ticket), now, now + lease.count()});
-      } else {
+        changed = true;
+      } else if (ours->lease_until - now < lease.count() / 2) {
+        // Renewed only once half the lease is gone: a write is a new record
+        // and a rename, and a waiter looks twice as often as that.
         ours->lease_until = now + lease.count();
+        changed = true;
       }
-      changed = true;
     }
     if (!waiters.empty()) {
       first = waiters.front().ticket;
