@@ -132,6 +132,21 @@ class WaitersQueue(NxlockTestCase):
                 self.assertEqual(waiter.returncode, 0, err)
                 self.assertEqual(self.grants(), ["queued"])
 
+    def test_a_user_who_may_not_keep_the_queue_still_locks_and_waits(self):
+        # An ACL that allows the lock's own commands and EVAL, but not the sorted
+        # sets of the queue: locking and waiting work as without a queue.
+        self.redis.cli("ACL", "SETUSER", "noqueue", "on", ">pw", "~*", "&*", "+@all", "-zadd")
+        self.addCleanup(self.redis.cli, "ACL", "DELUSER", "noqueue")
+        u = ["-u", "redis://noqueue:pw@127.0.0.1:%d" % self.redis.port]
+        r = self.nx(*u, "lock", "-w", "5", "-t", "60", KEY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        value = r.stdout.decode().strip()
+        waiter = self.popen(*u, "lock", "-w", "60", "-t", "60", KEY, stderr=subprocess.PIPE)
+        r = self.nx(*u, "unlock", KEY, value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, err = waiter.communicate(timeout=STALL_BOUND)
+        self.assertEqual(waiter.returncode, 0, err)
+
     def setUp_grants(self):
         path = os.path.join(self.tmp, "grants")
         if os.path.exists(path):

@@ -161,6 +161,15 @@ bool migrating(const Error& e) {
   return e.reason().find("TRYAGAIN") != std::string::npos;
 }
 
+// An ACL that lets the user take locks (EVAL, the string commands) but not
+// keep the queue (ZADD, ZRANGE, TIME ... inside the script).
+bool queue_forbidden(const Error& e) {
+  const std::string& why = e.reason();
+  return why.find("EVAL must be allowed") == std::string::npos &&
+         (why.find("NOPERM") != std::string::npos ||
+          why.find("can't run this command") != std::string::npos);
+}
+
 std::string lease_key(std::string_view queue) {
   std::string key(queue);
   key += ":lease";
@@ -743,16 +752,26 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
   const std::string channel = wake_channel(key);
   Reply reply;
   try {
+    if (m_queue_forbidden) {
+      throw Error(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)");
+    }
     reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
                     ticket, waiting ? "1" : "0", lease_us, keep, channel},
                    key},
                   confirmed, acknowledged);
   } catch (const Error& e) {
-    if (!migrating(e)) {
+    if (queue_forbidden(e)) {
+      if (!m_queue_forbidden && util::tracing()) {
+        util::trace("redis: the waiters' queue is not allowed (" + e.reason() +
+                    "); waiting without it");
+      }
+      m_queue_forbidden = true;
+    } else if (!migrating(e)) {
       throw;
     }
     // The lock's slot is moving to another node, and the queue's keys are not
-    // all there yet: the unqueued steps for now (our entry's lease lapses).
+    // all there yet, or the user may not keep a queue: the unqueued steps
+    // (an entry of ours lapses with its lease).
     QueuedSet result;
     if (auto fence = set_if_absent_fenced(key, value, counter)) {
       result.outcome = QueuedSet::Outcome::set;
@@ -794,7 +813,7 @@ bool RedisStore::compare_and_delete_queued(std::string_view key, std::string_vie
                             key});
     return integer_of(*reply, m_url.redacted) == 1;
   } catch (const Error& e) {
-    if (!migrating(e)) {
+    if (!migrating(e) && !queue_forbidden(e)) {
       throw;
     }
     return compare_and_delete_fenced(key, expected, counter, fence);  // wakes every waiter
@@ -808,7 +827,7 @@ void RedisStore::leave_queue(std::string_view key, std::string_view queue,
   try {
     run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket, channel}, key});
   } catch (const Error& e) {
-    if (!migrating(e)) {
+    if (!migrating(e) && !queue_forbidden(e)) {
       throw;
     }
     // The entry's lease lapses instead.

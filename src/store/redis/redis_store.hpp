@@ -66,6 +66,7 @@ class RedisStore final : public Store {
   std::map<std::string, std::unique_ptr<redis::Connection>> m_nodes;
   std::unordered_map<int, std::string> m_slots;
   int m_replicas = 0;
+  bool m_queue_forbidden = false;  // the ACL refused the queue's script once: no more tries
   double m_timeout_seconds = 2.0;
 
   // Runs `commands` on the node that serves `key` (the URL's node if there is
