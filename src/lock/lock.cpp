@@ -399,7 +399,18 @@ bool Lock::swap_value(std::string_view from, std::string_view to) {
 
 bool Lock::delete_value(std::string_view value) {
   if (m_fence == 0) {
-    return m_store.compare_and_delete(m_key, value);
+    // `unlock KEY VALUE`: no token to compare. The deletion wakes the key's
+    // watchers; the first queued waiter may be asleep on its own wake-up alone
+    // (the embedded store), so it gets one too.
+    const bool deleted = m_store.compare_and_delete(m_key, value);
+    if (deleted && m_store.has_queue()) {
+      try {
+        m_store.leave_queue(m_key, m_queue_key, {});
+      } catch (const util::Error& e) {
+        util::trace(std::string("first waiter not woken (it polls): ") + e.what());
+      }
+    }
+    return deleted;
   }
   // The release wakes the first queued waiter only (all of them, on a backend
   // without a queue).

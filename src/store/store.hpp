@@ -158,7 +158,7 @@ class Store {
   }
 
   // Takes `ticket` out of the queue; if that leaves a live waiter first while
-  // `key` is free, wakes it.
+  // `key` is free, wakes it. An empty ticket only wakes.
   virtual void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
     (void)key, (void)queue, (void)ticket;
   }

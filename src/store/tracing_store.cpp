@@ -201,7 +201,7 @@ bool TracingStore::compare_and_delete_queued(std::string_view key, std::string_v
 void TracingStore::leave_queue(std::string_view key, std::string_view queue,
                                std::string_view ticket) {
   traced(
-      step_text("LEAVE", {queue, ticket}),
+      ticket.empty() ? step_text("WAKE-FIRST", {queue}) : step_text("LEAVE", {queue, ticket}),
       [&] {
         m_inner->leave_queue(key, queue, ticket);
         return true;
