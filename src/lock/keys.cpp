@@ -37,4 +37,8 @@ std::string fence_key(std::string_view key) {
   return companion_key(key, "fence");
 }
 
+std::string queue_key(std::string_view key) {
+  return companion_key(key, "queue");
+}
+
 }  // namespace nxlock::lock

@@ -20,4 +20,7 @@ std::string companion_key(std::string_view key, std::string_view suffix);
 // The fencing counter of `key`: companion_key(key, "fence").
 std::string fence_key(std::string_view key);
 
+// The waiters' queue of `key`: companion_key(key, "queue").
+std::string queue_key(std::string_view key);
+
 }  // namespace nxlock::lock

@@ -1,7 +1,10 @@
 // The deadlock-safe lock of the Redis SETNX page.
 #include "lock/lock.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <random>
 
@@ -21,6 +24,15 @@ using util::Micros;
 // documented pattern, a DEL from redis-cli). Jitter spreads the herd.
 constexpr Micros k_poll_min{100'000};
 constexpr Micros k_poll_max{300'000};
+// A queued waiter's lease (Store's waiters' queue): a waiter killed while
+// queued holds the others up for this long at most, plus a tick. Renewed on
+// every step a waiter takes: at least every k_queue_tick_max while it waits.
+constexpr Micros k_queue_lease{1'000'000};
+// Waiters behind another one look (and renew their lease) this often: slower
+// than the first waiter's poll, since they cannot take the lock anyway, and
+// their cost grows with their number.
+constexpr Micros k_queue_tick_min{250'000};
+constexpr Micros k_queue_tick_max{400'000};
 // Wake a hair after the expiry second begins, so the holder's value is
 // already older than now when we look.
 constexpr Micros k_expiry_slack{2'000};
@@ -37,6 +49,55 @@ Micros jittered_poll() {
   std::uniform_int_distribution<std::int64_t> dist(k_poll_min.count(), k_poll_max.count());
   return Micros(dist(rng));
 }
+
+Micros jittered_queue_tick() {
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> dist(k_queue_tick_min.count(),
+                                                   k_queue_tick_max.count());
+  return Micros(dist(rng));
+}
+
+// A waiter's ticket in the queue: unique among the waiters of one key.
+std::string make_ticket() {
+  std::random_device device;
+  const std::uint64_t high = device();
+  const std::uint64_t low = device();
+  char text[24];
+  std::snprintf(
+      text, sizeof text, "q%016llx",
+      static_cast<unsigned long long>((high << 32) ^ low ^ static_cast<std::uint64_t>(::getpid())));
+  return text;
+}
+
+// Leaves the queue when a wait ends in any way but a SETNX that left it
+// already: best effort, a waiter that cannot leave is dropped with its lease.
+class QueueTicket {
+ public:
+  QueueTicket(store::Store& store, const std::string& key, const std::string& queue)
+      : m_store(store), m_key(key), m_queue(queue) {}
+  ~QueueTicket() {
+    if (!m_joined) {
+      return;
+    }
+    try {
+      m_store.leave_queue(m_key, m_queue, m_ticket);
+    } catch (const util::Error& e) {
+      util::trace(std::string("queue not left (the lease lapses): ") + e.what());
+    }
+  }
+  QueueTicket(const QueueTicket&) = delete;
+  QueueTicket& operator=(const QueueTicket&) = delete;
+
+  const std::string& ticket() const { return m_ticket; }
+  void joined(bool yes) { m_joined = yes; }
+
+ private:
+  store::Store& m_store;
+  const std::string& m_key;
+  const std::string& m_queue;
+  std::string m_ticket = make_ticket();
+  bool m_joined = false;
+};
 
 // Never break a key that is not ours to judge: it may be someone's data.
 [[noreturn]] void refuse_non_timestamp(std::string_view key, std::string_view text) {
@@ -79,6 +140,7 @@ Lock::Lock(store::Store& store, Clock& clock, std::string key)
       m_clock(clock),
       m_key(std::move(key)),
       m_fence_key(fence_key(m_key)),
+      m_queue_key(queue_key(m_key)),
       m_holder(m_store, m_key) {}
 
 std::int64_t Lock::now_seconds() {
@@ -114,7 +176,54 @@ Attempt Lock::try_once(std::int64_t ttl) {
   if (!current) {
     return {Attempt::Outcome::retry, {}, 0};  // released between SETNX and GET
   }
-  const std::int64_t held_until = parse_or_throw(*current);
+  return after_setnx(now, valid_from, value, *current);
+}
+
+Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting) {
+  const Micros valid_from = util::mono_now();
+  const std::int64_t now = now_seconds();
+  const std::string value = std::to_string(expiry_for(now, ttl));
+
+  // The gate, the SETNX (with its token) and the GET of a busy lock, in one step.
+  const auto step = m_store.set_if_absent_queued(m_key, value, m_fence_key, m_queue_key, ticket,
+                                                 waiting, k_queue_lease);
+  switch (step.outcome) {
+    case store::Store::QueuedSet::Outcome::set:
+      if (!step.fence) {
+        throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
+                          "the store issued no fencing token");
+      }
+      m_fence = *step.fence;
+      {
+        Attempt acquired{Attempt::Outcome::acquired, value, 0, now, valid_from, *step.fence};
+        acquired.dequeued = true;
+        return acquired;
+      }
+    case store::Store::QueuedSet::Outcome::held:
+      if (!step.current) {
+        return {Attempt::Outcome::retry, {}, 0};
+      }
+      return after_setnx(now, valid_from, value, *step.current);
+    case store::Store::QueuedSet::Outcome::behind:
+      break;
+  }
+  // Another waiter goes first, even when the lock is free this instant (it is
+  // on its way to take it): not a jump ahead of it, not even a takeover.
+  Attempt busy{Attempt::Outcome::busy, {}, 0, now};
+  if (step.current) {
+    busy.held_until = parse_or_throw(*step.current);
+  }
+  busy.behind = true;
+  return busy;
+}
+
+Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string& value,
+                          const std::string& current_value) {
+  const auto acquired = [&](std::int64_t fence) {
+    m_fence = fence;
+    return Attempt{Attempt::Outcome::acquired, value, 0, now, valid_from, fence};
+  };
+  const std::int64_t held_until = parse_or_throw(current_value);
   if (held_until >= now) {
     return {Attempt::Outcome::busy, {}, held_until, now};
   }
@@ -159,12 +268,27 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const Micros started = util::mono_now();
   const Micros deadline = started + policy.wait_for.value_or(Micros(0));
   std::unique_ptr<store::Watcher> watcher;
+  // A waiter queues where the backend keeps a queue; a single try (-n) only
+  // respects it.
+  const bool queued = m_store.has_queue();
+  const bool waiting = queued && (forever || *policy.wait_for > Micros(0));
+  std::optional<QueueTicket> ticket;
+  if (queued) {
+    ticket.emplace(m_store, m_key, m_queue_key);
+  }
 
   std::int64_t last_held_until = 0;
   for (;;) {
     Attempt attempt;
     try {
-      attempt = try_once(ttl);
+      if (queued) {
+        // Joined before the step, so that a step that failed on the way back
+        // (the server had it) is left as well.
+        ticket->joined(waiting);
+        attempt = try_queued(ttl, ticket->ticket(), waiting);
+      } else {
+        attempt = try_once(ttl);
+      }
     } catch (const util::Error& e) {
       // Once waiting (the watch is armed, so the backend answered before), a
       // backend that fails for a while (a restart, a failover) is waited out
@@ -185,8 +309,15 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       }
       continue;
     }
-    last_held_until = attempt.held_until;
+    if (attempt.held_until != 0 || !attempt.behind) {
+      last_held_until = attempt.held_until;
+    }
     if (attempt.outcome == Attempt::Outcome::acquired) {
+      // A queued SETNX left the queue in the same step; a takeover by GETSET
+      // leaves it now (QueueTicket).
+      if (attempt.dequeued) {
+        ticket->joined(false);
+      }
       return {AcquireResult::Outcome::acquired,
               attempt.value,
               0,
@@ -202,34 +333,45 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     if (!forever && now_mono >= deadline) {
       return {AcquireResult::Outcome::busy,
               {},
-              attempt.held_until,
-              std::to_string(attempt.held_until),
+              last_held_until,
+              std::to_string(last_held_until),
               attempt.now_seconds};
     }
     if (!watcher) {
       // Arm the watch, then look again: a release between our last look and
       // the watch would otherwise go unseen until the next poll tick.
       watcher = m_store.watch(m_key);
+      if (queued) {
+        watcher->only_for(ticket->ticket());  // releases wake the first waiter only
+      }
       continue;
     }
-    // A value far in the future (up to 18 digits) would overflow in microseconds
-    // and make the sleep zero: beyond any poll tick, the tick decides. Never
-    // below the slack either, whatever the value and the clock say.
-    const Micros until_expiry =
-        attempt.held_until >= k_far_seconds
-            ? k_poll_max
-            : Micros((attempt.held_until + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
-    Micros timeout = std::min(jittered_poll(), std::max(until_expiry, k_expiry_slack));
+    Micros timeout{0};
+    if (attempt.behind) {
+      // Not ours to try: the first waiter is woken by the release, and the
+      // step renews our lease and tells us when we are first.
+      timeout = jittered_queue_tick();
+    } else {
+      // A value far in the future (up to 18 digits) would overflow in
+      // microseconds and make the sleep zero: beyond any poll tick, the tick
+      // decides. Never below the slack either, whatever the value and the clock say.
+      const Micros until_expiry =
+          attempt.held_until >= k_far_seconds
+              ? k_poll_max
+              : Micros((attempt.held_until + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
+      timeout = std::min(jittered_poll(), std::max(until_expiry, k_expiry_slack));
+    }
     if (!forever) {
       timeout = std::min(timeout, deadline - now_mono);
     }
     if (policy.on_wait) {
-      policy.on_wait(WaitProgress{attempt.held_until, attempt.now_seconds, now_mono - started});
+      policy.on_wait(WaitProgress{last_held_until, attempt.now_seconds, now_mono - started});
       timeout = std::min(timeout, k_progress_interval);
     }
+    watcher->first(!attempt.behind);
     const auto result = watcher->wait(timeout, policy.interrupt_fd);
     if (result == store::WaitResult::interrupted) {
-      return {AcquireResult::Outcome::interrupted, {}, attempt.held_until, {}};
+      return {AcquireResult::Outcome::interrupted, {}, last_held_until, {}};
     }
   }
 }
@@ -274,8 +416,25 @@ bool Lock::raise_fence(std::int64_t token) {
 }
 
 bool Lock::delete_value(std::string_view value) {
-  return m_fence != 0 ? m_store.compare_and_delete_fenced(m_key, value, m_fence_key, m_fence)
-                      : m_store.compare_and_delete(m_key, value);
+  if (m_fence == 0) {
+    // `unlock KEY VALUE`: no token to compare. The deletion wakes the key's
+    // watchers; the first queued waiter may be asleep on its own wake-up alone
+    // (the embedded store), so it gets one too.
+    const bool deleted = m_store.compare_and_delete(m_key, value);
+    if (deleted && m_store.has_queue()) {
+      try {
+        m_store.leave_queue(m_key, m_queue_key, {});
+      } catch (const util::Error& e) {
+        util::trace(std::string("first waiter not woken (it polls): ") + e.what());
+      }
+    }
+    return deleted;
+  }
+  // The release wakes the first queued waiter only (all of them, on a backend
+  // without a queue).
+  return m_store.has_queue()
+             ? m_store.compare_and_delete_queued(m_key, value, m_fence_key, m_fence, m_queue_key)
+             : m_store.compare_and_delete_fenced(m_key, value, m_fence_key, m_fence);
 }
 
 std::optional<Verdict> Lock::past_expiry(std::string_view value, std::int64_t now) {

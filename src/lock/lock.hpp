@@ -45,6 +45,10 @@ struct Attempt {
   // acquired: the fencing token, above every earlier acquisition's of this key
   // on this backend (>= 1).
   std::int64_t fence = 0;
+  // busy: another queued waiter goes first (try_queued); nothing was tried.
+  bool behind = false;
+  // acquired by try_queued's SETNX, which took the ticket out of the queue.
+  bool dequeued = false;
 };
 
 // What a waiter knows while it waits, for a progress display.
@@ -107,8 +111,18 @@ class Lock final : public Lockable {
   // Throws util::Error(data) if the key holds something that is not a timestamp.
   Attempt try_once(std::int64_t ttl);
 
+  // try_once() for a backend with a waiters' queue (Store::has_queue): the
+  // SETNX is tried only while `ticket` may go first (no live waiter queued
+  // ahead of it), and with `waiting` the ticket joins the queue (or keeps its
+  // place) and renews its lease, in the same step. The SETNX leaves the queue
+  // when it sets; a takeover by GETSET does not (the caller leaves).
+  Attempt try_queued(std::int64_t ttl, std::string_view ticket, bool waiting);
+
   // Repeats try_once() as the policy says, sleeping until the holder releases
   // (a store wake-up), its timestamp expires, or a short jittered poll tick.
+  // On a backend with a waiters' queue, a waiter queues (try_queued) and only
+  // the first live one tries, woken alone by the release; the others renew
+  // their lease on a slower tick. It leaves the queue however it ends.
   AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
 
   // Deletes the lock only if it still holds `value` and has not expired (atomic
@@ -164,6 +178,10 @@ class Lock final : public Lockable {
  private:
   std::int64_t now_seconds();
   std::int64_t parse_or_throw(std::string_view text);
+  // The documented steps after a SETNX that found `current` there: busy, or the
+  // GETSET takeover of an expired lock.
+  Attempt after_setnx(std::int64_t now, util::Micros valid_from, const std::string& value,
+                      const std::string& current);
   Verdict why_not(std::string_view value);
   // The verdict for a lock value that expired before `now` (whole seconds on
   // this lock's clock), or nullopt while it may still be held. Throws
@@ -178,6 +196,7 @@ class Lock final : public Lockable {
   Clock& m_clock;
   std::string m_key;
   std::string m_fence_key;
+  std::string m_queue_key;
   std::int64_t m_fence = 0;  // our acquisition's token, once try_once() took the lock
   HolderBook m_holder;
 };

@@ -36,6 +36,15 @@ class Watcher {
   // Blocks until the key may have changed, `timeout` passes, or `interrupt_fd`
   // (if >= 0) becomes readable. Spurious `changed` results are allowed.
   virtual WaitResult wait(util::Micros timeout, int interrupt_fd) = 0;
+
+  // From now on, a wake-up addressed to another waiter's queue ticket (see
+  // Store's waiters' queue) is not a change for this one: it sleeps on. Wake-ups
+  // addressed to nobody in particular (a DEL, an older client) still wake it.
+  virtual void only_for(std::string ticket) { (void)ticket; }
+
+  // Whether the queued waiter is first now (only_for): a waiter behind another
+  // need not see the key's changes at all, only the wake-up addressed to it.
+  virtual void first(bool yes) { (void)yes; }
 };
 
 class Store {
@@ -104,6 +113,55 @@ class Store {
   // still holds `fence`.
   virtual bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
                                          std::string_view counter, std::int64_t fence) = 0;
+
+  // ---- The waiters' queue (optional): one wake-up per release, in arrival order ----
+  //
+  // `queue` is a companion key beside the lock (on a Redis Cluster, in its slot;
+  // the backend may keep more keys named after it). It holds tickets, each in
+  // arrival order with a liveness lease; an entry whose lease has lapsed (its
+  // waiter died) is dropped by the next step that meets it. The lock key and its
+  // value are untouched by the queue: clients that know nothing of it still
+  // interoperate, they are only not queued.
+
+  // Whether this backend keeps a queue; if not, the steps below are never called.
+  virtual bool has_queue() const { return false; }
+
+  struct QueuedSet {
+    enum class Outcome {
+      set,     // the key was set (token in `fence`); the ticket left the queue
+      held,    // the ticket may go first, but the key exists: `current` holds its value
+      behind,  // another live waiter is ahead: nothing was tried; `current` as GET says
+    };
+    Outcome outcome = Outcome::behind;
+    std::optional<std::int64_t> fence;
+    std::optional<std::string> current;
+  };
+  // set_if_absent_fenced(), only while `ticket` may go first: the queue holds no
+  // live waiter, or `ticket` is its first live one. With `waiting`, the ticket
+  // also joins the queue (at the back, if it is not in it) and its lease is
+  // renewed to now + `lease`, all in the same atomic step.
+  virtual QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
+                                         std::string_view counter, std::string_view queue,
+                                         std::string_view ticket, bool waiting,
+                                         util::Micros lease) {
+    (void)key, (void)value, (void)counter, (void)queue, (void)ticket, (void)waiting, (void)lease;
+    return {};
+  }
+
+  // compare_and_delete_fenced(), waking only the queue's first live waiter (or
+  // every watcher of the key, when the queue is empty).
+  virtual bool compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                         std::string_view counter, std::int64_t fence,
+                                         std::string_view queue) {
+    (void)queue;
+    return compare_and_delete_fenced(key, expected, counter, fence);
+  }
+
+  // Takes `ticket` out of the queue; if that leaves a live waiter first while
+  // `key` is free, wakes it. An empty ticket only wakes.
+  virtual void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
+    (void)key, (void)queue, (void)ticket;
+  }
 
   // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
   virtual util::Micros now() = 0;

@@ -159,6 +159,56 @@ bool TracingStore::compare_and_delete_fenced(std::string_view key, std::string_v
       flag_text);
 }
 
+Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::string_view value,
+                                                    std::string_view counter,
+                                                    std::string_view queue, std::string_view ticket,
+                                                    bool waiting, util::Micros lease) {
+  // One step on the backend, traced as the documented steps it holds (the same
+  // words as without a queue): the SETNX, or that another waiter goes first,
+  // then the GET of a busy lock.
+  const std::string step = step_text("SETNX", {key, value});
+  const auto result = traced(
+      step,
+      [&] {
+        return m_inner->set_if_absent_queued(key, value, counter, queue, ticket, waiting, lease);
+      },
+      [&](const QueuedSet& r) {
+        switch (r.outcome) {
+          case QueuedSet::Outcome::set:
+            return "1" + incr_text(counter, r.fence.value_or(0));
+          case QueuedSet::Outcome::held:
+            return std::string("0");
+          case QueuedSet::Outcome::behind:
+            break;
+        }
+        return "not tried: another waiter is first in " + util::escape(queue, k_trace_bytes);
+      });
+  if (util::tracing() && result.outcome != QueuedSet::Outcome::set) {
+    util::trace(step_text("GET", {key}) + " → " + optional_text(result.current));
+  }
+  return result;
+}
+
+bool TracingStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                             std::string_view counter, std::int64_t fence,
+                                             std::string_view queue) {
+  return traced(
+      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence),
+      [&] { return m_inner->compare_and_delete_queued(key, expected, counter, fence, queue); },
+      flag_text);
+}
+
+void TracingStore::leave_queue(std::string_view key, std::string_view queue,
+                               std::string_view ticket) {
+  traced(
+      ticket.empty() ? step_text("WAKE-FIRST", {queue}) : step_text("LEAVE", {queue, ticket}),
+      [&] {
+        m_inner->leave_queue(key, queue, ticket);
+        return true;
+      },
+      [](bool) { return std::string("done"); });
+}
+
 util::Micros TracingStore::now() {
   return traced(
       std::string("TIME"), [&] { return m_inner->now(); },

@@ -33,6 +33,15 @@ class TracingStore final : public Store {
                               std::int64_t fence) override;
   bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
                                  std::string_view counter, std::int64_t fence) override;
+  bool has_queue() const override { return m_inner->has_queue(); }
+  QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
+                                 std::string_view counter, std::string_view queue,
+                                 std::string_view ticket, bool waiting,
+                                 util::Micros lease) override;
+  bool compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                 std::string_view counter, std::int64_t fence,
+                                 std::string_view queue) override;
+  void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override { return m_inner->watch(key); }
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {

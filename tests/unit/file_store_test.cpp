@@ -126,6 +126,19 @@ class TempFileStore final : public store::Store {
                                  std::int64_t f) override {
     return m_store.compare_and_delete_fenced(k, e, c, f);
   }
+  bool has_queue() const override { return m_store.has_queue(); }
+  QueuedSet set_if_absent_queued(std::string_view k, std::string_view v, std::string_view c,
+                                 std::string_view q, std::string_view t, bool w,
+                                 util::Micros l) override {
+    return m_store.set_if_absent_queued(k, v, c, q, t, w, l);
+  }
+  bool compare_and_delete_queued(std::string_view k, std::string_view e, std::string_view c,
+                                 std::int64_t f, std::string_view q) override {
+    return m_store.compare_and_delete_queued(k, e, c, f, q);
+  }
+  void leave_queue(std::string_view k, std::string_view q, std::string_view t) override {
+    m_store.leave_queue(k, q, t);
+  }
   util::Micros now() override { return m_store.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return m_store.watch(k); }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,55 @@ using util::ErrorKind;
 constexpr const char* k_marker_name = "nxlock-store";
 constexpr std::string_view k_marker_content = "nxlock-store 1\n";
 constexpr const char* k_data_name = "data";
+constexpr const char* k_wait_name = "wait";
+
+struct QueuedWaiter {
+  std::string ticket;
+  std::int64_t arrival = 0;      // microseconds
+  std::int64_t lease_until = 0;  // microseconds
+};
+
+// A queue entry's waiters; lines that do not parse are left out (and so
+// dropped by the next write): the queue is advice, the lock does not depend on it.
+std::vector<QueuedWaiter> parse_queue(const std::string* text) {
+  std::vector<QueuedWaiter> waiters;
+  if (text == nullptr) {
+    return waiters;
+  }
+  std::size_t at = 0;
+  while (at < text->size()) {
+    std::size_t end = text->find('\n', at);
+    if (end == std::string::npos) {
+      end = text->size();
+    }
+    const std::string line = text->substr(at, end - at);
+    at = end + 1;
+    char ticket[64] = {};
+    long long arrival = 0;
+    long long lease = 0;
+    if (std::sscanf(line.c_str(), "%63s %lld %lld", ticket, &arrival, &lease) == 3 &&
+        ticket[0] == 'q') {
+      waiters.push_back({ticket, arrival, lease});
+    }
+  }
+  return waiters;
+}
+
+std::string encode_queue(const std::vector<QueuedWaiter>& waiters) {
+  std::string text;
+  for (const auto& w : waiters) {
+    text += w.ticket + " " + std::to_string(w.arrival) + " " + std::to_string(w.lease_until) + "\n";
+  }
+  return text;
+}
+
+// A ticket as a file name: what make_ticket() makes, and nothing that could
+// name another path.
+bool ticket_name_ok(std::string_view ticket) {
+  return !ticket.empty() && ticket.size() < 64 &&
+         std::all_of(ticket.begin(), ticket.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); });
+}
 
 // The bucket's bytes, or nullopt if it does not exist. Never follows a symlink
 // and never blocks on a FIFO planted in its place.
@@ -562,10 +612,213 @@ util::Micros FileStore::now() {
   return util::wall_now();
 }
 
+// ---- the waiters' queue -----------------------------------------------------
+
+int FileStore::wait_dir(bool create) {
+  if (!m_wait) {
+    m_wait = open_subdir(m_root.get(), k_wait_name, m_path + "/" + k_wait_name, create, m_dir_mode,
+                         false);
+  }
+  return m_wait.get();
+}
+
+util::UniqueFd FileStore::make_fifo(const std::string& ticket) {
+  if (!ticket_name_ok(ticket)) {
+    return {};
+  }
+  try {
+    const int dir = wait_dir(true);
+    if (dir < 0 || ::mkfifoat(dir, ticket.c_str(), m_file_mode) != 0) {
+      return {};
+    }
+    // Read and write: holding a writer ourselves, the FIFO never reports a
+    // hang-up when a releaser's write end closes; and as long as we hold it
+    // open, a releaser's open finds a reader (no ENXIO): we are alive.
+    const int fd = ::openat(dir, ticket.c_str(), O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      ::unlinkat(dir, ticket.c_str(), 0);
+      return {};
+    }
+    return util::UniqueFd(fd);
+  } catch (const util::Error&) {
+    return {};  // no FIFO: this waiter is woken by the key's changes instead
+  }
+}
+
+void FileStore::remove_fifo(const std::string& ticket) {
+  if (ticket_name_ok(ticket) && m_wait) {
+    ::unlinkat(m_wait.get(), ticket.c_str(), 0);
+  }
+}
+
+void FileStore::drop_from_queue(std::string_view queue, std::string_view ticket) {
+  std::string encoded;
+  mutate(queue, false, [&](const std::string* current) {
+    auto waiters = parse_queue(current);
+    const auto before = waiters.size();
+    std::erase_if(waiters, [&](const QueuedWaiter& w) { return w.ticket == ticket; });
+    if (waiters.size() == before) {
+      return Change{};
+    }
+    if (waiters.empty()) {
+      return Change{Change::Kind::erase, {}};
+    }
+    encoded = encode_queue(waiters);
+    return Change{Change::Kind::put, encoded};
+  });
+}
+
+void FileStore::wake_first(std::string_view queue) {
+  // Bounded: each round drops one dead waiter.
+  for (int round = 0; round < 64; ++round) {
+    const auto text = get(queue);
+    if (!text) {
+      return;
+    }
+    const std::int64_t now = util::wall_now().count();
+    const auto waiters = parse_queue(&*text);
+    const auto first = std::find_if(waiters.begin(), waiters.end(),
+                                    [&](const QueuedWaiter& w) { return w.lease_until >= now; });
+    if (first == waiters.end() || !ticket_name_ok(first->ticket) || wait_dir(false) < 0) {
+      return;
+    }
+    const int fd = ::openat(m_wait.get(), first->ticket.c_str(),
+                            O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENXIO) {  // nobody holds it open: that waiter died
+        ::unlinkat(m_wait.get(), first->ticket.c_str(), 0);
+        drop_from_queue(queue, first->ticket);
+        continue;
+      }
+      return;  // not watching yet: it looks again by itself once it does
+    }
+    util::UniqueFd fifo(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
+      const char byte = '1';
+      (void)!::write(fd, &byte, 1);  // full (EAGAIN): it has been woken already
+    }
+    return;
+  }
+}
+
+Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::string_view value,
+                                                 std::string_view counter, std::string_view queue,
+                                                 std::string_view ticket, bool waiting,
+                                                 util::Micros lease) {
+  // The queue's upkeep, then the SETNX: not one atomic step, and it need not
+  // be: only the first waiter passes the gate, and it stays first until it
+  // leaves the queue after its SETNX, so nobody passes the gate meanwhile.
+  const std::int64_t now = util::wall_now().count();
+  QueuedSet result;
+  // A free lock with nobody in line before us (the common case: no contention)
+  // is tried at once, with no write to the queue.
+  {
+    const auto text = get(queue);
+    const auto waiters = parse_queue(text ? &*text : nullptr);
+    const auto live = std::find_if(waiters.begin(), waiters.end(), [&](const QueuedWaiter& w) {
+      return w.lease_until >= now || w.ticket == ticket;
+    });
+    if (live == waiters.end() || live->ticket == ticket) {
+      if (const auto fence = set_if_absent_fenced(key, value, counter)) {
+        if (live != waiters.end()) {
+          drop_from_queue(queue, ticket);
+        }
+        result.outcome = QueuedSet::Outcome::set;
+        result.fence = fence;
+        return result;
+      }
+      if (!waiting) {
+        result.outcome = QueuedSet::Outcome::held;
+        result.current = get(key);
+        return result;
+      }
+    }
+  }
+
+  std::string first;
+  bool pruned = false;
+  std::string encoded;
+  mutate(queue, waiting, [&](const std::string* current) {
+    auto waiters = parse_queue(current);
+    const auto before = waiters.size();
+    std::erase_if(waiters,
+                  [&](const QueuedWaiter& w) { return w.lease_until < now && w.ticket != ticket; });
+    pruned = waiters.size() != before;
+    bool changed = pruned;
+    if (waiting) {
+      const auto ours = std::find_if(waiters.begin(), waiters.end(),
+                                     [&](const QueuedWaiter& w) { return w.ticket == ticket; });
+      if (ours == waiters.end()) {
+        waiters.push_back({std::string(ticket), now, now + lease.count()});
+        changed = true;
+      } else if (ours->lease_until - now < lease.count() / 2) {
+        // Renewed only once half the lease is gone: a write is a new record
+        // and a rename, and a waiter looks twice as often as that.
+        ours->lease_until = now + lease.count();
+        changed = true;
+      }
+    }
+    if (!waiters.empty()) {
+      first = waiters.front().ticket;
+    }
+    if (!changed) {
+      return Change{};
+    }
+    if (waiters.empty()) {
+      return Change{Change::Kind::erase, {}};
+    }
+    encoded = encode_queue(waiters);
+    return Change{Change::Kind::put, encoded};
+  });
+
+  if (!first.empty() && first != ticket) {
+    result.outcome = QueuedSet::Outcome::behind;
+    result.current = get(key);
+    if (pruned && !result.current) {
+      wake_first(queue);  // the one we dropped may have taken its wake-up with it
+    }
+    return result;
+  }
+  // First in line (or the line is empty), and the lock was held a moment ago:
+  // once more, now that our place is written.
+  if (const auto fence = set_if_absent_fenced(key, value, counter)) {
+    if (!first.empty()) {
+      drop_from_queue(queue, ticket);
+    }
+    result.outcome = QueuedSet::Outcome::set;
+    result.fence = fence;
+    return result;
+  }
+  result.outcome = QueuedSet::Outcome::held;
+  result.current = get(key);
+  return result;
+}
+
+bool FileStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                          std::string_view counter, std::int64_t fence,
+                                          std::string_view queue) {
+  const bool deleted = compare_and_delete_fenced(key, expected, counter, fence);
+  if (deleted) {
+    wake_first(queue);
+  }
+  return deleted;
+}
+
+void FileStore::leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
+  drop_from_queue(queue, ticket);
+  if (!get(key)) {
+    wake_first(queue);  // we may have been the one woken
+  }
+}
+
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key) {
   // The stripe directory must exist to be watched: the bucket may not exist yet.
   const Stripe stripe = open_stripe(key, true);
-  return std::make_unique<FileWatcher>(stripe.fd.get(), stripe.bucket.name, stripe.path);
+  return std::make_unique<FileWatcher>(
+      stripe.fd.get(), stripe.bucket.name, stripe.path,
+      [this](const std::string& ticket) { return make_fifo(ticket); },
+      [this](const std::string& ticket) { remove_fifo(ticket); });
 }
 
 }  // namespace nxlock::store

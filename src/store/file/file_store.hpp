@@ -44,6 +44,15 @@ class FileStore final : public Store {
                               std::int64_t fence) override;
   bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
                                  std::string_view counter, std::int64_t fence) override;
+  bool has_queue() const override { return true; }
+  QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
+                                 std::string_view counter, std::string_view queue,
+                                 std::string_view ticket, bool waiting,
+                                 util::Micros lease) override;
+  bool compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                 std::string_view counter, std::int64_t fence,
+                                 std::string_view queue) override;
+  void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
 
@@ -93,12 +102,26 @@ class FileStore final : public Store {
   static bool apply(std::vector<record::Entry>& entries, std::string_view key,
                     const Change& change);
   void write_record(const Stripe& stripe, std::string_view bytes);
+
+  // The waiters' queue: an entry of the store like any other (`queue`), one
+  // line per waiter, "TICKET ARRIVAL LEASE_UNTIL" (microseconds, this host's
+  // clock), in arrival order. Each queued waiter has a FIFO, STORE/wait/TICKET,
+  // that it holds open while it waits: a release writes a byte into the first
+  // live waiter's, and a FIFO that nobody holds open any more (ENXIO) is a
+  // waiter that died, passed over at once.
+  int wait_dir(bool create);  // STORE/wait, -1 if absent
+  util::UniqueFd make_fifo(const std::string& ticket);
+  void remove_fifo(const std::string& ticket);
+  // Wakes the first live waiter of `queue`, dropping the dead ones it meets.
+  void wake_first(std::string_view queue);
+  void drop_from_queue(std::string_view queue, std::string_view ticket);
   void remove_record(const Stripe& stripe);
 
   std::string m_path;
   Options m_options;
   util::UniqueFd m_root;      // O_DIRECTORY fd of the store; everything else is openat() from it
   util::UniqueFd m_data;      // STORE/data, once it exists
+  util::UniqueFd m_wait;      // STORE/wait, once it exists
   mode_t m_file_mode = 0600;  // permission bits for new files: the store directory's, minus x
   mode_t m_dir_mode = 0700;   // permission bits (and setgid) for new directories
 };

@@ -23,8 +23,12 @@ constexpr util::Micros k_poll_slice{200'000};
 
 using posix::fail;
 
-FileWatcher::FileWatcher(int stripe_fd, std::string name, const std::string& stripe_path)
-    : m_name(std::move(name)), m_path(stripe_path) {
+FileWatcher::FileWatcher(int stripe_fd, std::string name, const std::string& stripe_path,
+                         MakeFifo make_fifo, RemoveFifo remove_fifo)
+    : m_name(std::move(name)),
+      m_path(stripe_path),
+      m_make_fifo(std::move(make_fifo)),
+      m_remove_fifo(std::move(remove_fifo)) {
   const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOSYS || errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
@@ -53,6 +57,28 @@ FileWatcher::FileWatcher(int stripe_fd, std::string name, const std::string& str
   }
 }
 
+FileWatcher::~FileWatcher() {
+  if (m_fifo && m_remove_fifo) {
+    m_fifo.reset();
+    m_remove_fifo(m_ticket);
+  }
+}
+
+void FileWatcher::only_for(std::string ticket) {
+  if (!m_make_fifo || m_fifo) {
+    return;
+  }
+  m_ticket = std::move(ticket);
+  m_fifo = m_make_fifo(m_ticket);  // invalid if it could not be made: the key's changes wake us
+}
+
+// Empties our FIFO (the wake-ups are only a signal).
+static void drain_fifo(int fd) {
+  char buffer[64];
+  while (::read(fd, buffer, sizeof buffer) > 0) {
+  }
+}
+
 WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
   const util::Micros start = util::mono_now();
   timeout = std::max(timeout, util::Micros(0));
@@ -60,13 +86,23 @@ WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
       timeout >= util::Micros::max() - start ? util::Micros::max() : start + timeout;
   for (;;) {
     const util::Micros remaining = std::max(deadline - util::mono_now(), util::Micros(0));
-    const util::Micros slice = m_inotify ? remaining : std::min(remaining, k_poll_slice);
-    pollfd fds[2] = {};
+    // A queued waiter behind another one sleeps on its FIFO alone: the key's
+    // changes are the first waiter's business, and would cost every waiter a
+    // wake-up per change.
+    const bool see_key = m_first || !m_fifo;
+    const util::Micros slice =
+        m_inotify || !see_key ? remaining : std::min(remaining, k_poll_slice);
+    pollfd fds[3] = {};
     nfds_t count = 0;
     if (interrupt_fd >= 0) {
       fds[count++] = {interrupt_fd, POLLIN, 0};
     }
-    if (m_inotify) {
+    const nfds_t fifo_at = count;
+    if (m_fifo) {
+      fds[count++] = {m_fifo.get(), POLLIN, 0};
+    }
+    const nfds_t inotify_at = count;
+    if (m_inotify && see_key) {
       fds[count++] = {m_inotify.get(), POLLIN, 0};
     }
     const int ready = ::poll(fds, count, util::poll_timeout_ms(slice));
@@ -79,10 +115,14 @@ WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
     if (interrupt_fd >= 0 && fds[0].revents != 0) {
       return WaitResult::interrupted;  // left unread: it belongs to the caller
     }
-    if (m_inotify && fds[count - 1].revents != 0 && drain_events()) {
+    if (m_fifo && fds[fifo_at].revents != 0) {
+      drain_fifo(m_fifo.get());
       return WaitResult::changed;
     }
-    if (ready == 0 || !m_inotify) {
+    if (inotify_at < count && fds[inotify_at].revents != 0 && drain_events()) {
+      return WaitResult::changed;
+    }
+    if (ready == 0 || (!m_inotify && see_key)) {
       if (slice < remaining) {
         return WaitResult::changed;  // polling: one slice passed, the caller looks again
       }

@@ -597,7 +597,7 @@ std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
   return run(commands, deadline, false);
 }
 
-bool Connection::take_messages() {
+bool Connection::take_messages(const std::function<bool(const redisReply&)>& wanted) {
   if (!m_socket) {
     return false;
   }
@@ -607,7 +607,7 @@ bool Connection::take_messages() {
       if (util::tracing()) {
         util::trace("redis: (subscriber) ← " + describe_reply(*reply));
       }
-      any = true;
+      any = any || !wanted || wanted(*reply);
     } else if (read_more() != IoStatus::done) {
       return any;  // nothing more without waiting
     }

@@ -1,6 +1,7 @@
 // Connection: one Redis socket (TCP, unix or TLS) with one deadline per connect and per exchange.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,9 +86,10 @@ class Connection {
   // reader, or decrypted by OpenSSL.
   bool buffered() const;
   // Subscriber side: reads what the socket has without waiting and consumes
-  // every complete message (pub/sub pushes). True if there was at least one.
-  // Throws (closing the connection) when the server went away.
-  bool take_messages();
+  // every complete message (pub/sub pushes). True if there was at least one
+  // that `wanted` accepts (every one, without it). Throws (closing the
+  // connection) when the server went away.
+  bool take_messages(const std::function<bool(const redisReply&)>& wanted = {});
   // Closes the connection; the next exchange() reconnects.
   void close();
 

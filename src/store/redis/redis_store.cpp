@@ -86,6 +86,96 @@ constexpr std::string_view k_compare_and_delete_fenced_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then "
     "redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', ARGV[3], '1') return 1 else return 0 end";
 
+// The waiters' queue (Store's "waiters' queue"): two sorted sets in the lock
+// key's slot, QUEUE (tickets scored by arrival, server microseconds) and
+// QUEUE:lease (the same tickets scored by the instant their lease lapses). A
+// release PUBLISHes the first live ticket on the key's wake channel: every
+// waiter receives it, only that one looks again. The server's own TIME decides
+// leases, so the waiters' clocks need not agree. `head()` drops the lapsed
+// entries it meets at the front: a waiter killed while queued holds the others
+// up for one lease at most. Scripts that call TIME and then write need effects
+// replication: the default since Redis 5, asked for on older servers.
+constexpr std::string_view k_queue_prelude =
+    "if redis.replicate_commands then redis.replicate_commands() end "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    "local pruned = false "
+    "local function head(q, l) "
+    "while true do "
+    "local first = redis.call('ZRANGE', q, 0, 0)[1] "
+    "if not first then return false end "
+    "local lease = redis.call('ZSCORE', l, first) "
+    "if lease and tonumber(lease) >= now then return first end "
+    "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true "
+    "end end ";
+// KEYS: lock, counter, queue, lease. ARGV: value, ticket, waiting, lease (us),
+// keep (ms), channel. A waiter joins (ZADD NX keeps its place) and renews its
+// lease; a waiter behind a live head tries nothing; one that may go first does
+// the SETNX (and INCR) of k_set_if_absent_fenced_script and leaves the queue
+// when it sets. If it dropped a dead head while the lock is free, the new head
+// (when it is another) is woken: it may be waiting for a wake-up that the dead
+// one took with it.
+const std::string k_set_if_absent_queued_script =
+    std::string(k_queue_prelude) +
+    "local ticket = ARGV[2] "
+    "if ARGV[3] == '1' then "
+    "redis.call('ZADD', KEYS[3], 'NX', now, ticket) "
+    "redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ticket) "
+    "redis.call('PEXPIRE', KEYS[3], ARGV[5]) redis.call('PEXPIRE', KEYS[4], ARGV[5]) "
+    "end "
+    "local h = head(KEYS[3], KEYS[4]) "
+    "if h and h ~= ticket then "
+    "local current = redis.call('GET', KEYS[1]) "
+    "if pruned and not current then redis.pcall('PUBLISH', ARGV[6], h) end "
+    "return {0, current} end "
+    "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return {1, redis.call('GET', KEYS[1])} end "
+    "local token = redis.pcall('INCR', KEYS[2]) "
+    "if type(token) == 'table' then redis.call('DEL', KEYS[1]) return token end "
+    "redis.call('ZREM', KEYS[3], ticket) redis.call('ZREM', KEYS[4], ticket) "
+    "return {2, token}";
+// KEYS: lock, counter, queue, lease. ARGV: expected, token, channel. As
+// k_compare_and_delete_fenced_script, but the wake-up names the first live
+// waiter; with none queued it says '1', which wakes every watcher (waiters of
+// older versions, which are not queued).
+const std::string k_compare_and_delete_queued_script =
+    std::string(k_queue_prelude) +
+    "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then "
+    "redis.call('DEL', KEYS[1]) "
+    "redis.pcall('PUBLISH', ARGV[3], head(KEYS[3], KEYS[4]) or '1') return 1 else return 0 end";
+// KEYS: lock, queue, lease. ARGV: ticket, channel. Leaving while the lock is
+// free hands the wake-up on to the next live waiter (the leaver may have been
+// the one woken).
+const std::string k_leave_queue_script =
+    std::string(k_queue_prelude) +
+    "redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('ZREM', KEYS[3], ARGV[1]) "
+    "if redis.call('EXISTS', KEYS[1]) == 0 then "
+    "local h = head(KEYS[2], KEYS[3]) "
+    "if h then redis.pcall('PUBLISH', ARGV[2], h) end end "
+    "return 1";
+// Queue keys of waiters that all died expire this long after the last step.
+constexpr std::int64_t k_queue_keep_ms = 60'000;
+
+// TRYAGAIN: a multi-key script while the keys' slot migrates, some keys moved
+// and some not (the queue's keys, which may not exist at all).
+bool migrating(const Error& e) {
+  return e.reason().find("TRYAGAIN") != std::string::npos;
+}
+
+// An ACL that lets the user take locks (EVAL, the string commands) but not
+// keep the queue (ZADD, ZRANGE, TIME ... inside the script).
+bool queue_forbidden(const Error& e) {
+  const std::string& why = e.reason();
+  return why.find("EVAL must be allowed") == std::string::npos &&
+         (why.find("NOPERM") != std::string::npos ||
+          why.find("can't run this command") != std::string::npos);
+}
+
+std::string lease_key(std::string_view queue) {
+  std::string key(queue);
+  key += ":lease";
+  return key;
+}
+
 bool is_script(const Command& command) {
   return !command.args.empty() && command.args.front() == "EVAL";
 }
@@ -131,6 +221,8 @@ class RedisWatcher final : public Watcher {
   RedisWatcher(std::unique_ptr<Connection> connection,
                std::shared_ptr<std::optional<util::Micros>> cap)
       : m_connection(std::move(connection)), m_cap(std::move(cap)) {}
+
+  void only_for(std::string ticket) override { m_ticket = std::move(ticket); }
 
   WaitResult wait(util::Micros timeout, int interrupt_fd) override {
     const util::Micros deadline = util::mono_now() + std::max(timeout, util::Micros(0));
@@ -178,7 +270,10 @@ class RedisWatcher final : public Watcher {
   // True if a message came, or the connection broke (the caller looks again).
   bool take() {
     try {
-      return m_connection->take_messages();
+      if (m_ticket.empty()) {
+        return m_connection->take_messages();
+      }
+      return m_connection->take_messages([&](const redisReply& reply) { return for_us(reply); });
     } catch (const Error& e) {
       if (util::tracing()) {
         util::trace("redis: (subscriber) " + e.reason() + "; will resubscribe");
@@ -204,8 +299,23 @@ class RedisWatcher final : public Watcher {
     }
   }
 
+  // A wake-up that names another queued waiter's ticket is not ours; '1' (a
+  // DEL, a release with nobody queued, an older client) is everybody's, and so
+  // is anything that is not a message (a subscription confirmed again).
+  bool for_us(const redisReply& reply) const {
+    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 3 ||
+        reply.element[0]->type != REDIS_REPLY_STRING ||
+        std::string_view(reply.element[0]->str, reply.element[0]->len) != "message" ||
+        reply.element[2]->type != REDIS_REPLY_STRING) {
+      return true;
+    }
+    const std::string_view payload(reply.element[2]->str, reply.element[2]->len);
+    return payload == "1" || payload == m_ticket;
+  }
+
   std::unique_ptr<Connection> m_connection;
   std::shared_ptr<std::optional<util::Micros>> m_cap;
+  std::string m_ticket;  // empty: every message wakes us
 };
 
 std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
@@ -363,7 +473,7 @@ void RedisStore::fail(const redisReply& reply, const Command& command) {
   if (text.starts_with("NOPERM") && text.find("'eval'") != std::string_view::npos) {
     throw Error(ErrorKind::permission, what, needs_eval("this user may not run EVAL"));
   }
-  if (text.starts_with("CROSSSLOT") && command.args.size() > 4 && command.args[2] == "2") {
+  if (text.starts_with("CROSSSLOT") && command.args.size() > 4 && command.args[2] != "1") {
     throw Error(ErrorKind::usage, what,
                 "on a Redis Cluster its fencing counter '" +
                     util::escape(command.args[4], redis::k_trace_bytes) +
@@ -371,7 +481,7 @@ void RedisStore::fail(const redisReply& reply, const Command& command) {
                     "hash tag, as in '{tag}rest' (the Cluster hashes only the tag)");
   }
   if (text.find("not an integer") != std::string_view::npos && command.args.size() > 4 &&
-      command.args[2] == "2") {
+      command.args[2] != "1") {
     throw Error(
         ErrorKind::data,
         m_url.redacted + " key '" + util::escape(command.args[4], redis::k_trace_bytes) + "'",
@@ -626,6 +736,102 @@ bool RedisStore::compare_and_delete_fenced(std::string_view key, std::string_vie
       {{"EVAL", k_compare_and_delete_fenced_script, "2", key, counter, expected, token, channel},
        key});
   return integer_of(*reply, m_url.redacted) == 1;
+}
+
+Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::string_view value,
+                                                  std::string_view counter, std::string_view queue,
+                                                  std::string_view ticket, bool waiting,
+                                                  util::Micros lease) {
+  // One script: the gate, the SETNX and INCR, the queue's upkeep and the GET a
+  // busy lock needs, in one round trip (see k_set_if_absent_queued_script).
+  bool confirmed = true;
+  long long acknowledged = 0;
+  const std::string leases = lease_key(queue);
+  const std::string lease_us = std::to_string(lease.count());
+  const std::string keep = std::to_string(k_queue_keep_ms);
+  const std::string channel = wake_channel(key);
+  Reply reply;
+  try {
+    if (m_queue_forbidden) {
+      throw Error(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)");
+    }
+    reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
+                    ticket, waiting ? "1" : "0", lease_us, keep, channel},
+                   key},
+                  confirmed, acknowledged);
+  } catch (const Error& e) {
+    if (queue_forbidden(e)) {
+      if (!m_queue_forbidden && util::tracing()) {
+        util::trace("redis: the waiters' queue is not allowed (" + e.reason() +
+                    "); waiting without it");
+      }
+      m_queue_forbidden = true;
+    } else if (!migrating(e)) {
+      throw;
+    }
+    // The lock's slot is moving to another node, and the queue's keys are not
+    // all there yet, or the user may not keep a queue: the unqueued steps
+    // (an entry of ours lapses with its lease).
+    QueuedSet result;
+    if (auto fence = set_if_absent_fenced(key, value, counter)) {
+      result.outcome = QueuedSet::Outcome::set;
+      result.fence = fence;
+      return result;
+    }
+    result.outcome = QueuedSet::Outcome::held;
+    result.current = get(key);
+    return result;
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+    throw_unexpected(*reply, m_url.redacted);
+  }
+  QueuedSet result;
+  const auto outcome = integer_of(*reply->element[0], m_url.redacted);
+  if (outcome == 2) {
+    result.outcome = QueuedSet::Outcome::set;
+    result.fence = integer_of(*reply->element[1], m_url.redacted);
+    if (!confirmed) {
+      unconfirmed(key, acknowledged, [&] { compare_and_delete(key, value); });
+    }
+    return result;
+  }
+  result.outcome = outcome == 1 ? QueuedSet::Outcome::held : QueuedSet::Outcome::behind;
+  result.current = string_of(*reply->element[1], m_url.redacted);
+  return result;
+}
+
+bool RedisStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                           std::string_view counter, std::int64_t fence,
+                                           std::string_view queue) {
+  // A script: see k_compare_and_delete_queued_script.
+  const std::string token = std::to_string(fence);
+  const std::string channel = wake_channel(key);
+  const std::string leases = lease_key(queue);
+  try {
+    const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, counter, queue,
+                             leases, expected, token, channel},
+                            key});
+    return integer_of(*reply, m_url.redacted) == 1;
+  } catch (const Error& e) {
+    if (!migrating(e) && !queue_forbidden(e)) {
+      throw;
+    }
+    return compare_and_delete_fenced(key, expected, counter, fence);  // wakes every waiter
+  }
+}
+
+void RedisStore::leave_queue(std::string_view key, std::string_view queue,
+                             std::string_view ticket) {
+  const std::string channel = wake_channel(key);
+  const std::string leases = lease_key(queue);
+  try {
+    run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket, channel}, key});
+  } catch (const Error& e) {
+    if (!migrating(e) && !queue_forbidden(e)) {
+      throw;
+    }
+    // The entry's lease lapses instead.
+  }
 }
 
 util::Micros RedisStore::now() {

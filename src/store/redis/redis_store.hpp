@@ -41,6 +41,15 @@ class RedisStore final : public Store {
                               std::int64_t fence) override;
   bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
                                  std::string_view counter, std::int64_t fence) override;
+  bool has_queue() const override { return true; }
+  QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
+                                 std::string_view counter, std::string_view queue,
+                                 std::string_view ticket, bool waiting,
+                                 util::Micros lease) override;
+  bool compare_and_delete_queued(std::string_view key, std::string_view expected,
+                                 std::string_view counter, std::int64_t fence,
+                                 std::string_view queue) override;
+  void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
@@ -57,6 +66,7 @@ class RedisStore final : public Store {
   std::map<std::string, std::unique_ptr<redis::Connection>> m_nodes;
   std::unordered_map<int, std::string> m_slots;
   int m_replicas = 0;
+  bool m_queue_forbidden = false;  // the ACL refused the queue's script once: no more tries
   double m_timeout_seconds = 2.0;
 
   // Runs `commands` on the node that serves `key` (the URL's node if there is

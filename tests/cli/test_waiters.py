@@ -1,0 +1,157 @@
+"""The waiters' queue: waiters take a lock in arrival order, a waiter killed while
+queued does not stall the others past its lease, and a waiter that gives up (-w,
+SIGINT) leaves the queue at once; on the embedded store and on Redis.
+
+Every waiter is confirmed queued (its entry seen in the queue) before the next
+one starts, so the order under test is the order the test made, whatever the
+load: no assertion rests on timing except generous upper bounds."""
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+from harness import NxlockTestCase, wait_for
+
+KEY = "job"
+QUEUE = "{job}:queue"
+# A dead waiter's lease is 1 s and the others look at least every 0.4 s; a
+# bound far above that, far below "never" (the lock would otherwise wait for the
+# waiters' own -w 60).
+STALL_BOUND = 20
+
+
+class WaitersQueue(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def queued(self, backend):
+        """How many waiters the queue of KEY holds."""
+        if backend.name == "file":
+            r = self.nx(*backend.args(), "get", QUEUE)
+            return len(r.stdout.decode().strip().splitlines()) if r.returncode == 0 else 0
+        db = backend.url.rsplit("=", 1)[-1] if "?db=" in backend.url else backend.url.rsplit("/", 1)[-1]
+        return int(self.redis.cli("-n", db, "ZCARD", QUEUE).strip() or 0)
+
+    def hold(self, backend):
+        r = self.nx(*backend.args(), "lock", "-t", "60", KEY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode().strip()
+
+    def start_waiter(self, backend, name, *options):
+        """A queued `run-locked` that appends `name` to the grants file when it gets the lock."""
+        grants = os.path.join(self.tmp, "grants")
+        before = self.queued(backend)
+        p = self.popen(*backend.args(), "run-locked", "-t", "60", *options, KEY, "sh", "-c",
+                       'echo "$0" >> "$1"', name, grants, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        wait_for(lambda: self.queued(backend) > before or p.poll() is not None, 20)
+        self.assertIsNone(p.poll(), "waiter %s ended before it queued" % name)
+        return p
+
+    def grants(self):
+        path = os.path.join(self.tmp, "grants")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return f.read().split()
+
+    def release(self, backend, value):
+        r = self.nx(*backend.args(), "unlock", KEY, value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_arrival_order_is_kept(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                self.setUp_grants()
+                value = self.hold(backend)
+                names = ["w%d" % i for i in range(6)]
+                waiters = [self.start_waiter(backend, n, "-w", "60") for n in names]
+                self.release(backend, value)
+                for w in waiters:
+                    _, err = w.communicate(timeout=60)
+                    self.assertEqual(w.returncode, 0, err)
+                self.assertEqual(self.grants(), names)
+                self.assertEqual(self.queued(backend), 0)
+
+    def test_a_killed_first_waiter_does_not_stall_the_others(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                self.setUp_grants()
+                value = self.hold(backend)
+                first = self.start_waiter(backend, "first", "-w", "60")
+                rest = [self.start_waiter(backend, n, "-w", "60") for n in ("second", "third")]
+                first.send_signal(signal.SIGKILL)
+                first.wait()
+                self.release(backend, value)
+                started = time.monotonic()
+                for w in rest:
+                    _, err = w.communicate(timeout=60)
+                    self.assertEqual(w.returncode, 0, err)
+                self.assertLess(time.monotonic() - started, STALL_BOUND)
+                self.assertEqual(self.grants(), ["second", "third"])
+
+    def test_a_waiter_that_gives_up_leaves_the_queue(self):
+        for backend in self.backends():
+            for how in ("wait", "sigint", "sigterm"):
+                with self.subTest(backend=backend.name, how=how):
+                    self.setUp_grants()
+                    value = self.hold(backend)
+                    options = ("-w", "1") if how == "wait" else ("-w", "60")
+                    quitter = self.start_waiter(backend, "quitter", *options)
+                    stayer = self.start_waiter(backend, "stayer", "-w", "60")
+                    if how == "sigint":
+                        quitter.send_signal(signal.SIGINT)
+                    elif how == "sigterm":
+                        quitter.send_signal(signal.SIGTERM)
+                    _, err = quitter.communicate(timeout=30)
+                    if how == "wait":
+                        self.assertEqual(quitter.returncode, 75, err)
+                    else:
+                        self.assertNotEqual(quitter.returncode, 0, err)
+                    # Gone as it exits, not when its lease lapses a second later.
+                    self.assertEqual(self.queued(backend), 1)
+                    self.release(backend, value)
+                    _, err = stayer.communicate(timeout=STALL_BOUND)
+                    self.assertEqual(stayer.returncode, 0, err)
+                    self.assertEqual(self.grants(), ["stayer"])
+
+    def test_a_client_that_knows_no_queue_still_takes_a_free_lock(self):
+        # The page's own steps, as any other client does them: SETNX on the
+        # lock key with a timestamp, and DEL.
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                self.setUp_grants()
+                r = self.nx(*backend.args(), "setnx", KEY, str(int(time.time()) + 60))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                waiter = self.start_waiter(backend, "queued", "-w", "60")
+                r = self.nx(*backend.args(), "del", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                _, err = waiter.communicate(timeout=STALL_BOUND)
+                self.assertEqual(waiter.returncode, 0, err)
+                self.assertEqual(self.grants(), ["queued"])
+
+    def test_a_user_who_may_not_keep_the_queue_still_locks_and_waits(self):
+        # An ACL that allows the lock's own commands and EVAL, but not the sorted
+        # sets of the queue: locking and waiting work as without a queue.
+        self.redis.cli("ACL", "SETUSER", "noqueue", "on", ">pw", "~*", "&*", "+@all", "-zadd")
+        self.addCleanup(self.redis.cli, "ACL", "DELUSER", "noqueue")
+        u = ["-u", "redis://noqueue:pw@127.0.0.1:%d" % self.redis.port]
+        r = self.nx(*u, "lock", "-w", "5", "-t", "60", KEY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        value = r.stdout.decode().strip()
+        waiter = self.popen(*u, "lock", "-w", "60", "-t", "60", KEY, stderr=subprocess.PIPE)
+        r = self.nx(*u, "unlock", KEY, value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, err = waiter.communicate(timeout=STALL_BOUND)
+        self.assertEqual(waiter.returncode, 0, err)
+
+    def setUp_grants(self):
+        path = os.path.join(self.tmp, "grants")
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,109 @@
+// The store contract, waiters' queue: who may try the SETNX, leases, leaving, and whom a release
+// wakes. Every backend that keeps a queue runs these (see store_contract.hpp); others skip them.
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "unit/store_contract.hpp"
+
+namespace nxlock::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Outcome = store::Store::QueuedSet::Outcome;
+
+const util::Micros k_long_lease{10'000'000};
+
+// The step under test, for ticket `ticket` on lock "k", counter "c", queue "q".
+store::Store::QueuedSet attempt(store::Store& store, const std::string& ticket, bool waiting = true,
+                                util::Micros lease = k_long_lease) {
+  return store.set_if_absent_queued("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
+}
+
+#define SKIP_WITHOUT_QUEUE()                                               \
+  if (!m_store->has_queue()) {                                             \
+    GTEST_SKIP() << "this backend keeps no waiters' queue";                \
+  }                                                                        \
+  const auto attempt = [&](const std::string& ticket, bool waiting = true, \
+                           util::Micros lease = k_long_lease) {            \
+    return testing::attempt(*m_store, ticket, waiting, lease);             \
+  }
+
+TEST_P(StoreContract, QueueWithNobodyQueuedTheSetnxIsTriedAsUsual) {
+  SKIP_WITHOUT_QUEUE();
+  const auto first = attempt("qa", false);
+  EXPECT_EQ(first.outcome, Outcome::set);
+  EXPECT_EQ(first.fence, 1);
+  EXPECT_EQ(m_store->get("k"), "v-qa");
+  const auto second = attempt("qb", false);
+  EXPECT_EQ(second.outcome, Outcome::held);
+  EXPECT_EQ(second.current, "v-qa");
+}
+
+TEST_P(StoreContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder) {
+  SKIP_WITHOUT_QUEUE();
+  m_store->set("k", "held");
+  EXPECT_EQ(attempt("qa").outcome, Outcome::held);  // first: it tried, and found the key
+  const auto b = attempt("qb");
+  EXPECT_EQ(b.outcome, Outcome::behind);
+  EXPECT_EQ(b.current, "held");
+  // A newcomer that does not wait (-n) does not jump the queue either.
+  EXPECT_EQ(attempt("qn", false).outcome, Outcome::behind);
+
+  EXPECT_EQ(m_store->del({"k"}), 1u);
+  // Free, but qa is first: qb does not try, even again.
+  const auto b_again = attempt("qb");
+  EXPECT_EQ(b_again.outcome, Outcome::behind);
+  EXPECT_EQ(b_again.current, std::nullopt);
+  EXPECT_EQ(m_store->get("k"), std::nullopt);
+  // qa takes it, and leaves the queue in the same step: qb is first now.
+  const auto a = attempt("qa");
+  ASSERT_EQ(a.outcome, Outcome::set);
+  EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qa", "c", *a.fence, "q"));
+  EXPECT_EQ(attempt("qb").outcome, Outcome::set);
+}
+
+TEST_P(StoreContract, QueueAWaiterWhoseLeaseLapsedIsPassedOver) {
+  SKIP_WITHOUT_QUEUE();
+  m_store->set("k", "held");
+  EXPECT_EQ(attempt("qa", true, util::Micros(1'000'000)).outcome, Outcome::held);
+  EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
+  // qa died: it renews no more. A second lets its lease lapse under any load,
+  // and qb looked well inside it.
+  std::this_thread::sleep_for(1200ms);
+  EXPECT_EQ(attempt("qb").outcome, Outcome::held);
+  m_store->del({"k"});
+  EXPECT_EQ(attempt("qb").outcome, Outcome::set);
+}
+
+TEST_P(StoreContract, QueueAWaiterThatLeavesLetsTheNextOneGoFirst) {
+  SKIP_WITHOUT_QUEUE();
+  m_store->set("k", "held");
+  EXPECT_EQ(attempt("qa").outcome, Outcome::held);
+  EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
+  m_store->leave_queue("k", "q", "qa");
+  m_store->del({"k"});
+  EXPECT_EQ(attempt("qb").outcome, Outcome::set);
+  // Leaving twice, or a queue that is gone, is nothing.
+  m_store->leave_queue("k", "q", "qa");
+}
+
+TEST_P(StoreContract, QueueAReleaseWakesTheFirstWaiterOnly) {
+  SKIP_WITHOUT_QUEUE();
+  const auto holder = attempt("qh", false);
+  ASSERT_EQ(holder.outcome, Outcome::set);
+  EXPECT_EQ(attempt("qa").outcome, Outcome::held);
+  EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
+  auto first = m_store->watch("k");
+  first->only_for("qa");
+  first->first(true);
+  auto behind = m_store->watch("k");
+  behind->only_for("qb");
+  behind->first(false);
+  EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
+  EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
+  EXPECT_EQ(behind->wait(util::Micros(300'000), -1), store::WaitResult::timed_out);
+}
+
+}  // namespace
+}  // namespace nxlock::testing
