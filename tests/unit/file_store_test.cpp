@@ -153,6 +153,8 @@ const StoreFactory k_file_factory{"file", [] { return std::make_unique<TempFileS
 
 INSTANTIATE_TEST_SUITE_P(Embedded, StoreContract,
                          ::testing::Values(&k_memory_factory, &k_file_factory), factory_name);
+INSTANTIATE_TEST_SUITE_P(Embedded, QueueContract, ::testing::Values(&k_file_factory),
+                         factory_name);
 
 // The documented bucket name, computed independently of the store.
 std::string fnv1a64_hex(std::string_view key) {

@@ -81,6 +81,8 @@ const StoreFactory k_redis_unix{"redis_unix", [] {
 
 INSTANTIATE_TEST_SUITE_P(Redis, StoreContract, ::testing::Values(&k_redis_tcp, &k_redis_unix),
                          factory_name);
+INSTANTIATE_TEST_SUITE_P(Redis, QueueContract, ::testing::Values(&k_redis_tcp, &k_redis_unix),
+                         factory_name);
 
 class RedisStoreTest : public ::testing::Test {
  protected:

@@ -25,6 +25,19 @@ class StoreContract : public ::testing::TestWithParam<const StoreFactory*> {
   std::unique_ptr<store::Store> m_store;
 };
 
+// The waiters' queue part of the contract, instantiated only for the backends
+// that keep a queue (Store::has_queue), so that no test of it is ever skipped.
+class QueueContract : public StoreContract {
+ protected:
+  static constexpr util::Micros k_long_lease{10'000'000};
+
+  // The queued step under test, for ticket `ticket` on lock "k", counter "c", queue "q".
+  store::Store::QueuedSet attempt(const std::string& ticket, bool waiting = true,
+                                  util::Micros lease = k_long_lease) {
+    return m_store->set_if_absent_queued("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
+  }
+};
+
 inline std::string factory_name(const ::testing::TestParamInfo<const StoreFactory*>& info) {
   return info.param->name;
 }

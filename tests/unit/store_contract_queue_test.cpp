@@ -1,5 +1,5 @@
 // The store contract, waiters' queue: who may try the SETNX, leases, leaving, and whom a release
-// wakes. Every backend that keeps a queue runs these (see store_contract.hpp); others skip them.
+// wakes. Instantiated only for the backends that keep a queue (QueueContract in store_contract.hpp).
 #include <chrono>
 #include <string>
 #include <thread>
@@ -12,25 +12,7 @@ namespace {
 using namespace std::chrono_literals;
 using Outcome = store::Store::QueuedSet::Outcome;
 
-const util::Micros k_long_lease{10'000'000};
-
-// The step under test, for ticket `ticket` on lock "k", counter "c", queue "q".
-store::Store::QueuedSet attempt(store::Store& store, const std::string& ticket, bool waiting = true,
-                                util::Micros lease = k_long_lease) {
-  return store.set_if_absent_queued("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
-}
-
-#define SKIP_WITHOUT_QUEUE()                                               \
-  if (!m_store->has_queue()) {                                             \
-    GTEST_SKIP() << "this backend keeps no waiters' queue";                \
-  }                                                                        \
-  const auto attempt = [&](const std::string& ticket, bool waiting = true, \
-                           util::Micros lease = k_long_lease) {            \
-    return testing::attempt(*m_store, ticket, waiting, lease);             \
-  }
-
-TEST_P(StoreContract, QueueWithNobodyQueuedTheSetnxIsTriedAsUsual) {
-  SKIP_WITHOUT_QUEUE();
+TEST_P(QueueContract, QueueWithNobodyQueuedTheSetnxIsTriedAsUsual) {
   const auto first = attempt("qa", false);
   EXPECT_EQ(first.outcome, Outcome::set);
   EXPECT_EQ(first.fence, 1);
@@ -40,8 +22,7 @@ TEST_P(StoreContract, QueueWithNobodyQueuedTheSetnxIsTriedAsUsual) {
   EXPECT_EQ(second.current, "v-qa");
 }
 
-TEST_P(StoreContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder) {
-  SKIP_WITHOUT_QUEUE();
+TEST_P(QueueContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder) {
   m_store->set("k", "held");
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);  // first: it tried, and found the key
   const auto b = attempt("qb");
@@ -63,8 +44,7 @@ TEST_P(StoreContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder
   EXPECT_EQ(attempt("qb").outcome, Outcome::set);
 }
 
-TEST_P(StoreContract, QueueAWaiterWhoseLeaseLapsedIsPassedOver) {
-  SKIP_WITHOUT_QUEUE();
+TEST_P(QueueContract, QueueAWaiterWhoseLeaseLapsedIsPassedOver) {
   m_store->set("k", "held");
   EXPECT_EQ(attempt("qa", true, util::Micros(1'000'000)).outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
@@ -76,8 +56,7 @@ TEST_P(StoreContract, QueueAWaiterWhoseLeaseLapsedIsPassedOver) {
   EXPECT_EQ(attempt("qb").outcome, Outcome::set);
 }
 
-TEST_P(StoreContract, QueueAWaiterThatLeavesLetsTheNextOneGoFirst) {
-  SKIP_WITHOUT_QUEUE();
+TEST_P(QueueContract, QueueAWaiterThatLeavesLetsTheNextOneGoFirst) {
   m_store->set("k", "held");
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
@@ -88,8 +67,7 @@ TEST_P(StoreContract, QueueAWaiterThatLeavesLetsTheNextOneGoFirst) {
   m_store->leave_queue("k", "q", "qa");
 }
 
-TEST_P(StoreContract, QueueAReleaseWakesTheFirstWaiterOnly) {
-  SKIP_WITHOUT_QUEUE();
+TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
   const auto holder = attempt("qh", false);
   ASSERT_EQ(holder.outcome, Outcome::set);
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
