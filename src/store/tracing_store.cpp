@@ -53,6 +53,16 @@ std::string incr_text(std::string_view counter, std::int64_t token) {
   return ", INCR " + util::escape(counter, k_trace_bytes) + " → " + std::to_string(token);
 }
 
+// A fenced SETNX's answer: "1, INCR COUNTER → N" if it set the key, else "0".
+// Appended, not "1" + ...: GCC 12 warns falsely (-Wrestrict) on that form.
+std::string setnx_text(std::string_view counter, std::optional<std::int64_t> token) {
+  std::string text = token ? "1" : "0";
+  if (token) {
+    text += incr_text(counter, *token);
+  }
+  return text;
+}
+
 std::string fence_condition(std::string_view counter, std::int64_t fence) {
   return " if " + util::escape(counter, k_trace_bytes) + " = " + std::to_string(fence);
 }
@@ -120,14 +130,7 @@ std::optional<std::int64_t> TracingStore::set_if_absent_fenced(std::string_view 
   return traced(
       step_text("SETNX", {key, value}),
       [&] { return m_inner->set_if_absent_fenced(key, value, counter); },
-      [&](const std::optional<std::int64_t>& token) {
-        // Appended, not "1" + ...: GCC 12 warns falsely (-Wrestrict) on that form.
-        std::string text = token ? "1" : "0";
-        if (token) {
-          text += incr_text(counter, *token);
-        }
-        return text;
-      });
+      [&](const std::optional<std::int64_t>& token) { return setnx_text(counter, token); });
 }
 
 Store::FencedSwap TracingStore::get_and_set_fenced(std::string_view key, std::string_view value,
@@ -175,9 +178,9 @@ Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::s
       [&](const QueuedSet& r) {
         switch (r.outcome) {
           case QueuedSet::Outcome::set:
-            return "1" + incr_text(counter, r.fence.value_or(0));
+            return setnx_text(counter, r.fence.value_or(0));
           case QueuedSet::Outcome::held:
-            return std::string("0");
+            return setnx_text(counter, std::nullopt);
           case QueuedSet::Outcome::behind:
             break;
         }
