@@ -123,7 +123,10 @@ class OneLinePerMessage(NxlockTestCase):
                                  "sleep 30\n# second line", stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
                 try:
-                    self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
+                    # The holder's details are written just after its child starts,
+                    # a moment after the lock itself: wait for them.
+                    self.assertTrue(wait_for(lambda: b"holder: " in self.nx(
+                        *u, "status", "job").stdout))
                     r = self.nx(*u, "lock", "-n", "job")
                     self.assertOneLineError(r, 75, "busy", "sleep 30\\x0a# second line")
                 finally:
