@@ -9,6 +9,7 @@
 #include <random>
 
 #include "lock/keys.hpp"
+#include "lock/pacing.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
@@ -20,10 +21,6 @@ namespace {
 
 using util::Micros;
 
-// Waiters also poll, for holders that never signal (other clients of the
-// documented pattern, a DEL from redis-cli). Jitter spreads the herd.
-constexpr Micros k_poll_min{100'000};
-constexpr Micros k_poll_max{300'000};
 // A queued waiter's lease (Store's waiters' queue): a waiter killed while
 // queued holds the others up for this long at most, plus a tick. Renewed on
 // every step a waiter takes: at least every k_queue_tick_max while it waits.
@@ -33,28 +30,11 @@ constexpr Micros k_queue_lease{1'000'000};
 // their cost grows with their number.
 constexpr Micros k_queue_tick_min{250'000};
 constexpr Micros k_queue_tick_max{400'000};
-// Wake a hair after the expiry second begins, so the holder's value is
-// already older than now when we look.
-constexpr Micros k_expiry_slack{2'000};
-// Lock values from here on are beyond any wait: their expiry in microseconds
-// would not fit in 64 bits (a value may have 18 digits).
-constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() / 1'000'000 - 1;
-// A progress display (the terminal status line) is refreshed this often.
-constexpr Micros k_progress_interval{1'000'000};
 // A value quoted in a message is cut after this many bytes.
 constexpr std::size_t k_quoted_bytes = 40;
 
-Micros jittered_poll() {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  std::uniform_int_distribution<std::int64_t> dist(k_poll_min.count(), k_poll_max.count());
-  return Micros(dist(rng));
-}
-
 Micros jittered_queue_tick() {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  std::uniform_int_distribution<std::int64_t> dist(k_queue_tick_min.count(),
-                                                   k_queue_tick_max.count());
-  return Micros(dist(rng));
+  return pacing::random_between(k_queue_tick_min, k_queue_tick_max);
 }
 
 // A waiter's ticket in the queue: unique among the waiters of one key.
@@ -300,7 +280,7 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
         throw;
       }
       util::trace(std::string("waiting on: ") + e.what());
-      Micros timeout = jittered_poll();
+      Micros timeout = pacing::jittered_poll();
       if (!forever) {
         timeout = std::min(timeout, deadline - now_mono);
       }
@@ -352,21 +332,14 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       // step renews our lease and tells us when we are first.
       timeout = jittered_queue_tick();
     } else {
-      // A value far in the future (up to 18 digits) would overflow in
-      // microseconds and make the sleep zero: beyond any poll tick, the tick
-      // decides. Never below the slack either, whatever the value and the clock say.
-      const Micros until_expiry =
-          attempt.held_until >= k_far_seconds
-              ? k_poll_max
-              : Micros((attempt.held_until + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
-      timeout = std::min(jittered_poll(), std::max(until_expiry, k_expiry_slack));
+      timeout = pacing::until_next_look(attempt.held_until, m_clock.now());
     }
     if (!forever) {
       timeout = std::min(timeout, deadline - now_mono);
     }
     if (policy.on_wait) {
       policy.on_wait(WaitProgress{last_held_until, attempt.now_seconds, now_mono - started});
-      timeout = std::min(timeout, k_progress_interval);
+      timeout = std::min(timeout, pacing::k_progress_interval);
     }
     watcher->first(!attempt.behind);
     const auto result = watcher->wait(timeout, policy.interrupt_fd);

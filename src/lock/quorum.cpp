@@ -19,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "lock/pacing.hpp"
 #include "util/fd.hpp"
 #include "util/trace.hpp"
 
@@ -30,11 +31,6 @@ using util::Error;
 using util::ErrorKind;
 using util::Micros;
 
-// As Lock::acquire: waiters also poll, for holders that never signal.
-constexpr Micros k_poll_min{100'000};
-constexpr Micros k_poll_max{300'000};
-constexpr Micros k_expiry_slack{2'000};
-constexpr Micros k_progress_interval{1'000'000};
 // Two clients that split the servers between them both undo and try again; a
 // random pause first lets one of them get there before the other.
 constexpr Micros k_split_pause_min{5'000};
@@ -55,22 +51,12 @@ constexpr Micros k_status_grace{1'000'000};
 // At the end, queued jobs (the holder records) get this long to finish.
 constexpr Micros k_exit_patience{500'000};
 
-Micros random_between(Micros low, Micros high) {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  std::uniform_int_distribution<std::int64_t> dist(low.count(), high.count());
-  return Micros(dist(rng));
-}
-
-int to_poll_ms(Micros timeout) {
-  return static_cast<int>(std::max<std::int64_t>(0, (timeout.count() + 999) / 1000));
-}
-
 // True if `fd` (ignored if negative) becomes readable within `timeout`.
 bool wait_readable(int fd, Micros timeout) {
   pollfd pfd{fd, POLLIN, 0};
   const Micros until = util::mono_now() + timeout;
   for (;;) {
-    const int ready = poll(&pfd, 1, to_poll_ms(until - util::mono_now()));
+    const int ready = poll(&pfd, 1, util::poll_timeout_ms(until - util::mono_now()));
     if (ready > 0) {
       return true;
     }
@@ -122,7 +108,7 @@ store::WaitResult wait_any(std::vector<std::shared_ptr<store::Watcher>>& watcher
   }
   pollfd fds[2] = {{changed.get(), POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
   const Micros until = util::mono_now() + timeout;
-  while (poll(fds, 2, to_poll_ms(until - util::mono_now())) < 0 && errno == EINTR) {
+  while (poll(fds, 2, util::poll_timeout_ms(until - util::mono_now())) < 0 && errno == EINTR) {
   }
   const std::uint64_t one = 1;
   (void)!write(stop.get(), &one, sizeof one);
@@ -724,7 +710,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
         throw no_majority(round.answered, errors);
       }
       util::trace("waiting on: " + std::string(no_majority(round.answered, errors).what()));
-      Micros timeout = random_between(k_poll_min, k_poll_max);
+      Micros timeout = pacing::jittered_poll();
       if (!forever) {
         timeout = std::min(timeout, deadline - now_mono);
       }
@@ -751,7 +737,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       // Not woken by each other's undo: a random pause, then look again.
       ++splits;
       if (wait_readable(policy.interrupt_fd,
-                        random_between(k_split_pause_min, k_split_pause_max))) {
+                        pacing::random_between(k_split_pause_min, k_split_pause_max))) {
         return interrupted();
       }
       continue;
@@ -785,18 +771,15 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       continue;
     }
     // Wake at the earliest expiry a busy server reported, a release, or a poll tick.
-    Micros timeout = random_between(k_poll_min, k_poll_max);
-    if (round.first_expiry > 0 && round.first_expiry < std::int64_t{1} << 40) {
-      const Micros until_expiry =
-          Micros((round.first_expiry + 1) * 1'000'000) - m_clock.now() + k_expiry_slack;
-      timeout = std::min(timeout, std::max(until_expiry, k_expiry_slack));
-    }
+    Micros timeout = round.first_expiry > 0
+                         ? pacing::until_next_look(round.first_expiry, m_clock.now())
+                         : pacing::jittered_poll();
     if (!forever) {
       timeout = std::min(timeout, deadline - now_mono);
     }
     if (policy.on_wait) {
       policy.on_wait(WaitProgress{round.held_until, round.now_seconds, now_mono - started});
-      timeout = std::min(timeout, k_progress_interval);
+      timeout = std::min(timeout, pacing::k_progress_interval);
     }
     if (wait_on_idle(watchers, timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
       return interrupted();

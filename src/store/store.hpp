@@ -177,6 +177,22 @@ class Store {
   virtual void set_deadline(std::optional<util::Micros> monotonic_deadline) {
     (void)monotonic_deadline;
   }
+
+ protected:
+  // set_if_absent_fenced() answered as a queued step (set, or held with the
+  // value a busy lock needs): for a step the queue does not take part in.
+  QueuedSet set_if_absent_unqueued(std::string_view key, std::string_view value,
+                                   std::string_view counter) {
+    QueuedSet result;
+    result.fence = set_if_absent_fenced(key, value, counter);
+    if (result.fence) {
+      result.outcome = QueuedSet::Outcome::set;
+    } else {
+      result.outcome = QueuedSet::Outcome::held;
+      result.current = get(key);
+    }
+    return result;
+  }
 };
 
 // Sets a store's deadline for as long as it lives, and clears it after.

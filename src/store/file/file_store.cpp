@@ -782,16 +782,10 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   }
   // First in line (or the line is empty), and the lock was held a moment ago:
   // once more, now that our place is written.
-  if (const auto fence = set_if_absent_fenced(key, value, counter)) {
-    if (!first.empty()) {
-      drop_from_queue(queue, ticket);
-    }
-    result.outcome = QueuedSet::Outcome::set;
-    result.fence = fence;
-    return result;
+  result = set_if_absent_unqueued(key, value, counter);
+  if (result.outcome == QueuedSet::Outcome::set && !first.empty()) {
+    drop_from_queue(queue, ticket);
   }
-  result.outcome = QueuedSet::Outcome::held;
-  result.current = get(key);
   return result;
 }
 

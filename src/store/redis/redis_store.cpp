@@ -772,15 +772,7 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
     // The lock's slot is moving to another node, and the queue's keys are not
     // all there yet, or the user may not keep a queue: the unqueued steps
     // (an entry of ours lapses with its lease).
-    QueuedSet result;
-    if (auto fence = set_if_absent_fenced(key, value, counter)) {
-      result.outcome = QueuedSet::Outcome::set;
-      result.fence = fence;
-      return result;
-    }
-    result.outcome = QueuedSet::Outcome::held;
-    result.current = get(key);
-    return result;
+    return set_if_absent_unqueued(key, value, counter);
   }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
     throw_unexpected(*reply, m_url.redacted);

@@ -1,0 +1,52 @@
+// How a waiter paces itself between looks, for one server (Lock) and a quorum
+// (QuorumLock) alike.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include "util/time.hpp"
+
+namespace nxlock::lock::pacing {
+
+using util::Micros;
+
+// Waiters also poll, for holders that never signal (other clients of the
+// documented pattern, a DEL from redis-cli). Jitter spreads the herd.
+constexpr Micros k_poll_min{100'000};
+constexpr Micros k_poll_max{300'000};
+// Wake a hair after the expiry second begins, so the holder's value is
+// already older than now when we look.
+constexpr Micros k_expiry_slack{2'000};
+// A progress display (the terminal status line) is refreshed this often.
+constexpr Micros k_progress_interval{1'000'000};
+// Lock values from here on are beyond any wait: their expiry in microseconds
+// would not fit in 64 bits (a value may have 18 digits).
+constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() / 1'000'000 - 1;
+
+inline Micros random_between(Micros low, Micros high) {
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> dist(low.count(), high.count());
+  return Micros(dist(rng));
+}
+
+inline Micros jittered_poll() {
+  return random_between(k_poll_min, k_poll_max);
+}
+
+// How long to sleep before looking again at a lock held until the whole second
+// `held_until`, with the clock saying `now`: until just past its expiry or the
+// next poll tick, whichever comes first, and never less than the slack,
+// whatever the value and the clock say.
+inline Micros until_next_look(std::int64_t held_until, Micros now) {
+  const Micros tick = jittered_poll();
+  if (held_until >= k_far_seconds) {
+    return tick;  // beyond any tick: the tick decides
+  }
+  const Micros until_expiry = Micros((held_until + 1) * 1'000'000) - now + k_expiry_slack;
+  return std::min(tick, std::max(until_expiry, k_expiry_slack));
+}
+
+}  // namespace nxlock::lock::pacing
