@@ -169,8 +169,11 @@ class PasswordsStayPrivate(NxlockTestCase):
 
     def test_run_locked_records_its_command_redacted(self):
         # The child asks for the status of its own lock; its command line holds the URL.
-        r = self.nx("-u", self.url, "run-locked", "k", "sh", "-c", '"$0" -u "$1" status k',
-                    BIN, self.url)
+        # run-locked writes the holder's details just after the child starts, so the
+        # child asks until they are there (for at most 10 s).
+        ask = ('for i in $(seq 100); do s=$("$0" -u "$1" status k); '
+               'case "$s" in *"holder: "*) break;; esac; sleep 0.1; done; printf "%s" "$s"')
+        r = self.nx("-u", self.url, "run-locked", "k", "sh", "-c", ask, BIN, self.url)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(b"holder: ", r.stdout)
         self.assertIn(b"redis://:***@", r.stdout)
