@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -809,10 +810,26 @@ void FileStore::leave_queue(std::string_view key, std::string_view queue, std::s
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key) {
   // The stripe directory must exist to be watched: the bucket may not exist yet.
   const Stripe stripe = open_stripe(key, true);
-  return std::make_unique<FileWatcher>(
+  int shared = -1;
+  if (!m_inotify_lent) {
+    if (!m_inotify) {
+      m_inotify.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));  // -1: the watcher decides
+    }
+    shared = m_inotify.get();
+  }
+  auto watcher = std::make_unique<FileWatcher>(
       stripe.fd.get(), stripe.bucket.name, stripe.path,
       [this](const std::string& ticket) { return make_fifo(ticket); },
-      [this](const std::string& ticket) { remove_fifo(ticket); });
+      [this](const std::string& ticket) { remove_fifo(ticket); }, shared,
+      [this, shared] {
+        if (shared >= 0) {
+          m_inotify_lent = false;
+        }
+      });
+  if (shared >= 0) {
+    m_inotify_lent = true;
+  }
+  return watcher;
 }
 
 }  // namespace nxlock::store
