@@ -249,6 +249,20 @@ TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
   EXPECT_EQ(key_channel->wait(5s, -1), WaitResult::changed);
 }
 
+// One SUBSCRIBE for the key's channel and the turn channel: the second
+// confirmation is no wake-up (a spurious one would cost a command per waiter).
+TEST_F(RedisStoreTest, AQueuedWatchSleepsThroughItsOwnSubscription) {
+  const auto store = open();
+  shared_redis().command({"CONFIG", "RESETSTAT"});
+  const auto watcher = store->watch_queued("k", "qa");
+  const std::string stats = shared_redis().command({"INFO", "commandstats"});
+  EXPECT_NE(stats.find("cmdstat_subscribe:calls=1,"), std::string::npos) << stats;
+  EXPECT_EQ(watcher->wait(300ms, -1), WaitResult::timed_out);
+  const auto plain = store->watch("k");
+  plain->only_for("qb");  // subscribes again, for the turn channel too
+  EXPECT_EQ(plain->wait(300ms, -1), WaitResult::timed_out);
+}
+
 TEST_F(RedisStoreTest, SelectedDbIsolatesKeys) {
   auto db3 = open(3);
   auto db0 = open(0);

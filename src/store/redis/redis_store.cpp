@@ -253,7 +253,9 @@ class RedisWatcher final : public Watcher {
     // The turn channel too: a new connection subscribed to both, armed before
     // the old one goes, and whatever the old one received meanwhile still
     // counts as a change.
-    m_setup.push_back({"SUBSCRIBE", turn_channel(m_ticket)});
+    // One SUBSCRIBE for both channels: one more command per waiter would be
+    // one more per section (issue 15's count of commands sent).
+    m_setup.back().push_back(turn_channel(m_ticket));
     m_turn_subscribed = true;
     auto next = connect(m_setup);
     if (m_connection->connected() && (m_connection->buffered() || readable(m_connection->fd()))) {
@@ -366,8 +368,19 @@ class RedisWatcher final : public Watcher {
 
   // A wake-up that names another queued waiter's ticket is not ours; '1' (a
   // DEL, a release with nobody queued, an older client) is everybody's, and so
-  // is anything that is not a message (a subscription confirmed again).
+  // is anything that is not a message (a subscription confirmed again), but
+  // the confirmation of our turn channel: the setup's one SUBSCRIBE for two
+  // channels reads the first confirmation, which arms both (the server
+  // subscribes to every channel of the command before it answers), and leaves
+  // the second one to us.
   bool for_us(const redisReply& reply) const {
+    if (m_turn_subscribed && reply.type == REDIS_REPLY_ARRAY && reply.elements == 3 &&
+        reply.element[0]->type == REDIS_REPLY_STRING &&
+        std::string_view(reply.element[0]->str, reply.element[0]->len) == "subscribe" &&
+        reply.element[1]->type == REDIS_REPLY_STRING &&
+        std::string_view(reply.element[1]->str, reply.element[1]->len) == turn_channel(m_ticket)) {
+      return false;
+    }
     if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 3 ||
         reply.element[0]->type != REDIS_REPLY_STRING ||
         std::string_view(reply.element[0]->str, reply.element[0]->len) != "message" ||
@@ -913,11 +926,11 @@ std::unique_ptr<Watcher> RedisStore::subscribe(std::string_view key, std::string
   // so it needs no SELECT. SUBSCRIBE is part of its setup, so every
   // reconnect subscribes again; reading the confirmation is what arms the
   // watch: once the server has answered, every later PUBLISH reaches us.
-  // A queued waiter subscribes to its turn channel too, in the same round trip.
+  // A queued waiter subscribes to its turn channel too, in the same command.
   auto setup = auth_setup(m_url, m_password);
   setup.push_back({"SUBSCRIBE", wake_channel(key)});
   if (!ticket.empty()) {
-    setup.push_back({"SUBSCRIBE", turn_channel(ticket)});
+    setup.back().push_back(turn_channel(ticket));  // one command (see RedisWatcher::for_us)
   }
   return std::make_unique<RedisWatcher>(*m_endpoint, std::move(setup), std::move(ticket), m_cap);
 }
