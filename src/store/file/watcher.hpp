@@ -17,6 +17,8 @@ namespace nxlock::store {
 // measured here), and a waiter that has just taken the lock must not spend that
 // before its job starts. A borrowed instance only loses our watch when the
 // watcher goes (inotify_rm_watch does not wait); its owner closes it later.
+// Removing the watch and closing at once does not help: the close still waited
+// 15 ms in strace of a waiter; 12 ms later, at exit, it took 0.2 ms.
 class FileWatcher final : public Watcher {
  public:
   // `stripe_fd` is the stripe directory opened without following symlinks; the
