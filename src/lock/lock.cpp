@@ -320,10 +320,8 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     if (!watcher) {
       // Arm the watch, then look again: a release between our last look and
       // the watch would otherwise go unseen until the next poll tick.
-      watcher = m_store.watch(m_key);
-      if (queued) {
-        watcher->only_for(ticket->ticket());  // releases wake the first waiter only
-      }
+      // Queued: releases wake the first waiter only.
+      watcher = queued ? m_store.watch_queued(m_key, ticket->ticket()) : m_store.watch(m_key);
       continue;
     }
     Micros timeout{0};

@@ -169,6 +169,15 @@ class Store {
   // Starts watching key for changes (see Watcher).
   virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
 
+  // watch(), for a waiter queued with `ticket` (Watcher::only_for), armed for
+  // both when it returns: a wake-up addressed to the ticket after this returned
+  // is never missed either.
+  virtual std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) {
+    auto watcher = watch(key);
+    watcher->only_for(std::move(ticket));
+    return watcher;
+  }
+
   // Bounds every later operation by a monotonic deadline (util::mono_now()
   // time), on top of the backend's own per-command timeout, until called
   // again with nullopt. run-locked's renewal sets it to the moment its lock

@@ -44,6 +44,9 @@ class TracingStore final : public Store {
   void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override { return m_inner->watch(key); }
+  std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override {
+    return m_inner->watch_queued(key, std::move(ticket));
+  }
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_inner->set_deadline(monotonic_deadline);
   }

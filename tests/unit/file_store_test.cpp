@@ -705,6 +705,81 @@ TEST_F(FileStoreTest, AWatcherWakesForAnotherProcess) {
   EXPECT_EQ(store.get("k"), "theirs");
 }
 
+// This process's open inotify instances.
+int inotify_instances() {
+  int count = 0;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    if (fs::read_symlink(entry.path(), error).string() == "anon_inode:inotify") {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// Closing an inotify instance that had a watch waits for a kernel grace period
+// (7-16 ms here): a waiter that has just taken its lock must not spend that
+// before its job starts, so the store keeps one instance for all its watches.
+TEST_F(FileStoreTest, AWatchEndsWithoutClosingTheStoresInotifyInstance) {
+  FileStore store(store_path(), {});
+  const int before = inotify_instances();
+  store.watch("k").reset();
+  EXPECT_EQ(inotify_instances(), before + 1);  // still open, owned by the store
+  store.watch("j").reset();
+  EXPECT_EQ(inotify_instances(), before + 1);  // the same one again
+}
+
+TEST_F(FileStoreTest, AWatcherIgnoresAnEarlierWatchersEventsInTheSharedInstance) {
+  FileStore store(store_path(), {});
+  std::string other;  // a key in another stripe
+  for (int i = 0; other.empty(); ++i) {
+    const std::string candidate = "o" + std::to_string(i);
+    if (fnv1a64_hex(candidate).substr(0, 2) != fnv1a64_hex("k").substr(0, 2)) {
+      other = candidate;
+    }
+  }
+  auto first = store.watch("k");
+  store.set("k", "v");  // an event the first watcher never reads
+  first.reset();
+  const auto second = store.watch(other);
+  EXPECT_EQ(second->wait(50ms, -1), WaitResult::timed_out);
+  store.set(other, "w");
+  EXPECT_EQ(second->wait(2s, -1), WaitResult::changed);
+}
+
+TEST_F(FileStoreTest, TwoWatchersAtOnceBothWake) {
+  FileStore store(store_path(), {});
+  const auto one = store.watch("k");
+  const auto two = store.watch("k");
+  store.set("k", "v");
+  EXPECT_EQ(one->wait(2s, -1), WaitResult::changed);
+  EXPECT_EQ(two->wait(2s, -1), WaitResult::changed);
+}
+
+// A bucket is replaced by swapping the new record in (RENAME_EXCHANGE) and
+// unlinking the old one: whatever way, no second name or temporary file stays,
+// and a watcher sees the replacement.
+TEST_F(FileStoreTest, ReplacingABucketLeavesOneNameAndWakesItsWatchers) {
+  FileStore store(store_path(), {});
+  store.set("k", "v");
+  struct stat old_bucket {};
+  ASSERT_EQ(::stat(bucket_path("k").c_str(), &old_bucket), 0);
+  const util::UniqueFd old_fd(::open(bucket_path("k").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(old_fd);
+  const auto watcher = store.watch("k");
+  store.set("k", "w");
+  EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
+  EXPECT_EQ(store.get("k"), "w");
+  struct stat replaced {};
+  ASSERT_EQ(::fstat(old_fd.get(), &replaced), 0);
+  EXPECT_EQ(replaced.st_nlink, 0u);  // the old record is gone, not left at another name
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(stripe_path("k"))) {
+    names.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{fnv1a64_hex("k")});
+}
+
 // ---- many processes, crashes ------------------------------------------------------
 
 TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {

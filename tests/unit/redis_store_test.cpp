@@ -225,6 +225,44 @@ TEST_F(RedisStoreTest, TraceRedactsAuth) {
   }
 }
 
+// A release hands the first queued waiter its turn on that waiter's own
+// channel: the key's channel, which every waiter listens to, stays quiet, so
+// the processes of the waiters behind it do not even wake to read it.
+TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
+  const auto store = open();
+  const auto holder = store->set_if_absent_queued("k", "v-qh", "c", "q", "qh", false,
+                                                  util::Micros(30'000'000));
+  ASSERT_EQ(holder.outcome, store::Store::QueuedSet::Outcome::set);
+  ASSERT_EQ(store->set_if_absent_queued("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000))
+                .outcome,
+            store::Store::QueuedSet::Outcome::held);
+  const auto first = store->watch_queued("k", "qa");
+  const auto key_channel = store->watch("k");  // hears every message on the key's channel
+  EXPECT_TRUE(store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
+  EXPECT_EQ(first->wait(5s, -1), WaitResult::changed);
+  EXPECT_EQ(key_channel->wait(300ms, -1), WaitResult::timed_out);
+  // With nobody in line, a release still wakes every watcher.
+  const auto again = store->set_if_absent_queued("k", "v-qa", "c", "q", "qa", true,
+                                                 util::Micros(30'000'000));
+  ASSERT_EQ(again.outcome, store::Store::QueuedSet::Outcome::set);
+  EXPECT_TRUE(store->compare_and_delete_queued("k", "v-qa", "c", *again.fence, "q"));
+  EXPECT_EQ(key_channel->wait(5s, -1), WaitResult::changed);
+}
+
+// One SUBSCRIBE for the key's channel and the turn channel: the second
+// confirmation is no wake-up (a spurious one would cost a command per waiter).
+TEST_F(RedisStoreTest, AQueuedWatchSleepsThroughItsOwnSubscription) {
+  const auto store = open();
+  shared_redis().command({"CONFIG", "RESETSTAT"});
+  const auto watcher = store->watch_queued("k", "qa");
+  const std::string stats = shared_redis().command({"INFO", "commandstats"});
+  EXPECT_NE(stats.find("cmdstat_subscribe:calls=1,"), std::string::npos) << stats;
+  EXPECT_EQ(watcher->wait(300ms, -1), WaitResult::timed_out);
+  const auto plain = store->watch("k");
+  plain->only_for("qb");  // subscribes again, for the turn channel too
+  EXPECT_EQ(plain->wait(300ms, -1), WaitResult::timed_out);
+}
+
 TEST_F(RedisStoreTest, SelectedDbIsolatesKeys) {
   auto db3 = open(3);
   auto db0 = open(0);

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -450,7 +451,22 @@ void FileStore::write_record(const Stripe& stripe, std::string_view bytes) {
     close_written(std::move(file), temp_path);
     // The commit point: readers see the old bucket or the new one, never a mix,
     // and a crash before this line leaves the old one in place.
-    if (::renameat(stripe_fd, temp.c_str(), stripe_fd, name.c_str()) != 0) {
+    //
+    // An existing bucket is swapped with the new one (RENAME_EXCHANGE) and the
+    // old one, now at the temporary name, unlinked: a plain rename over an
+    // existing file makes ext4 (auto_da_alloc) start the new file's write-back
+    // at once, 0.7 ms measured here against 0.03-0.08 ms for the swap and the
+    // unlink, and a lock's fencing counter and queue are replaced on every
+    // handoff. A crash between the two leaves the old bucket at the temporary
+    // name, which readers never look at and the next writer removes.
+    if (::renameat2(stripe_fd, temp.c_str(), stripe_fd, name.c_str(), RENAME_EXCHANGE) == 0) {
+      if (::unlinkat(stripe_fd, temp.c_str(), 0) != 0) {
+        fail(errno, temp_path, "remove the replaced record");
+      }
+    } else if (errno != ENOENT && errno != EINVAL && errno != ENOSYS) {
+      fail(errno, stripe.record_path, "rename");
+    } else if (::renameat(stripe_fd, temp.c_str(), stripe_fd, name.c_str()) != 0) {
+      // No bucket yet (ENOENT), or no RENAME_EXCHANGE on this filesystem.
       fail(errno, stripe.record_path, "rename");
     }
   } catch (...) {
@@ -809,10 +825,26 @@ void FileStore::leave_queue(std::string_view key, std::string_view queue, std::s
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key) {
   // The stripe directory must exist to be watched: the bucket may not exist yet.
   const Stripe stripe = open_stripe(key, true);
-  return std::make_unique<FileWatcher>(
+  int shared = -1;
+  if (!m_inotify_lent) {
+    if (!m_inotify) {
+      m_inotify.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));  // -1: the watcher decides
+    }
+    shared = m_inotify.get();
+  }
+  auto watcher = std::make_unique<FileWatcher>(
       stripe.fd.get(), stripe.bucket.name, stripe.path,
       [this](const std::string& ticket) { return make_fifo(ticket); },
-      [this](const std::string& ticket) { remove_fifo(ticket); });
+      [this](const std::string& ticket) { remove_fifo(ticket); }, shared,
+      [this, shared] {
+        if (shared >= 0) {
+          m_inotify_lent = false;
+        }
+      });
+  if (shared >= 0) {
+    m_inotify_lent = true;
+  }
+  return watcher;
 }
 
 }  // namespace nxlock::store

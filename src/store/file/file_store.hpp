@@ -122,6 +122,11 @@ class FileStore final : public Store {
   util::UniqueFd m_root;      // O_DIRECTORY fd of the store; everything else is openat() from it
   util::UniqueFd m_data;      // STORE/data, once it exists
   util::UniqueFd m_wait;      // STORE/wait, once it exists
+  // One inotify instance for every watch of this store, lent to one watcher at
+  // a time, closed only with the store: see FileWatcher (closing one costs an
+  // SRCU grace period, which must not fall between an acquisition and its job).
+  util::UniqueFd m_inotify;
+  bool m_inotify_lent = false;
   mode_t m_file_mode = 0600;  // permission bits for new files: the store directory's, minus x
   mode_t m_dir_mode = 0700;   // permission bits (and setgid) for new directories
 };

@@ -24,19 +24,25 @@ constexpr util::Micros k_poll_slice{200'000};
 using posix::fail;
 
 FileWatcher::FileWatcher(int stripe_fd, std::string name, const std::string& stripe_path,
-                         MakeFifo make_fifo, RemoveFifo remove_fifo)
+                         MakeFifo make_fifo, RemoveFifo remove_fifo, int shared_inotify,
+                         std::function<void()> done)
     : m_name(std::move(name)),
       m_path(stripe_path),
+      m_done(std::move(done)),
       m_make_fifo(std::move(make_fifo)),
       m_remove_fifo(std::move(remove_fifo)) {
-  const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOSYS || errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
-      return;  // no inotify here (or the per-user limit is reached): poll instead
+  m_inotify = shared_inotify;
+  if (m_inotify < 0) {
+    const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENOSYS || errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
+        return;  // no inotify here (or the per-user limit is reached): poll instead
+      }
+      fail(errno, stripe_path, "inotify_init1");
     }
-    fail(errno, stripe_path, "inotify_init1");
+    m_owned_inotify.reset(fd);
+    m_inotify = fd;
   }
-  m_inotify.reset(fd);
   // A rename onto the bucket name (every write) or its unlink (the last entry
   // removed); IN_CREATE for writers that create it in place; the *_SELF events
   // because nothing can be seen once the directory itself goes away.
@@ -44,23 +50,30 @@ FileWatcher::FileWatcher(int stripe_fd, std::string name, const std::string& str
       IN_MOVED_TO | IN_DELETE | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
   // Watch the directory we opened with O_NOFOLLOW, not whatever the path names now.
   const std::string via_proc = "/proc/self/fd/" + std::to_string(stripe_fd);
-  int wd = ::inotify_add_watch(fd, via_proc.c_str(), mask);
+  int wd = ::inotify_add_watch(m_inotify, via_proc.c_str(), mask);
   if (wd < 0 && errno == ENOENT) {  // no /proc: the path, not following a last symlink
-    wd = ::inotify_add_watch(fd, stripe_path.c_str(), mask | IN_DONT_FOLLOW);
+    wd = ::inotify_add_watch(m_inotify, stripe_path.c_str(), mask | IN_DONT_FOLLOW);
   }
   if (wd < 0) {
     if (errno == ENOSPC) {  // the per-user watch limit: poll instead
-      m_inotify.reset();
       return;
     }
     fail(errno, stripe_path, "inotify_add_watch");
   }
+  m_wd = wd;
 }
 
 FileWatcher::~FileWatcher() {
   if (m_fifo && m_remove_fifo) {
     m_fifo.reset();
     m_remove_fifo(m_ticket);
+  }
+  if (watching() && !m_owned_inotify) {
+    // The instance stays open (see the class comment); only our watch goes.
+    ::inotify_rm_watch(m_inotify, m_wd);
+  }
+  if (m_done) {
+    m_done();
   }
 }
 
@@ -91,7 +104,7 @@ WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
     // wake-up per change.
     const bool see_key = m_first || !m_fifo;
     const util::Micros slice =
-        m_inotify || !see_key ? remaining : std::min(remaining, k_poll_slice);
+        watching() || !see_key ? remaining : std::min(remaining, k_poll_slice);
     pollfd fds[3] = {};
     nfds_t count = 0;
     if (interrupt_fd >= 0) {
@@ -102,8 +115,8 @@ WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
       fds[count++] = {m_fifo.get(), POLLIN, 0};
     }
     const nfds_t inotify_at = count;
-    if (m_inotify && see_key) {
-      fds[count++] = {m_inotify.get(), POLLIN, 0};
+    if (watching() && see_key) {
+      fds[count++] = {m_inotify, POLLIN, 0};
     }
     const int ready = ::poll(fds, count, util::poll_timeout_ms(slice));
     if (ready < 0) {
@@ -122,7 +135,7 @@ WaitResult FileWatcher::wait(util::Micros timeout, int interrupt_fd) {
     if (inotify_at < count && fds[inotify_at].revents != 0 && drain_events()) {
       return WaitResult::changed;
     }
-    if (ready == 0 || (!m_inotify && see_key)) {
+    if (ready == 0 || (!watching() && see_key)) {
       if (slice < remaining) {
         return WaitResult::changed;  // polling: one slice passed, the caller looks again
       }
@@ -138,14 +151,14 @@ bool FileWatcher::drain_events() {
   bool watch_gone = false;
   alignas(inotify_event) char buffer[4096];
   for (;;) {
-    const ssize_t n = ::read(m_inotify.get(), buffer, sizeof buffer);
+    const ssize_t n = ::read(m_inotify, buffer, sizeof buffer);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
       if (errno == EAGAIN) {
         if (watch_gone) {
-          m_inotify.reset();
+          m_wd = -1;  // the kernel dropped it: nothing to remove, poll from now on
         }
         return relevant;
       }
@@ -157,12 +170,20 @@ bool FileWatcher::drain_events() {
       std::memcpy(&event, buffer + at, sizeof event);
       const char* name = buffer + at + sizeof event;
       const std::string_view event_name(name, ::strnlen(name, event.len));
-      if ((event.mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0 ||
+      at += sizeof event + event.len;
+      // A shared instance may still hold events of an earlier watcher's watch.
+      if ((event.mask & IN_Q_OVERFLOW) != 0) {
+        relevant = true;  // events were lost, ours perhaps
+        continue;
+      }
+      if (event.wd != m_wd) {
+        continue;
+      }
+      if ((event.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0 ||
           event_name == m_name) {
         relevant = true;
       }
       watch_gone = watch_gone || (event.mask & IN_IGNORED) != 0;
-      at += sizeof event + event.len;
     }
   }
 }

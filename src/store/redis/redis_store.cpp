@@ -33,6 +33,12 @@ using util::ErrorKind;
 // Waiters SUBSCRIBE here; whoever changes the key PUBLISHes. Channels are not
 // scoped by db, so equal keys in two dbs only cause spurious wake-ups.
 constexpr std::string_view k_wake_prefix = "nxlock:wake:";
+// A queued waiter also SUBSCRIBEs to a channel of its own, named after its
+// ticket, on which a release hands it its turn. Naming the ticket on the key's
+// channel instead woke every waiter's process to read it and go back to sleep:
+// on two cores the one it named was often the last to run.
+#define NXLOCK_TURN_PREFIX "nxlock:turn:"
+constexpr std::string_view k_turn_prefix = NXLOCK_TURN_PREFIX;
 
 // Both scripts must run on the server: done as GET, compare, then DEL/SET from
 // here, another client could take over an expired lock between our GET and our
@@ -89,8 +95,8 @@ constexpr std::string_view k_compare_and_delete_fenced_script =
 // The waiters' queue (Store's "waiters' queue"): two sorted sets in the lock
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
 // QUEUE:lease (the same tickets scored by the instant their lease lapses). A
-// release PUBLISHes the first live ticket on the key's wake channel: every
-// waiter receives it, only that one looks again. The server's own TIME decides
+// release PUBLISHes the first live ticket on that waiter's own turn channel
+// (turn()), which only it receives. The server's own TIME decides
 // leases, so the waiters' clocks need not agree. `head()` drops the lapsed
 // entries it meets at the front: a waiter killed while queued holds the others
 // up for one lease at most. Scripts that call TIME and then write need effects
@@ -100,6 +106,7 @@ constexpr std::string_view k_queue_prelude =
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
     "local pruned = false "
+    "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX "' .. h, h) end "
     "local function head(q, l) "
     "while true do "
     "local first = redis.call('ZRANGE', q, 0, 0)[1] "
@@ -109,7 +116,7 @@ constexpr std::string_view k_queue_prelude =
     "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true "
     "end end ";
 // KEYS: lock, counter, queue, lease. ARGV: value, ticket, waiting, lease (us),
-// keep (ms), channel. A waiter joins (ZADD NX keeps its place) and renews its
+// keep (ms). A waiter joins (ZADD NX keeps its place) and renews its
 // lease; a waiter behind a live head tries nothing; one that may go first does
 // the SETNX (and INCR) of k_set_if_absent_fenced_script and leaves the queue
 // when it sets. If it dropped a dead head while the lock is free, the new head
@@ -126,7 +133,7 @@ const std::string k_set_if_absent_queued_script =
     "local h = head(KEYS[3], KEYS[4]) "
     "if h and h ~= ticket then "
     "local current = redis.call('GET', KEYS[1]) "
-    "if pruned and not current then redis.pcall('PUBLISH', ARGV[6], h) end "
+    "if pruned and not current then turn(h) end "
     "return {0, current} end "
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return {1, redis.call('GET', KEYS[1])} end "
     "local token = redis.pcall('INCR', KEYS[2]) "
@@ -134,15 +141,16 @@ const std::string k_set_if_absent_queued_script =
     "redis.call('ZREM', KEYS[3], ticket) redis.call('ZREM', KEYS[4], ticket) "
     "return {2, token}";
 // KEYS: lock, counter, queue, lease. ARGV: expected, token, channel. As
-// k_compare_and_delete_fenced_script, but the wake-up names the first live
-// waiter; with none queued it says '1', which wakes every watcher (waiters of
-// older versions, which are not queued).
+// k_compare_and_delete_fenced_script, but the wake-up goes to the first live
+// waiter alone; with none queued, '1' on the key's channel wakes every watcher
+// (waiters of older versions, which are not queued).
 const std::string k_compare_and_delete_queued_script =
     std::string(k_queue_prelude) +
     "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then "
     "redis.call('DEL', KEYS[1]) "
-    "redis.pcall('PUBLISH', ARGV[3], head(KEYS[3], KEYS[4]) or '1') return 1 else return 0 end";
-// KEYS: lock, queue, lease. ARGV: ticket, channel. Leaving while the lock is
+    "local h = head(KEYS[3], KEYS[4]) "
+    "if h then turn(h) else redis.pcall('PUBLISH', ARGV[3], '1') end return 1 else return 0 end";
+// KEYS: lock, queue, lease. ARGV: ticket. Leaving while the lock is
 // free hands the wake-up on to the next live waiter (the leaver may have been
 // the one woken).
 const std::string k_leave_queue_script =
@@ -150,7 +158,7 @@ const std::string k_leave_queue_script =
     "redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('ZREM', KEYS[3], ARGV[1]) "
     "if redis.call('EXISTS', KEYS[1]) == 0 then "
     "local h = head(KEYS[2], KEYS[3]) "
-    "if h then redis.pcall('PUBLISH', ARGV[2], h) end end "
+    "if h then turn(h) end end "
     "return 1";
 // Queue keys of waiters that all died expire this long after the last step.
 constexpr std::int64_t k_queue_keep_ms = 60'000;
@@ -197,6 +205,13 @@ std::string wake_channel(std::string_view key) {
   return channel;
 }
 
+// The channel on which a queued waiter is handed its turn (see k_turn_prefix).
+std::string turn_channel(std::string_view ticket) {
+  std::string channel(k_turn_prefix);
+  channel += ticket;
+  return channel;
+}
+
 // AUTH [USER] PASSWORD, if there is a password.
 std::vector<std::vector<std::string>> auth_setup(const Url& url,
                                                  const std::optional<std::string>& password) {
@@ -218,14 +233,43 @@ std::vector<std::vector<std::string>> auth_setup(const Url& url,
 // resubscribes; while that fails, it waits out its timeout as a poll tick.
 class RedisWatcher final : public Watcher {
  public:
-  RedisWatcher(std::unique_ptr<Connection> connection,
-               std::shared_ptr<std::optional<util::Micros>> cap)
-      : m_connection(std::move(connection)), m_cap(std::move(cap)) {}
+  // `setup` is the connection's (AUTH, SUBSCRIBE to the key's channel, and
+  // to the ticket's turn channel when `ticket` is not empty).
+  RedisWatcher(redis::Endpoint endpoint, std::vector<std::vector<std::string>> setup,
+               std::string ticket, std::shared_ptr<std::optional<util::Micros>> cap)
+      : m_endpoint(std::move(endpoint)),
+        m_setup(std::move(setup)),
+        m_cap(std::move(cap)),
+        m_ticket(std::move(ticket)),
+        m_turn_subscribed(!m_ticket.empty()) {
+    m_connection = connect(m_setup);
+  }
 
-  void only_for(std::string ticket) override { m_ticket = std::move(ticket); }
+  void only_for(std::string ticket) override {
+    if (m_turn_subscribed && ticket == m_ticket) {
+      return;
+    }
+    m_ticket = std::move(ticket);
+    // The turn channel too: a new connection subscribed to both, armed before
+    // the old one goes, and whatever the old one received meanwhile still
+    // counts as a change.
+    // One SUBSCRIBE for both channels: one more command per waiter would be
+    // one more per section (issue 15's count of commands sent).
+    m_setup.back().push_back(turn_channel(m_ticket));
+    m_turn_subscribed = true;
+    auto next = connect(m_setup);
+    if (m_connection->connected() && (m_connection->buffered() || readable(m_connection->fd()))) {
+      m_pending = take();
+    }
+    m_connection = std::move(next);
+  }
 
   WaitResult wait(util::Micros timeout, int interrupt_fd) override {
     const util::Micros deadline = util::mono_now() + std::max(timeout, util::Micros(0));
+    if (m_pending) {
+      m_pending = false;
+      return WaitResult::changed;
+    }
     if (!m_connection->connected()) {
       if (resubscribe(deadline)) {
         return WaitResult::changed;  // a release while we were away went unseen
@@ -267,6 +311,29 @@ class RedisWatcher final : public Watcher {
   }
 
  private:
+  std::unique_ptr<Connection> connect(const std::vector<std::vector<std::string>>& setup) {
+    auto connection = std::make_unique<Connection>(m_endpoint, setup);
+    connection->set_cap(*m_cap);
+    try {
+      connection->ensure_connected();
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::unavailable) {
+        throw;  // a password or certificate problem does not heal by waiting
+      }
+      // The server is away (a restart): the first wait() subscribes again, and
+      // reports `changed` when it does, so nothing published meanwhile is missed.
+      if (util::tracing()) {
+        util::trace("redis: (subscriber) cannot subscribe yet: " + e.reason());
+      }
+    }
+    return connection;
+  }
+
+  static bool readable(int fd) {
+    pollfd one{fd, POLLIN, 0};
+    return fd >= 0 && ::poll(&one, 1, 0) > 0;
+  }
+
   // True if a message came, or the connection broke (the caller looks again).
   bool take() {
     try {
@@ -301,8 +368,19 @@ class RedisWatcher final : public Watcher {
 
   // A wake-up that names another queued waiter's ticket is not ours; '1' (a
   // DEL, a release with nobody queued, an older client) is everybody's, and so
-  // is anything that is not a message (a subscription confirmed again).
+  // is anything that is not a message (a subscription confirmed again), but
+  // the confirmation of our turn channel: the setup's one SUBSCRIBE for two
+  // channels reads the first confirmation, which arms both (the server
+  // subscribes to every channel of the command before it answers), and leaves
+  // the second one to us.
   bool for_us(const redisReply& reply) const {
+    if (m_turn_subscribed && reply.type == REDIS_REPLY_ARRAY && reply.elements == 3 &&
+        reply.element[0]->type == REDIS_REPLY_STRING &&
+        std::string_view(reply.element[0]->str, reply.element[0]->len) == "subscribe" &&
+        reply.element[1]->type == REDIS_REPLY_STRING &&
+        std::string_view(reply.element[1]->str, reply.element[1]->len) == turn_channel(m_ticket)) {
+      return false;
+    }
     if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 3 ||
         reply.element[0]->type != REDIS_REPLY_STRING ||
         std::string_view(reply.element[0]->str, reply.element[0]->len) != "message" ||
@@ -313,9 +391,13 @@ class RedisWatcher final : public Watcher {
     return payload == "1" || payload == m_ticket;
   }
 
-  std::unique_ptr<Connection> m_connection;
+  redis::Endpoint m_endpoint;
+  std::vector<std::vector<std::string>> m_setup;
   std::shared_ptr<std::optional<util::Micros>> m_cap;
-  std::string m_ticket;  // empty: every message wakes us
+  std::unique_ptr<Connection> m_connection;
+  std::string m_ticket;            // empty: every message wakes us
+  bool m_turn_subscribed = false;  // subscribed to m_ticket's turn channel
+  bool m_pending = false;          // a change seen before the last reconnect
 };
 
 std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
@@ -756,7 +838,7 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
       throw Error(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)");
     }
     reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
-                    ticket, waiting ? "1" : "0", lease_us, keep, channel},
+                    ticket, waiting ? "1" : "0", lease_us, keep},
                    key},
                   confirmed, acknowledged);
   } catch (const Error& e) {
@@ -814,10 +896,9 @@ bool RedisStore::compare_and_delete_queued(std::string_view key, std::string_vie
 
 void RedisStore::leave_queue(std::string_view key, std::string_view queue,
                              std::string_view ticket) {
-  const std::string channel = wake_channel(key);
   const std::string leases = lease_key(queue);
   try {
-    run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket, channel}, key});
+    run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket}, key});
   } catch (const Error& e) {
     if (!migrating(e) && !queue_forbidden(e)) {
       throw;
@@ -832,28 +913,26 @@ util::Micros RedisStore::now() {
 }
 
 std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
+  return subscribe(key, {});
+}
+
+std::unique_ptr<Watcher> RedisStore::watch_queued(std::string_view key, std::string ticket) {
+  return subscribe(key, std::move(ticket));
+}
+
+std::unique_ptr<Watcher> RedisStore::subscribe(std::string_view key, std::string ticket) {
   // A second connection, opened only now that a waiter actually waits: a
   // subscribed connection can run no other command. Pub/sub ignores the db,
   // so it needs no SELECT. SUBSCRIBE is part of its setup, so every
   // reconnect subscribes again; reading the confirmation is what arms the
   // watch: once the server has answered, every later PUBLISH reaches us.
+  // A queued waiter subscribes to its turn channel too, in the same command.
   auto setup = auth_setup(m_url, m_password);
   setup.push_back({"SUBSCRIBE", wake_channel(key)});
-  auto connection = std::make_unique<Connection>(*m_endpoint, std::move(setup));
-  connection->set_cap(*m_cap);
-  try {
-    connection->ensure_connected();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::unavailable) {
-      throw;  // a password or certificate problem does not heal by waiting
-    }
-    // The server is away (a restart): the first wait() subscribes again, and
-    // reports `changed` when it does, so nothing published meanwhile is missed.
-    if (util::tracing()) {
-      util::trace("redis: (subscriber) cannot subscribe yet: " + e.reason());
-    }
+  if (!ticket.empty()) {
+    setup.back().push_back(turn_channel(ticket));  // one command (see RedisWatcher::for_us)
   }
-  return std::make_unique<RedisWatcher>(std::move(connection), m_cap);
+  return std::make_unique<RedisWatcher>(*m_endpoint, std::move(setup), std::move(ticket), m_cap);
 }
 
 }  // namespace nxlock::store

@@ -52,9 +52,14 @@ class RedisStore final : public Store {
   void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
+  std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
 
  private:
+  // A subscriber connection on key's wake channel, and on the ticket's turn
+  // channel when there is one.
+  std::unique_ptr<Watcher> subscribe(std::string_view key, std::string ticket);
+
   Url m_url;
   std::shared_ptr<const redis::Endpoint> m_endpoint;
   std::optional<std::string> m_password;
