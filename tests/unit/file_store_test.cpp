@@ -756,30 +756,6 @@ TEST_F(FileStoreTest, TwoWatchersAtOnceBothWake) {
   EXPECT_EQ(two->wait(2s, -1), WaitResult::changed);
 }
 
-// A bucket is replaced by swapping the new record in (RENAME_EXCHANGE) and
-// unlinking the old one: whatever way, no second name or temporary file stays,
-// and a watcher sees the replacement.
-TEST_F(FileStoreTest, ReplacingABucketLeavesOneNameAndWakesItsWatchers) {
-  FileStore store(store_path(), {});
-  store.set("k", "v");
-  struct stat old_bucket {};
-  ASSERT_EQ(::stat(bucket_path("k").c_str(), &old_bucket), 0);
-  const util::UniqueFd old_fd(::open(bucket_path("k").c_str(), O_RDONLY | O_CLOEXEC));
-  ASSERT_TRUE(old_fd);
-  const auto watcher = store.watch("k");
-  store.set("k", "w");
-  EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
-  EXPECT_EQ(store.get("k"), "w");
-  struct stat replaced {};
-  ASSERT_EQ(::fstat(old_fd.get(), &replaced), 0);
-  EXPECT_EQ(replaced.st_nlink, 0u);  // the old record is gone, not left at another name
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(stripe_path("k"))) {
-    names.push_back(entry.path().filename().string());
-  }
-  EXPECT_EQ(names, std::vector<std::string>{fnv1a64_hex("k")});
-}
-
 // ---- many processes, crashes ------------------------------------------------------
 
 TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
