@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <memory>
 
@@ -26,6 +25,19 @@ std::string join(const std::vector<std::string>& words) {
 
 // The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
 constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
+
+// `seconds` (finite, 0 to k_max_hold: checked by --hold) in microseconds, rounded up.
+// Not std::ceil: it was nxlock's only use of libm, and loading libm.so cost every
+// invocation 27 k instructions and 6 page faults (BENCHMARKS.md).
+util::Micros ceil_micros(double seconds) {
+  const double micros = seconds * 1e6;
+  // Truncation is exact below 2^63 (2^40 s is 1.1e18 µs) and rounds toward zero.
+  auto whole = static_cast<std::int64_t>(micros);
+  if (static_cast<double>(whole) < micros) {
+    ++whole;
+  }
+  return util::Micros(whole);
+}
 
 run::OnLost parse_on_lost(const std::string& text) {
   if (text == "kill") {
@@ -133,7 +145,7 @@ Runner setup_run_locked(CLI::App& sub) {
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
     options.inherit_credentials = args->inherit_credentials;
-    options.hold = util::Micros(static_cast<std::int64_t>(std::ceil(args->hold * 1e6)));
+    options.hold = ceil_micros(args->hold);
     // On the clock that made the lock decision (Redis TIME unless --clock local),
     // read after the lock was taken: the hold counts from no earlier than that.
     options.acquired_at = cli_lock.clock().now();
