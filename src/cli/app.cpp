@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/fast_path.hpp"
 #include "store/make_store.hpp"
 #include "util/trace.hpp"
 
@@ -334,16 +336,14 @@ std::vector<std::string> split_child_command(const CLI::App& run_locked, int com
   return child;
 }
 
-int run(int argc, char** argv) {
-  // A server that goes away must be an error message, not a silent SIGPIPE death.
-  signal(SIGPIPE, SIG_IGN);
+std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, ParsedArgs& parsed,
+                                    Runner& runner) {
   // What may_name() looks at, for as long as this run() builds and parses options.
   g_parsed = {argc, argv};
   struct Unset {
     ~Unset() { g_parsed = {}; }
   } unset_parsed;
 
-  Context context;
   GlobalOptions& g = context.globals;
   CLI::App app{
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
@@ -377,7 +377,6 @@ int run(int argc, char** argv) {
     return k_exit_usage;
   }
 
-  Runner runner;
   CLI::App* run_locked = nullptr;
   for (const Command& command : k_commands) {
     if (known && named != command.name) {
@@ -391,8 +390,15 @@ int run(int argc, char** argv) {
       run_locked = sub;
     }
     sub->footer(std::string("Example:\n  ") + command.example);
-    auto setup_runner = command.setup(*sub);
-    sub->callback([&runner, setup_runner] { runner = setup_runner; });
+    // `parsed` ends up holding the arguments of the command parsed, whichever
+    // were set up: the callback runs for that one only.
+    ParsedArgs own;
+    auto setup_runner = command.setup(*sub, own);
+    sub->callback([&runner, &parsed, setup_runner, own, name = command.name] {
+      runner = setup_runner;
+      parsed = own;
+      parsed.command = name;
+    });
   }
 
   try {
@@ -408,7 +414,22 @@ int run(int argc, char** argv) {
     context.out.flush(k_exit_usage);
     return k_exit_usage;
   }
+  return std::nullopt;
+}
 
+int run(int argc, char** argv) {
+  // A server that goes away must be an error message, not a silent SIGPIPE death.
+  signal(SIGPIPE, SIG_IGN);
+  Context context;
+  ParsedArgs parsed;
+  Runner runner;
+  if (auto fast = parse_fast(argc, argv, context.globals, parsed, context.child_command)) {
+    runner = std::move(*fast);
+  } else if (const auto status = parse_with_cli11(argc, argv, context, parsed, runner)) {
+    return *status;
+  }
+
+  const GlobalOptions& g = context.globals;
   context.out.json = g.json;
   context.out.quiet = g.quiet;
   if (g.verbose) {

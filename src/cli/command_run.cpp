@@ -71,18 +71,9 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
 
 }  // namespace
 
-Runner setup_run_locked(CLI::App& sub) {
-  struct Args {
-    std::string key;
-    LockArgs lock;
-    bool no_renew = false;
-    bool inherit_credentials = false;
-    std::string on_lost = "term";
-    double kill_after = 10;
-    double hold = 0;
-    std::vector<std::string> help_only_command;
-  };
-  auto args = std::make_shared<Args>();
+Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
+  parsed.run = std::make_shared<RunLockedArgs>();
+  const auto& args = parsed.run;
   add_lock_options(sub, args->lock);
   // Each seldom-used option only if the command line may name it (may_name()).
   if (may_name("renew")) {
@@ -123,7 +114,10 @@ Runner setup_run_locked(CLI::App& sub) {
   }
   // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
   // nothing after KEY is ever taken for an option of ours.
+  return run_locked_runner(args);
+}
 
+Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
   return [args](Context& ctx) {
     const std::vector<std::string>& command = ctx.child_command;
     if (command.empty()) {

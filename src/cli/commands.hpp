@@ -5,8 +5,12 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/context.hpp"
 
@@ -14,28 +18,6 @@ namespace nxlock::cli {
 
 // Runs a parsed command and returns its exit status; throws util::Error.
 using Runner = std::function<int(Context&)>;
-
-struct Command {
-  const char* name;
-  const char* summary;
-  const char* example;
-  // Adds the command's options and arguments to `sub`; the runner reads them.
-  Runner (*setup)(CLI::App& sub);
-};
-
-// Every command, in the order `nxlock --help` lists them.
-std::span<const Command> command_table();
-
-// One setup per command (commands_kv.cpp, commands_lock.cpp, command_run.cpp).
-Runner setup_setnx(CLI::App& sub);
-Runner setup_get(CLI::App& sub);
-Runner setup_getset(CLI::App& sub);
-Runner setup_del(CLI::App& sub);
-Runner setup_lock(CLI::App& sub);
-Runner setup_unlock(CLI::App& sub);
-Runner setup_renew(CLI::App& sub);
-Runner setup_status(CLI::App& sub);
-Runner setup_run_locked(CLI::App& sub);
 
 // Options shared by lock and run-locked.
 struct LockArgs {
@@ -45,6 +27,69 @@ struct LockArgs {
   int conflict_exit = 75;
   std::string clock = "server";
 };
+
+// setnx, get, getset: KEY and (setnx, getset) VALUE.
+struct KeyValueArgs {
+  std::string key;
+  std::string value;
+};
+
+// run-locked's options and KEY (its COMMAND is Context::child_command).
+struct RunLockedArgs {
+  std::string key;
+  LockArgs lock;
+  bool no_renew = false;
+  bool inherit_credentials = false;
+  std::string on_lost = "term";
+  double kill_after = 10;
+  double hold = 0;
+  std::vector<std::string> help_only_command;  // bound for --help only
+};
+
+// The arguments of the commands that have a fast path (fast_path.hpp), so that
+// CLI11 and the fast path fill the same structure. `command` is the name of
+// the command parsed; `kv` or `run` is set for those commands, else null.
+struct ParsedArgs {
+  std::string command;
+  std::shared_ptr<KeyValueArgs> kv;
+  std::shared_ptr<RunLockedArgs> run;
+};
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* example;
+  // Adds the command's options and arguments to `sub`, bound to `parsed` for
+  // the commands with a fast path; the runner reads them.
+  Runner (*setup)(CLI::App& sub, ParsedArgs& parsed);
+};
+
+// Parses argv with CLI11 into `context` (its globals and child_command),
+// `parsed` and `runner`. Returns the exit status if the invocation ends here:
+// help or --version printed (0), a usage error reported (64).
+std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, ParsedArgs& parsed,
+                                    Runner& runner);
+
+// Every command, in the order `nxlock --help` lists them.
+std::span<const Command> command_table();
+
+// One setup per command (commands_kv.cpp, commands_lock.cpp, command_run.cpp).
+Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_get(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_getset(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_del(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_lock(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_unlock(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_renew(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_status(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed);
+
+// The runners of the commands with a fast path, given their arguments.
+Runner setnx_runner(std::shared_ptr<KeyValueArgs> args);
+Runner get_runner(std::shared_ptr<KeyValueArgs> args);
+Runner getset_runner(std::shared_ptr<KeyValueArgs> args);
+Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args);
+
 void add_lock_options(CLI::App& sub, LockArgs& args);
 
 // Durations (--wait, --timeout, --kill-after) are at most this many seconds

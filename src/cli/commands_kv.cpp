@@ -7,24 +7,23 @@
 namespace nxlock::cli {
 
 namespace {
-struct KeyValue {
-  std::string key;
-  std::string value;
-};
-
-std::shared_ptr<KeyValue> add_key_value(CLI::App& sub, bool with_value) {
-  auto args = std::make_shared<KeyValue>();
-  sub.add_option("KEY", args->key, "The key (use -- before one that starts with '-')")
-      ->required();
+// Binds KEY (and VALUE) of `sub` to a new KeyValueArgs, which `parsed` keeps.
+std::shared_ptr<KeyValueArgs> add_key_value(CLI::App& sub, ParsedArgs& parsed, bool with_value) {
+  parsed.kv = std::make_shared<KeyValueArgs>();
+  KeyValueArgs& args = *parsed.kv;
+  sub.add_option("KEY", args.key, "The key (use -- before one that starts with '-')")->required();
   if (with_value) {
-    sub.add_option("VALUE", args->value, "The value")->required();
+    sub.add_option("VALUE", args.value, "The value")->required();
   }
-  return args;
+  return parsed.kv;
 }
 }  // namespace
 
-Runner setup_setnx(CLI::App& sub) {
-  auto args = add_key_value(sub, true);
+Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed) {
+  return setnx_runner(add_key_value(sub, parsed, true));
+}
+
+Runner setnx_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
     const bool set = ctx.store().set_if_absent(key, args->value);
@@ -35,8 +34,11 @@ Runner setup_setnx(CLI::App& sub) {
   };
 }
 
-Runner setup_get(CLI::App& sub) {
-  auto args = add_key_value(sub, false);
+Runner setup_get(CLI::App& sub, ParsedArgs& parsed) {
+  return get_runner(add_key_value(sub, parsed, false));
+}
+
+Runner get_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
     const auto value = ctx.store().get(key);
@@ -51,8 +53,11 @@ Runner setup_get(CLI::App& sub) {
   };
 }
 
-Runner setup_getset(CLI::App& sub) {
-  auto args = add_key_value(sub, true);
+Runner setup_getset(CLI::App& sub, ParsedArgs& parsed) {
+  return getset_runner(add_key_value(sub, parsed, true));
+}
+
+Runner getset_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
     const auto old = ctx.store().get_and_set(key, args->value);
@@ -67,7 +72,7 @@ Runner setup_getset(CLI::App& sub) {
   };
 }
 
-Runner setup_del(CLI::App& sub) {
+Runner setup_del(CLI::App& sub, ParsedArgs& /*parsed*/) {
   auto keys = std::make_shared<std::vector<std::string>>();
   sub.add_option("KEY", *keys, "The keys to delete")->required();
   return [keys](Context& ctx) {

@@ -215,7 +215,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   return {std::nullopt, args.conflict_exit};
 }
 
-Runner setup_lock(CLI::App& sub) {
+Runner setup_lock(CLI::App& sub, ParsedArgs& /*parsed*/) {
   struct Args {
     std::string key;
     LockArgs lock;
@@ -248,7 +248,7 @@ Runner setup_lock(CLI::App& sub) {
   };
 }
 
-Runner setup_unlock(CLI::App& sub) {
+Runner setup_unlock(CLI::App& sub, ParsedArgs& /*parsed*/) {
   struct Args {
     std::string key;
     std::string value;
@@ -297,7 +297,7 @@ Runner setup_unlock(CLI::App& sub) {
   };
 }
 
-Runner setup_renew(CLI::App& sub) {
+Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
   struct Args {
     std::string key;
     std::string value;
@@ -333,7 +333,7 @@ Runner setup_renew(CLI::App& sub) {
   };
 }
 
-Runner setup_status(CLI::App& sub) {
+Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
   struct Args {
     std::string key;
     std::string clock = "server";
