@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -343,6 +342,10 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
   struct Unset {
     ~Unset() { g_parsed = {}; }
   } unset_parsed;
+
+  // The standard streams, for CLI11 alone: see cli/cli11.hpp. Constructed on
+  // first use and kept to the end, so that its output is flushed at exit.
+  static const std::ios_base::Init k_streams;
 
   GlobalOptions& g = context.globals;
   CLI::App app{

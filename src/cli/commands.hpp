@@ -2,7 +2,7 @@
 // Help, the man page and the completions are checked against it by the tests.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 
 #include <functional>
 #include <memory>
