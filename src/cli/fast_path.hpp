@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/context.hpp"
 
 namespace nxlock::cli {

@@ -1,0 +1,61 @@
+// What the commands with a fast path are given, apart from CLI11: their
+// arguments, as parsed, and their runners. Free of CLI11, whose headers cost
+// every translation unit that includes them a static initialiser (fast_path.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/context.hpp"
+
+namespace nxlock::cli {
+
+// Runs a parsed command and returns its exit status; throws util::Error.
+using Runner = std::function<int(Context&)>;
+
+// Options shared by lock and run-locked.
+struct LockArgs {
+  std::int64_t ttl = 60;
+  bool nonblock = false;
+  double wait = -1;  // seconds; negative: wait forever
+  int conflict_exit = 75;
+  std::string clock = "server";
+};
+
+// setnx, get, getset: KEY and (setnx, getset) VALUE.
+struct KeyValueArgs {
+  std::string key;
+  std::string value;
+};
+
+// run-locked's options and KEY (its COMMAND is Context::child_command).
+struct RunLockedArgs {
+  std::string key;
+  LockArgs lock;
+  bool no_renew = false;
+  bool inherit_credentials = false;
+  std::string on_lost = "term";
+  double kill_after = 10;
+  double hold = 0;
+  std::vector<std::string> help_only_command;  // bound for --help only
+};
+
+// The arguments of the commands that have a fast path (fast_path.hpp), so that
+// CLI11 and the fast path fill the same structure. `command` is the name of
+// the command parsed; `kv` or `run` is set for those commands, else null.
+struct ParsedArgs {
+  std::string command;
+  std::shared_ptr<KeyValueArgs> kv;
+  std::shared_ptr<RunLockedArgs> run;
+};
+
+// The runners of the commands with a fast path, given their arguments.
+Runner setnx_runner(std::shared_ptr<KeyValueArgs> args);
+Runner get_runner(std::shared_ptr<KeyValueArgs> args);
+Runner getset_runner(std::shared_ptr<KeyValueArgs> args);
+Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args);
+
+}  // namespace nxlock::cli
