@@ -46,7 +46,7 @@ Runner setup_renew(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_status(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed);
 
-
+// Adds the options shared by lock and run-locked (LockArgs).
 void add_lock_options(CLI::App& sub, LockArgs& args);
 
 // Durations (--wait, --timeout, --kill-after) are at most this many seconds
