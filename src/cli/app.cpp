@@ -199,6 +199,92 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
+// The options and operands of the commands with a fast path, here with the
+// rest of CLI11's set-up: CLI11's headers cost each translation unit that
+// includes them a static initialiser (command_args.hpp). Their runners are in
+// commands_kv.cpp and command_run.cpp.
+
+namespace {
+// Binds KEY (and VALUE) of `sub` to a new KeyValueArgs, which `parsed` keeps.
+std::shared_ptr<KeyValueArgs> add_key_value(CLI::App& sub, ParsedArgs& parsed, bool with_value) {
+  parsed.kv = std::make_shared<KeyValueArgs>();
+  KeyValueArgs& args = *parsed.kv;
+  sub.add_option("KEY", args.key, "The key (use -- before one that starts with '-')")->required();
+  if (with_value) {
+    sub.add_option("VALUE", args.value, "The value")->required();
+  }
+  return parsed.kv;
+}
+
+// The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
+constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
+
+}  // namespace
+
+Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed) {
+  return setnx_runner(add_key_value(sub, parsed, true));
+}
+
+Runner setup_get(CLI::App& sub, ParsedArgs& parsed) {
+  return get_runner(add_key_value(sub, parsed, false));
+}
+
+Runner setup_getset(CLI::App& sub, ParsedArgs& parsed) {
+  return getset_runner(add_key_value(sub, parsed, true));
+}
+
+Runner setup_del(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto keys = std::make_shared<std::vector<std::string>>();
+  sub.add_option("KEY", *keys, "The keys to delete")->required();
+  return del_runner(keys);
+}
+
+Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
+  parsed.run = std::make_shared<RunLockedArgs>();
+  const auto& args = parsed.run;
+  add_lock_options(sub, args->lock);
+  // Each seldom-used option only if the command line may name it (may_name()).
+  if (may_name("renew")) {
+    sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
+  }
+  if (may_name("inherit")) {
+    sub.add_flag("--inherit-credentials", args->inherit_credentials,
+                 "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
+                 "COMMAND's environment (removed by default)");
+  }
+  if (may_name("on-lost")) {
+    sub.add_option("--on-lost", args->on_lost,
+                   "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
+        ->check(CLI::IsMember({"term", "kill", "ignore"}))
+        ->capture_default_str();
+  }
+  if (may_name("kill-after")) {
+    sub.add_option("--kill-after", args->kill_after,
+                   "Seconds between SIGTERM and SIGKILL when the lock is lost")
+        ->check(duration_check(0, k_max_duration_seconds))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  if (may_name("hold")) {
+    sub.add_option("--hold", args->hold,
+                   "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
+                   "the same crontab line on many hosts then runs once per tick (a bit longer "
+                   "than clock skew + cron's start jitter, shorter than the period)")
+        ->check(duration_check(0, k_max_hold))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
+  // Only for --help: the command line is split off before CLI11 sees it.
+  if (may_name("help")) {
+    sub.add_option("COMMAND", args->help_only_command,
+                   "The command to run (no shell) and its arguments, passed untouched");
+  }
+  // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
+  // nothing after KEY is ever taken for an option of ours.
+  return run_locked_runner(args);
+}
+
 // The global options, on the app: each command falls through to them. -u
 // always; those of k_backend_option_words only if `backend_options` (see
 // needs_backend_options()).

@@ -56,6 +56,7 @@ struct ParsedArgs {
 Runner setnx_runner(std::shared_ptr<KeyValueArgs> args);
 Runner get_runner(std::shared_ptr<KeyValueArgs> args);
 Runner getset_runner(std::shared_ptr<KeyValueArgs> args);
+Runner del_runner(std::shared_ptr<std::vector<std::string>> keys);
 Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args);
 
 }  // namespace nxlock::cli

@@ -23,10 +23,7 @@ std::string join(const std::vector<std::string>& words) {
   return text;
 }
 
-// The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
-constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
-
-// `seconds` (finite, 0 to k_max_hold: checked by --hold) in microseconds, rounded up.
+// `seconds` (finite, 0 to 2^40: checked by --hold) in microseconds, rounded up.
 // Not std::ceil: it was nxlock's only use of libm, and loading libm.so cost every
 // invocation 27 k instructions and 6 page faults (BENCHMARKS.md).
 util::Micros ceil_micros(double seconds) {
@@ -70,52 +67,6 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
 }
 
 }  // namespace
-
-Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
-  parsed.run = std::make_shared<RunLockedArgs>();
-  const auto& args = parsed.run;
-  add_lock_options(sub, args->lock);
-  // Each seldom-used option only if the command line may name it (may_name()).
-  if (may_name("renew")) {
-    sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
-  }
-  if (may_name("inherit")) {
-    sub.add_flag("--inherit-credentials", args->inherit_credentials,
-                 "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
-                 "COMMAND's environment (removed by default)");
-  }
-  if (may_name("on-lost")) {
-    sub.add_option("--on-lost", args->on_lost,
-                   "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
-        ->check(CLI::IsMember({"term", "kill", "ignore"}))
-        ->capture_default_str();
-  }
-  if (may_name("kill-after")) {
-    sub.add_option("--kill-after", args->kill_after,
-                   "Seconds between SIGTERM and SIGKILL when the lock is lost")
-        ->check(duration_check(0, k_max_duration_seconds))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  if (may_name("hold")) {
-    sub.add_option("--hold", args->hold,
-                   "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
-                   "the same crontab line on many hosts then runs once per tick (a bit longer "
-                   "than clock skew + cron's start jitter, shorter than the period)")
-        ->check(duration_check(0, k_max_hold))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
-  // Only for --help: the command line is split off before CLI11 sees it.
-  if (may_name("help")) {
-    sub.add_option("COMMAND", args->help_only_command,
-                   "The command to run (no shell) and its arguments, passed untouched");
-  }
-  // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
-  // nothing after KEY is ever taken for an option of ours.
-  return run_locked_runner(args);
-}
 
 Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
   return [args](Context& ctx) {

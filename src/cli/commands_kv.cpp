@@ -1,27 +1,12 @@
 // setnx, get, getset, del: one Store call each, with the Redis commands' semantics.
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/exit_status.hpp"
 
 namespace nxlock::cli {
-
-namespace {
-// Binds KEY (and VALUE) of `sub` to a new KeyValueArgs, which `parsed` keeps.
-std::shared_ptr<KeyValueArgs> add_key_value(CLI::App& sub, ParsedArgs& parsed, bool with_value) {
-  parsed.kv = std::make_shared<KeyValueArgs>();
-  KeyValueArgs& args = *parsed.kv;
-  sub.add_option("KEY", args.key, "The key (use -- before one that starts with '-')")->required();
-  if (with_value) {
-    sub.add_option("VALUE", args.value, "The value")->required();
-  }
-  return parsed.kv;
-}
-}  // namespace
-
-Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed) {
-  return setnx_runner(add_key_value(sub, parsed, true));
-}
 
 Runner setnx_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
@@ -32,10 +17,6 @@ Runner setnx_runner(std::shared_ptr<KeyValueArgs> args) {
     ctx.out.field("set", set);
     return set ? k_exit_ok : k_exit_no;
   };
-}
-
-Runner setup_get(CLI::App& sub, ParsedArgs& parsed) {
-  return get_runner(add_key_value(sub, parsed, false));
 }
 
 Runner get_runner(std::shared_ptr<KeyValueArgs> args) {
@@ -53,10 +34,6 @@ Runner get_runner(std::shared_ptr<KeyValueArgs> args) {
   };
 }
 
-Runner setup_getset(CLI::App& sub, ParsedArgs& parsed) {
-  return getset_runner(add_key_value(sub, parsed, true));
-}
-
 Runner getset_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
@@ -72,9 +49,7 @@ Runner getset_runner(std::shared_ptr<KeyValueArgs> args) {
   };
 }
 
-Runner setup_del(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto keys = std::make_shared<std::vector<std::string>>();
-  sub.add_option("KEY", *keys, "The keys to delete")->required();
+Runner del_runner(std::shared_ptr<std::vector<std::string>> keys) {
   return [keys](Context& ctx) {
     std::vector<std::string> full;
     full.reserve(keys->size());

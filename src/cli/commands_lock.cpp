@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/acquire.hpp"
+#include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "util/escape.hpp"
 #include "util/process.hpp"
