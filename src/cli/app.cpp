@@ -199,10 +199,10 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
-// The options and operands of the commands with a fast path, here with the
-// rest of CLI11's set-up: CLI11's headers cost each translation unit that
-// includes them a static initialiser (command_args.hpp). Their runners are in
-// commands_kv.cpp and command_run.cpp.
+// Every command's options and operands, here with the rest of CLI11's set-up:
+// CLI11's headers cost each translation unit that includes them a static
+// initialiser (command_args.hpp). The runners are in commands_kv.cpp,
+// command_run.cpp and commands_lock.cpp.
 
 namespace {
 // Binds KEY (and VALUE) of `sub` to a new KeyValueArgs, which `parsed` keeps.
@@ -283,6 +283,41 @@ Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
   // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
   // nothing after KEY is ever taken for an option of ours.
   return run_locked_runner(args);
+}
+
+Runner setup_lock(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<LockCommandArgs>();
+  add_lock_options(sub, args->lock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  return lock_runner(args);
+}
+
+Runner setup_unlock(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<UnlockArgs>();
+  auto* force = sub.add_flag("-f,--force", args->force, "Delete whatever the key holds");
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
+  return unlock_runner(args);
+}
+
+Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<RenewArgs>();
+  sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
+  return renew_runner(args);
+}
+
+Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<StatusArgs>();
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  return status_runner(args);
 }
 
 // The global options, on the app: each command falls through to them. -u

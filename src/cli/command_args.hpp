@@ -1,6 +1,6 @@
-// What the commands with a fast path are given, apart from CLI11: their
-// arguments, as parsed, and their runners. Free of CLI11, whose headers cost
-// every translation unit that includes them a static initialiser (fast_path.hpp).
+// What the commands are given, apart from CLI11: their arguments, as parsed,
+// and their runners. Free of CLI11, whose headers cost every translation unit
+// that includes them a static initialiser (its validators; BENCHMARKS.md).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,34 @@ struct RunLockedArgs {
   std::vector<std::string> help_only_command;  // bound for --help only
 };
 
+// lock: KEY and the options shared with run-locked.
+struct LockCommandArgs {
+  std::string key;
+  LockArgs lock;
+};
+
+// unlock: KEY, VALUE, --force, --clock.
+struct UnlockArgs {
+  std::string key;
+  std::string value;
+  bool force = false;
+  std::string clock = "server";
+};
+
+// renew: KEY, VALUE, --ttl, --clock.
+struct RenewArgs {
+  std::string key;
+  std::string value;
+  std::int64_t ttl = 60;
+  std::string clock = "server";
+};
+
+// status: KEY, --clock.
+struct StatusArgs {
+  std::string key;
+  std::string clock = "server";
+};
+
 // The arguments of the commands that have a fast path (fast_path.hpp), so that
 // CLI11 and the fast path fill the same structure. `command` is the name of
 // the command parsed; `kv` or `run` is set for those commands, else null.
@@ -58,5 +86,11 @@ Runner get_runner(std::shared_ptr<KeyValueArgs> args);
 Runner getset_runner(std::shared_ptr<KeyValueArgs> args);
 Runner del_runner(std::shared_ptr<std::vector<std::string>> keys);
 Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args);
+
+// The runners of the other commands (commands_lock.cpp).
+Runner lock_runner(std::shared_ptr<LockCommandArgs> args);
+Runner unlock_runner(std::shared_ptr<UnlockArgs> args);
+Runner renew_runner(std::shared_ptr<RenewArgs> args);
+Runner status_runner(std::shared_ptr<StatusArgs> args);
 
 }  // namespace nxlock::cli

@@ -35,9 +35,8 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
 // Every command, in the order `nxlock --help` lists them.
 std::span<const Command> command_table();
 
-// One setup per command: app.cpp for setnx, get, getset, del and run-locked
-// (their runners are in commands_kv.cpp and command_run.cpp), commands_lock.cpp
-// for the others.
+// One setup per command, all in app.cpp (the runners are in commands_kv.cpp,
+// commands_lock.cpp and command_run.cpp).
 Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_get(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_getset(CLI::App& sub, ParsedArgs& parsed);
