@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "lock/lock.hpp"
 #include "run/signals.hpp"
 

@@ -9,12 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/fast_path.hpp"
 #include "store/make_store.hpp"
 #include "util/trace.hpp"
 
@@ -198,6 +199,127 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
   add_clock_option(sub, args.clock);
 }
 
+// Every command's options and operands, here with the rest of CLI11's set-up:
+// CLI11's headers cost each translation unit that includes them a static
+// initialiser (command_args.hpp). The runners are in commands_kv.cpp,
+// command_run.cpp and commands_lock.cpp.
+
+namespace {
+// Binds KEY (and VALUE) of `sub` to a new KeyValueArgs, which `parsed` keeps.
+std::shared_ptr<KeyValueArgs> add_key_value(CLI::App& sub, ParsedArgs& parsed, bool with_value) {
+  parsed.kv = std::make_shared<KeyValueArgs>();
+  KeyValueArgs& args = *parsed.kv;
+  sub.add_option("KEY", args.key, "The key (use -- before one that starts with '-')")->required();
+  if (with_value) {
+    sub.add_option("VALUE", args.value, "The value")->required();
+  }
+  return parsed.kv;
+}
+
+// The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
+constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
+
+}  // namespace
+
+Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed) {
+  return setnx_runner(add_key_value(sub, parsed, true));
+}
+
+Runner setup_get(CLI::App& sub, ParsedArgs& parsed) {
+  return get_runner(add_key_value(sub, parsed, false));
+}
+
+Runner setup_getset(CLI::App& sub, ParsedArgs& parsed) {
+  return getset_runner(add_key_value(sub, parsed, true));
+}
+
+Runner setup_del(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto keys = std::make_shared<std::vector<std::string>>();
+  sub.add_option("KEY", *keys, "The keys to delete")->required();
+  return del_runner(keys);
+}
+
+Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
+  parsed.run = std::make_shared<RunLockedArgs>();
+  const auto& args = parsed.run;
+  add_lock_options(sub, args->lock);
+  // Each seldom-used option only if the command line may name it (may_name()).
+  if (may_name("renew")) {
+    sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
+  }
+  if (may_name("inherit")) {
+    sub.add_flag("--inherit-credentials", args->inherit_credentials,
+                 "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
+                 "COMMAND's environment (removed by default)");
+  }
+  if (may_name("on-lost")) {
+    sub.add_option("--on-lost", args->on_lost,
+                   "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
+        ->check(CLI::IsMember({"term", "kill", "ignore"}))
+        ->capture_default_str();
+  }
+  if (may_name("kill-after")) {
+    sub.add_option("--kill-after", args->kill_after,
+                   "Seconds between SIGTERM and SIGKILL when the lock is lost")
+        ->check(duration_check(0, k_max_duration_seconds))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  if (may_name("hold")) {
+    sub.add_option("--hold", args->hold,
+                   "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
+                   "the same crontab line on many hosts then runs once per tick (a bit longer "
+                   "than clock skew + cron's start jitter, shorter than the period)")
+        ->check(duration_check(0, k_max_hold))
+        ->type_name("SECONDS")
+        ->capture_default_str();
+  }
+  sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
+  // Only for --help: the command line is split off before CLI11 sees it.
+  if (may_name("help")) {
+    sub.add_option("COMMAND", args->help_only_command,
+                   "The command to run (no shell) and its arguments, passed untouched");
+  }
+  // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
+  // nothing after KEY is ever taken for an option of ours.
+  return run_locked_runner(args);
+}
+
+Runner setup_lock(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<LockCommandArgs>();
+  add_lock_options(sub, args->lock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  return lock_runner(args);
+}
+
+Runner setup_unlock(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<UnlockArgs>();
+  auto* force = sub.add_flag("-f,--force", args->force, "Delete whatever the key holds");
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
+  return unlock_runner(args);
+}
+
+Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<RenewArgs>();
+  sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
+  return renew_runner(args);
+}
+
+Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<StatusArgs>();
+  add_clock_option(sub, args->clock);
+  sub.add_option("KEY", args->key, "The lock's key")->required();
+  return status_runner(args);
+}
+
 // The global options, on the app: each command falls through to them. -u
 // always; those of k_backend_option_words only if `backend_options` (see
 // needs_backend_options()).
@@ -334,16 +456,18 @@ std::vector<std::string> split_child_command(const CLI::App& run_locked, int com
   return child;
 }
 
-int run(int argc, char** argv) {
-  // A server that goes away must be an error message, not a silent SIGPIPE death.
-  signal(SIGPIPE, SIG_IGN);
+std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, ParsedArgs& parsed,
+                                    Runner& runner) {
   // What may_name() looks at, for as long as this run() builds and parses options.
   g_parsed = {argc, argv};
   struct Unset {
     ~Unset() { g_parsed = {}; }
   } unset_parsed;
 
-  Context context;
+  // The standard streams, for CLI11 alone: see cli/cli11.hpp. Constructed on
+  // first use and kept to the end, so that its output is flushed at exit.
+  static const std::ios_base::Init k_streams;
+
   GlobalOptions& g = context.globals;
   CLI::App app{
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
@@ -377,7 +501,6 @@ int run(int argc, char** argv) {
     return k_exit_usage;
   }
 
-  Runner runner;
   CLI::App* run_locked = nullptr;
   for (const Command& command : k_commands) {
     if (known && named != command.name) {
@@ -391,8 +514,15 @@ int run(int argc, char** argv) {
       run_locked = sub;
     }
     sub->footer(std::string("Example:\n  ") + command.example);
-    auto setup_runner = command.setup(*sub);
-    sub->callback([&runner, setup_runner] { runner = setup_runner; });
+    // `parsed` ends up holding the arguments of the command parsed, whichever
+    // were set up: the callback runs for that one only.
+    ParsedArgs own;
+    auto setup_runner = command.setup(*sub, own);
+    sub->callback([&runner, &parsed, setup_runner, own, name = command.name] {
+      runner = setup_runner;
+      parsed = own;
+      parsed.command = name;
+    });
   }
 
   try {
@@ -408,7 +538,22 @@ int run(int argc, char** argv) {
     context.out.flush(k_exit_usage);
     return k_exit_usage;
   }
+  return std::nullopt;
+}
 
+int run(int argc, char** argv) {
+  // A server that goes away must be an error message, not a silent SIGPIPE death.
+  signal(SIGPIPE, SIG_IGN);
+  Context context;
+  ParsedArgs parsed;
+  Runner runner;
+  if (auto fast = parse_fast(argc, argv, context.globals, parsed, context.child_command)) {
+    runner = std::move(*fast);
+  } else if (const auto status = parse_with_cli11(argc, argv, context, parsed, runner)) {
+    return *status;
+  }
+
+  const GlobalOptions& g = context.globals;
   context.out.json = g.json;
   context.out.quiet = g.quiet;
   if (g.verbose) {

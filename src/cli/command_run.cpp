@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <memory>
 
@@ -24,8 +23,18 @@ std::string join(const std::vector<std::string>& words) {
   return text;
 }
 
-// The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
-constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
+// `seconds` (finite, 0 to 2^40: checked by --hold) in microseconds, rounded up.
+// Not std::ceil: it was nxlock's only use of libm, and loading libm.so cost every
+// invocation 27 k instructions and 6 page faults (BENCHMARKS.md).
+util::Micros ceil_micros(double seconds) {
+  const double micros = seconds * 1e6;
+  // Truncation is exact below 2^63 (2^40 s is 1.1e18 µs) and rounds toward zero.
+  auto whole = static_cast<std::int64_t>(micros);
+  if (static_cast<double>(whole) < micros) {
+    ++whole;
+  }
+  return util::Micros(whole);
+}
 
 run::OnLost parse_on_lost(const std::string& text) {
   if (text == "kill") {
@@ -59,59 +68,7 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
 
 }  // namespace
 
-Runner setup_run_locked(CLI::App& sub) {
-  struct Args {
-    std::string key;
-    LockArgs lock;
-    bool no_renew = false;
-    bool inherit_credentials = false;
-    std::string on_lost = "term";
-    double kill_after = 10;
-    double hold = 0;
-    std::vector<std::string> help_only_command;
-  };
-  auto args = std::make_shared<Args>();
-  add_lock_options(sub, args->lock);
-  // Each seldom-used option only if the command line may name it (may_name()).
-  if (may_name("renew")) {
-    sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
-  }
-  if (may_name("inherit")) {
-    sub.add_flag("--inherit-credentials", args->inherit_credentials,
-                 "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
-                 "COMMAND's environment (removed by default)");
-  }
-  if (may_name("on-lost")) {
-    sub.add_option("--on-lost", args->on_lost,
-                   "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
-        ->check(CLI::IsMember({"term", "kill", "ignore"}))
-        ->capture_default_str();
-  }
-  if (may_name("kill-after")) {
-    sub.add_option("--kill-after", args->kill_after,
-                   "Seconds between SIGTERM and SIGKILL when the lock is lost")
-        ->check(duration_check(0, k_max_duration_seconds))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  if (may_name("hold")) {
-    sub.add_option("--hold", args->hold,
-                   "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
-                   "the same crontab line on many hosts then runs once per tick (a bit longer "
-                   "than clock skew + cron's start jitter, shorter than the period)")
-        ->check(duration_check(0, k_max_hold))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
-  // Only for --help: the command line is split off before CLI11 sees it.
-  if (may_name("help")) {
-    sub.add_option("COMMAND", args->help_only_command,
-                   "The command to run (no shell) and its arguments, passed untouched");
-  }
-  // COMMAND [ARGS...] is split off argv before CLI11 parses (app.cpp), so that
-  // nothing after KEY is ever taken for an option of ours.
-
+Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
   return [args](Context& ctx) {
     const std::vector<std::string>& command = ctx.child_command;
     if (command.empty()) {
@@ -133,7 +90,7 @@ Runner setup_run_locked(CLI::App& sub) {
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
     options.inherit_credentials = args->inherit_credentials;
-    options.hold = util::Micros(static_cast<std::int64_t>(std::ceil(args->hold * 1e6)));
+    options.hold = ceil_micros(args->hold);
     // On the clock that made the lock decision (Redis TIME unless --clock local),
     // read after the lock was taken: the hold counts from no earlier than that.
     options.acquired_at = cli_lock.clock().now();

@@ -2,49 +2,52 @@
 // Help, the man page and the completions are checked against it by the tests.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "cli/command_args.hpp"
 #include "cli/context.hpp"
 
 namespace nxlock::cli {
-
-// Runs a parsed command and returns its exit status; throws util::Error.
-using Runner = std::function<int(Context&)>;
 
 struct Command {
   const char* name;
   const char* summary;
   const char* example;
-  // Adds the command's options and arguments to `sub`; the runner reads them.
-  Runner (*setup)(CLI::App& sub);
+  // Adds the command's options and arguments to `sub`, bound to `parsed` for
+  // the commands with a fast path; the runner reads them.
+  Runner (*setup)(CLI::App& sub, ParsedArgs& parsed);
 };
+
+// Parses argv with CLI11 into `context` (its globals and child_command),
+// `parsed` and `runner`. Returns the exit status if the invocation ends here:
+// help or --version printed (0), a usage error reported (64).
+std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, ParsedArgs& parsed,
+                                    Runner& runner);
 
 // Every command, in the order `nxlock --help` lists them.
 std::span<const Command> command_table();
 
-// One setup per command (commands_kv.cpp, commands_lock.cpp, command_run.cpp).
-Runner setup_setnx(CLI::App& sub);
-Runner setup_get(CLI::App& sub);
-Runner setup_getset(CLI::App& sub);
-Runner setup_del(CLI::App& sub);
-Runner setup_lock(CLI::App& sub);
-Runner setup_unlock(CLI::App& sub);
-Runner setup_renew(CLI::App& sub);
-Runner setup_status(CLI::App& sub);
-Runner setup_run_locked(CLI::App& sub);
+// One setup per command, all in app.cpp (the runners are in commands_kv.cpp,
+// commands_lock.cpp and command_run.cpp).
+Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_get(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_getset(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_del(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_lock(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_unlock(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_renew(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_status(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed);
 
-// Options shared by lock and run-locked.
-struct LockArgs {
-  std::int64_t ttl = 60;
-  bool nonblock = false;
-  double wait = -1;  // seconds; negative: wait forever
-  int conflict_exit = 75;
-  std::string clock = "server";
-};
+// Adds the options shared by lock and run-locked (LockArgs).
 void add_lock_options(CLI::App& sub, LockArgs& args);
 
 // Durations (--wait, --timeout, --kill-after) are at most this many seconds

@@ -1,30 +1,14 @@
 // setnx, get, getset, del: one Store call each, with the Redis commands' semantics.
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/exit_status.hpp"
 
 namespace nxlock::cli {
 
-namespace {
-struct KeyValue {
-  std::string key;
-  std::string value;
-};
-
-std::shared_ptr<KeyValue> add_key_value(CLI::App& sub, bool with_value) {
-  auto args = std::make_shared<KeyValue>();
-  sub.add_option("KEY", args->key, "The key (use -- before one that starts with '-')")
-      ->required();
-  if (with_value) {
-    sub.add_option("VALUE", args->value, "The value")->required();
-  }
-  return args;
-}
-}  // namespace
-
-Runner setup_setnx(CLI::App& sub) {
-  auto args = add_key_value(sub, true);
+Runner setnx_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
     const bool set = ctx.store().set_if_absent(key, args->value);
@@ -35,8 +19,7 @@ Runner setup_setnx(CLI::App& sub) {
   };
 }
 
-Runner setup_get(CLI::App& sub) {
-  auto args = add_key_value(sub, false);
+Runner get_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
     const auto value = ctx.store().get(key);
@@ -51,8 +34,7 @@ Runner setup_get(CLI::App& sub) {
   };
 }
 
-Runner setup_getset(CLI::App& sub) {
-  auto args = add_key_value(sub, true);
+Runner getset_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
     const auto old = ctx.store().get_and_set(key, args->value);
@@ -67,9 +49,7 @@ Runner setup_getset(CLI::App& sub) {
   };
 }
 
-Runner setup_del(CLI::App& sub) {
-  auto keys = std::make_shared<std::vector<std::string>>();
-  sub.add_option("KEY", *keys, "The keys to delete")->required();
+Runner del_runner(std::shared_ptr<std::vector<std::string>> keys) {
   return [keys](Context& ctx) {
     std::vector<std::string> full;
     full.reserve(keys->size());

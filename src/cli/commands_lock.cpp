@@ -215,14 +215,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   return {std::nullopt, args.conflict_exit};
 }
 
-Runner setup_lock(CLI::App& sub) {
-  struct Args {
-    std::string key;
-    LockArgs lock;
-  };
-  auto args = std::make_shared<Args>();
-  add_lock_options(sub, args->lock);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
+Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
   return [args](Context& ctx) {
     CliLock cli_lock(ctx, args->key, args->lock);
     if (!cli_lock.acquire()) {
@@ -248,18 +241,7 @@ Runner setup_lock(CLI::App& sub) {
   };
 }
 
-Runner setup_unlock(CLI::App& sub) {
-  struct Args {
-    std::string key;
-    std::string value;
-    bool force = false;
-    std::string clock = "server";
-  };
-  auto args = std::make_shared<Args>();
-  auto* force = sub.add_flag("-f,--force", args->force, "Delete whatever the key holds");
-  add_clock_option(sub, args->clock);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
+Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
   return [args](Context& ctx) {
     if (!args->force && args->value.empty()) {
       throw util::Error(util::ErrorKind::usage, "unlock",
@@ -297,21 +279,7 @@ Runner setup_unlock(CLI::App& sub) {
   };
 }
 
-Runner setup_renew(CLI::App& sub) {
-  struct Args {
-    std::string key;
-    std::string value;
-    std::int64_t ttl = 60;
-    std::string clock = "server";
-  };
-  auto args = std::make_shared<Args>();
-  sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  add_clock_option(sub, args->clock);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
+Runner renew_runner(std::shared_ptr<RenewArgs> args) {
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
@@ -333,14 +301,7 @@ Runner setup_renew(CLI::App& sub) {
   };
 }
 
-Runner setup_status(CLI::App& sub) {
-  struct Args {
-    std::string key;
-    std::string clock = "server";
-  };
-  auto args = std::make_shared<Args>();
-  add_clock_option(sub, args->clock);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
+Runner status_runner(std::shared_ptr<StatusArgs> args) {
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));

@@ -3,7 +3,9 @@ when argv or the environment may name them (src/cli/app.cpp, may_name):
 every other command line must get the same outcome, word for word, as with all
 options built. An empty NXLOCK_CACERT forces them all to be built and is
 otherwise ignored (CLI11 takes no empty environment value), so each command
-line below runs both ways, each in a store of its own, and the two must agree."""
+line below runs both ways, each in a store of its own, and the two must agree.
+A set option variable also turns the fast path off (src/cli/fast_path.cpp), so
+the plain command lines among them compare it with CLI11 as well."""
 import os
 
 from harness import NxlockTestCase
@@ -54,6 +56,18 @@ COMMAND_LINES = [
     ["nosuchcommand"],
     [],
     ["--version"],
+    # The fast path's command lines (and near misses, which CLI11 parses).
+    ["getset", "k", "y w"],
+    ["setnx", "k", "v"],
+    ["-u", "bogus://x", "setnx", "k", "v"],
+    ["run-locked", "g", "true"],
+    ["run-locked", "--nonblock", "g", "sh", "-c", "exit 4"],
+    ["run-locked", "-n", "g", "--", "false"],
+    ["run-locked", "-n", "g", "/nonexistent/command"],
+    ["run-locked", "-n", "g"],
+    ["run-locked", "-n", "g", "--"],
+    ["setnx", "", "v"],
+    ["get", "-"],
 ]
 
 

@@ -1,0 +1,96 @@
+// What the commands are given, apart from CLI11: their arguments, as parsed,
+// and their runners. Free of CLI11, whose headers cost every translation unit
+// that includes them a static initialiser (its validators; BENCHMARKS.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/context.hpp"
+
+namespace nxlock::cli {
+
+// Runs a parsed command and returns its exit status; throws util::Error.
+using Runner = std::function<int(Context&)>;
+
+// Options shared by lock and run-locked.
+struct LockArgs {
+  std::int64_t ttl = 60;
+  bool nonblock = false;
+  double wait = -1;  // seconds; negative: wait forever
+  int conflict_exit = 75;
+  std::string clock = "server";
+};
+
+// setnx, get, getset: KEY and (setnx, getset) VALUE.
+struct KeyValueArgs {
+  std::string key;
+  std::string value;
+};
+
+// run-locked's options and KEY (its COMMAND is Context::child_command).
+struct RunLockedArgs {
+  std::string key;
+  LockArgs lock;
+  bool no_renew = false;
+  bool inherit_credentials = false;
+  std::string on_lost = "term";
+  double kill_after = 10;
+  double hold = 0;
+  std::vector<std::string> help_only_command;  // bound for --help only
+};
+
+// lock: KEY and the options shared with run-locked.
+struct LockCommandArgs {
+  std::string key;
+  LockArgs lock;
+};
+
+// unlock: KEY, VALUE, --force, --clock.
+struct UnlockArgs {
+  std::string key;
+  std::string value;
+  bool force = false;
+  std::string clock = "server";
+};
+
+// renew: KEY, VALUE, --ttl, --clock.
+struct RenewArgs {
+  std::string key;
+  std::string value;
+  std::int64_t ttl = 60;
+  std::string clock = "server";
+};
+
+// status: KEY, --clock.
+struct StatusArgs {
+  std::string key;
+  std::string clock = "server";
+};
+
+// The arguments of the commands that have a fast path (fast_path.hpp), so that
+// CLI11 and the fast path fill the same structure. `command` is the name of
+// the command parsed; `kv` or `run` is set for those commands, else null.
+struct ParsedArgs {
+  std::string command;
+  std::shared_ptr<KeyValueArgs> kv;
+  std::shared_ptr<RunLockedArgs> run;
+};
+
+// The runners of the commands with a fast path, given their arguments.
+Runner setnx_runner(std::shared_ptr<KeyValueArgs> args);
+Runner get_runner(std::shared_ptr<KeyValueArgs> args);
+Runner getset_runner(std::shared_ptr<KeyValueArgs> args);
+Runner del_runner(std::shared_ptr<std::vector<std::string>> keys);
+Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args);
+
+// The runners of the other commands (commands_lock.cpp).
+Runner lock_runner(std::shared_ptr<LockCommandArgs> args);
+Runner unlock_runner(std::shared_ptr<UnlockArgs> args);
+Runner renew_runner(std::shared_ptr<RenewArgs> args);
+Runner status_runner(std::shared_ptr<StatusArgs> args);
+
+}  // namespace nxlock::cli

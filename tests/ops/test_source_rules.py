@@ -1,0 +1,38 @@
+# Rules about nxlock's own sources that no compiler checks.
+import os
+import re
+import unittest
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
+
+
+def sources():
+    for folder, _, files in os.walk(SRC):
+        for name in files:
+            if name.endswith((".cpp", ".hpp")):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as f:
+                    yield os.path.relpath(path, SRC), f.read()
+
+
+class StandardStreams(unittest.TestCase):
+    def test_nxlock_writes_through_stdio_not_the_standard_streams(self):
+        # cli/cli11.hpp gives CLI11 <iostream>'s declarations without its start-up
+        # initialiser, and parse_with_cli11() builds the streams for CLI11 alone:
+        # a std::cout anywhere else in nxlock would use them unbuilt.
+        found = []
+        for path, text in sources():
+            for number, line in enumerate(text.splitlines(), 1):
+                code = line.split("//", 1)[0]  # comments may name them
+                if re.search(r"\bstd::(cout|cerr|clog|cin|wcout|wcerr)\b", code):
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+    def test_only_cli11_hpp_stands_in_for_iostream(self):
+        including = [path for path, text in sources()
+                     if re.search(r"#\s*include\s*<(iostream|CLI/CLI\.hpp)>", text)]
+        self.assertEqual(including, ["cli/cli11.hpp"])
+
+
+if __name__ == "__main__":
+    unittest.main()
