@@ -250,19 +250,23 @@ class TestReplicas(SharedSentinelTestCase):
         # second or so) runs a 4 s job: renewals fail, are retried, and succeed
         # once it is back, before the lock could expire.
         replica = self.deployment.replica.process
-        job = self.popen("-u", self.url, "--replicas", "1", "--timeout", "0.5", "run-locked",
-                         "--ttl", "3", "R", "sleep", "4", stderr=subprocess.PIPE)
+        job_err = os.path.join(self.tmp, "job.err")
+        with open(job_err, "wb") as err:
+            job = self.popen("-u", self.url, "--replicas", "1", "--timeout", "0.5", "-v",
+                             "run-locked", "--ttl", "3", "R", "sleep", "4", stderr=err)
         try:
-            wait_for(lambda: cli(self.deployment.master.port, "EXISTS", "R").strip() == "1", 10,
-                     "the lock")
+            # Acquired and confirmed (the trace's SETNX line comes after WAIT): the
+            # replica must not stop while it still has the acquisition to confirm.
+            wait_for(lambda: re.search(r"SETNX R \d+ → 1", read_text(job_err)), 10, "the lock")
             replica.send_signal(signal.SIGSTOP)
             time.sleep(1.5)
         finally:
             replica.send_signal(signal.SIGCONT)
-        _, err = job.communicate(timeout=30)
+        job.wait(timeout=30)
+        err = read_text(job_err)
         self.assertEqual(job.returncode, 0, err)
-        self.assertIn(b"renewal failed, retrying", err)
-        self.assertIn(b"replicas confirmed", err)
+        self.assertIn("renewal failed, retrying", err)
+        self.assertIn("replicas confirmed", err)
 
 
 class TestFailoverWithReplicas(SentinelTestCase):
