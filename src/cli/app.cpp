@@ -154,20 +154,26 @@ constexpr std::string_view k_backend_option_words[] = {"cacert",   "cert",     "
                                                        "insecure", "sentinel", "replicas"};
 constexpr const char* k_backend_option_env[] = {"NXLOCK_CACERT", "NXLOCK_CACERTDIR", "NXLOCK_CERT",
                                                 "NXLOCK_CERT_KEY"};
+constexpr const char* k_prefix_env = "NXLOCK_PREFIX";
+
+bool backend_option_environment_set() {
+  return std::any_of(std::begin(k_backend_option_env), std::end(k_backend_option_env),
+                     [](const char* name) { return std::getenv(name) != nullptr; });
+}
 
 // Whether the backend options may be in play: named on the command line (see
 // may_name()) or set in the environment.
 bool needs_backend_options() {
-  for (const char* name : k_backend_option_env) {
-    if (std::getenv(name) != nullptr) {
-      return true;
-    }
-  }
-  return std::any_of(std::begin(k_backend_option_words), std::end(k_backend_option_words),
+  return backend_option_environment_set() ||
+         std::any_of(std::begin(k_backend_option_words), std::end(k_backend_option_words),
                      [](std::string_view word) { return may_name(word); });
 }
 
 }  // namespace
+
+bool option_environment_set() {
+  return std::getenv(k_prefix_env) != nullptr || backend_option_environment_set();
+}
 
 void add_clock_option(CLI::App& sub, std::string& clock) {
   if (!may_name("clock")) {
@@ -348,10 +354,10 @@ void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
         ->type_name("SECONDS")
         ->capture_default_str();
   }
-  if (may_name("prefix") || std::getenv("NXLOCK_PREFIX") != nullptr) {
+  if (may_name("prefix") || std::getenv(k_prefix_env) != nullptr) {
     app.add_option("--prefix", g.prefix, "Prepended to every key")
         ->type_name("STRING")
-        ->envname("NXLOCK_PREFIX");
+        ->envname(k_prefix_env);
   }
   if (may_name("json")) {
     app.add_flag("--json", g.json, "Print one JSON object on stdout");

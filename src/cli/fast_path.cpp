@@ -17,18 +17,12 @@ bool plain(const char* word) {
   return word[0] != '\0' && word[0] != '-';
 }
 
-// The environment variables of options other than -u. Set, even empty, they
-// make app.cpp build options (may_name(), needs_backend_options()): CLI11 decides.
-constexpr const char* k_option_env[] = {"NXLOCK_PREFIX", "NXLOCK_CACERT", "NXLOCK_CACERTDIR",
-                                        "NXLOCK_CERT", "NXLOCK_CERT_KEY"};
-
 }  // namespace
 
 std::optional<Runner> parse_fast(int argc, char** argv, GlobalOptions& globals, ParsedArgs& parsed,
                                  std::vector<std::string>& child_command) {
-  if (std::any_of(std::begin(k_option_env), std::end(k_option_env),
-                  [](const char* name) { return std::getenv(name) != nullptr; })) {
-    return std::nullopt;
+  if (option_environment_set()) {
+    return std::nullopt;  // an option's environment variable: CLI11 decides
   }
   std::vector<std::string> urls;
   int i = 1;

@@ -10,6 +10,11 @@
 
 namespace nxlock::cli {
 
+// Whether the environment sets a global option other than -u (NXLOCK_PREFIX,
+// NXLOCK_CACERT, …; set even empty): app.cpp, beside the options it names, so
+// that an option given an environment variable there cannot be missed here.
+bool option_environment_set();
+
 // Parses the plain command lines
 //   nxlock [-u URL | --url URL]... setnx|getset KEY VALUE
 //   nxlock [-u URL | --url URL]... get KEY
