@@ -37,12 +37,7 @@ class Watcher {
   // (if >= 0) becomes readable. Spurious `changed` results are allowed.
   virtual WaitResult wait(util::Micros timeout, int interrupt_fd) = 0;
 
-  // From now on, a wake-up addressed to another waiter's queue ticket (see
-  // Store's waiters' queue) is not a change for this one: it sleeps on. Wake-ups
-  // addressed to nobody in particular (a DEL, an older client) still wake it.
-  virtual void only_for(std::string ticket) { (void)ticket; }
-
-  // Whether the queued waiter is first now (only_for): a waiter behind another
+  // Whether the queued waiter is first now (Store::watch_queued): a waiter behind another
   // need not see the key's changes at all, only the wake-up addressed to it.
   virtual void first(bool yes) { (void)yes; }
 };
@@ -169,13 +164,16 @@ class Store {
   // Starts watching key for changes (see Watcher).
   virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
 
-  // watch(), for a waiter queued with `ticket` (Watcher::only_for), armed for
-  // both when it returns: a wake-up addressed to the ticket after this returned
-  // is never missed either.
+  // watch(), for a waiter queued with `ticket`, armed for both when it
+  // returns: a wake-up addressed to the ticket after this returned is never
+  // missed either. A wake-up addressed to another waiter's ticket is not a
+  // change for this one: it sleeps on. Wake-ups addressed to nobody in
+  // particular (a DEL, an older client) still wake it. The default, watch(),
+  // is for backends without a queue (has_queue()); a store that wraps another
+  // forwards this too.
   virtual std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) {
-    auto watcher = watch(key);
-    watcher->only_for(std::move(ticket));
-    return watcher;
+    (void)ticket;
+    return watch(key);
   }
 
   // Bounds every later operation by a monotonic deadline (util::mono_now()

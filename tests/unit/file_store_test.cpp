@@ -141,6 +141,9 @@ class TempFileStore final : public store::Store {
   }
   util::Micros now() override { return m_store.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return m_store.watch(k); }
+  std::unique_ptr<store::Watcher> watch_queued(std::string_view k, std::string t) override {
+    return m_store.watch_queued(k, std::move(t));
+  }
 
  private:
   TempDir m_dir;  // declared first: outlives the store

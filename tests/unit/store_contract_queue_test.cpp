@@ -72,11 +72,9 @@ TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
   ASSERT_EQ(holder.outcome, Outcome::set);
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
-  auto first = m_store->watch("k");
-  first->only_for("qa");
+  auto first = m_store->watch_queued("k", "qa");
   first->first(true);
-  auto behind = m_store->watch("k");
-  behind->only_for("qb");
+  auto behind = m_store->watch_queued("k", "qb");
   behind->first(false);
   EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
   EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);

@@ -808,6 +808,16 @@ void FileStore::leave_queue(std::string_view key, std::string_view queue, std::s
 }
 
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key) {
+  return make_watcher(key);
+}
+
+std::unique_ptr<Watcher> FileStore::watch_queued(std::string_view key, std::string ticket) {
+  auto watcher = make_watcher(key);
+  watcher->only_for(std::move(ticket));
+  return watcher;
+}
+
+std::unique_ptr<FileWatcher> FileStore::make_watcher(std::string_view key) {
   // The stripe directory must exist to be watched: the bucket may not exist yet.
   const Stripe stripe = open_stripe(key, true);
   int shared = -1;

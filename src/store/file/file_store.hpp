@@ -12,6 +12,8 @@
 
 namespace nxlock::store {
 
+class FileWatcher;
+
 class FileStore final : public Store {
  public:
   struct Options {
@@ -55,6 +57,7 @@ class FileStore final : public Store {
   void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
+  std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override;
 
  private:
   // What a mutation does to its key, decided after seeing the current value.
@@ -110,6 +113,7 @@ class FileStore final : public Store {
   // live waiter's, and a FIFO that nobody holds open any more (ENXIO) is a
   // waiter that died, passed over at once.
   int wait_dir(bool create);  // STORE/wait, -1 if absent
+  std::unique_ptr<FileWatcher> make_watcher(std::string_view key);
   util::UniqueFd make_fifo(const std::string& ticket);
   void remove_fifo(const std::string& ticket);
   // Wakes the first live waiter of `queue`, dropping the dead ones it meets.

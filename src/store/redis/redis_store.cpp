@@ -235,41 +235,14 @@ class RedisWatcher final : public Watcher {
  public:
   // `setup` is the connection's (AUTH, SUBSCRIBE to the key's channel, and
   // to the ticket's turn channel when `ticket` is not empty).
-  RedisWatcher(redis::Endpoint endpoint, std::vector<std::vector<std::string>> setup,
+  RedisWatcher(const redis::Endpoint& endpoint, std::vector<std::vector<std::string>> setup,
                std::string ticket, std::shared_ptr<std::optional<util::Micros>> cap)
-      : m_endpoint(std::move(endpoint)),
-        m_setup(std::move(setup)),
+      : m_connection(connect(endpoint, std::move(setup), *cap)),
         m_cap(std::move(cap)),
-        m_ticket(std::move(ticket)),
-        m_turn_subscribed(!m_ticket.empty()) {
-    m_connection = connect(m_setup);
-  }
-
-  void only_for(std::string ticket) override {
-    if (m_turn_subscribed && ticket == m_ticket) {
-      return;
-    }
-    m_ticket = std::move(ticket);
-    // The turn channel too: a new connection subscribed to both, armed before
-    // the old one goes, and whatever the old one received meanwhile still
-    // counts as a change.
-    // One SUBSCRIBE for both channels: one more command per waiter would be
-    // one more per section (issue 15's count of commands sent).
-    m_setup.back().push_back(turn_channel(m_ticket));
-    m_turn_subscribed = true;
-    auto next = connect(m_setup);
-    if (m_connection->connected() && (m_connection->buffered() || readable(m_connection->fd()))) {
-      m_pending = take();
-    }
-    m_connection = std::move(next);
-  }
+        m_ticket(std::move(ticket)) {}
 
   WaitResult wait(util::Micros timeout, int interrupt_fd) override {
     const util::Micros deadline = util::mono_now() + std::max(timeout, util::Micros(0));
-    if (m_pending) {
-      m_pending = false;
-      return WaitResult::changed;
-    }
     if (!m_connection->connected()) {
       if (resubscribe(deadline)) {
         return WaitResult::changed;  // a release while we were away went unseen
@@ -311,9 +284,11 @@ class RedisWatcher final : public Watcher {
   }
 
  private:
-  std::unique_ptr<Connection> connect(const std::vector<std::vector<std::string>>& setup) {
-    auto connection = std::make_unique<Connection>(m_endpoint, setup);
-    connection->set_cap(*m_cap);
+  static std::unique_ptr<Connection> connect(const redis::Endpoint& endpoint,
+                                             std::vector<std::vector<std::string>> setup,
+                                             const std::optional<util::Micros>& cap) {
+    auto connection = std::make_unique<Connection>(endpoint, std::move(setup));
+    connection->set_cap(cap);
     try {
       connection->ensure_connected();
     } catch (const Error& e) {
@@ -327,11 +302,6 @@ class RedisWatcher final : public Watcher {
       }
     }
     return connection;
-  }
-
-  static bool readable(int fd) {
-    pollfd one{fd, POLLIN, 0};
-    return fd >= 0 && ::poll(&one, 1, 0) > 0;
   }
 
   // True if a message came, or the connection broke (the caller looks again).
@@ -374,7 +344,7 @@ class RedisWatcher final : public Watcher {
   // subscribes to every channel of the command before it answers), and leaves
   // the second one to us.
   bool for_us(const redisReply& reply) const {
-    if (m_turn_subscribed && reply.type == REDIS_REPLY_ARRAY && reply.elements == 3 &&
+    if (!m_ticket.empty() && reply.type == REDIS_REPLY_ARRAY && reply.elements == 3 &&
         reply.element[0]->type == REDIS_REPLY_STRING &&
         std::string_view(reply.element[0]->str, reply.element[0]->len) == "subscribe" &&
         reply.element[1]->type == REDIS_REPLY_STRING &&
@@ -391,13 +361,9 @@ class RedisWatcher final : public Watcher {
     return payload == "1" || payload == m_ticket;
   }
 
-  redis::Endpoint m_endpoint;
-  std::vector<std::vector<std::string>> m_setup;
-  std::shared_ptr<std::optional<util::Micros>> m_cap;
   std::unique_ptr<Connection> m_connection;
-  std::string m_ticket;            // empty: every message wakes us
-  bool m_turn_subscribed = false;  // subscribed to m_ticket's turn channel
-  bool m_pending = false;          // a change seen before the last reconnect
+  std::shared_ptr<std::optional<util::Micros>> m_cap;
+  std::string m_ticket;  // empty: every message wakes us; else also subscribed to its turn channel
 };
 
 std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
