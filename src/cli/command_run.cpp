@@ -1,4 +1,5 @@
 // run-locked: take the lock, run COMMAND under it, release it, exit with COMMAND's status.
+#include <signal.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -75,6 +76,16 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");
     }
 
+    // A lock that may be waited for: the watchdog is forked now, so that when
+    // the lock comes, the job starts without a process start of ours first
+    // (the handoff, BENCHMARKS.md), and before the store is opened, so that it
+    // holds none of its descriptors. -n forks it only once the lock is taken.
+    run::JobWatchdog watchdog;
+    if (!args->lock.nonblock) {
+      sigset_t mask;
+      sigprocmask(SIG_BLOCK, nullptr, &mask);  // as we were started: the job's mask
+      watchdog.prepare(command, mask);
+    }
     CliLock cli_lock(ctx, args->key, args->lock);
     if (!cli_lock.acquire()) {
       return cli_lock.exit_status();
@@ -102,7 +113,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
       say_lost(ctx, lock.key(), loss, action);
     };
-    const auto ran = run::run_locked(lock, held, options, cli_lock.signals(), reporter);
+    const auto ran = run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
     const run::RunOutcome& outcome = ran.job;
     if (!ran.release_error.empty()) {
       ctx.out.note("lock '" + util::escape(lock.key()) +

@@ -10,6 +10,7 @@
 
 #include "lock/lock.hpp"
 #include "run/signals.hpp"
+#include "run/watchdog.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::run {
@@ -78,11 +79,14 @@ struct RunLockedOutcome {
 
 // Runs options.command while `held` is held: sets the child's environment
 // (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE; no credentials unless asked), starts and
-// supervises it (renewal, signals, the lost-lock policy), releases the lock on
-// every path that did not lose it, and reaps every helper process before it
-// returns. Throws util::Error if supervision fails; the job is then stopped and
-// the lock released before the error propagates.
+// supervises it (renewal, signals, the lost-lock policy) under `watchdog`,
+// prepared already if the lock was waited for (JobWatchdog::prepare), releases
+// the lock on every path that did not lose it, as soon as the job's process
+// has ended, and reaps every helper process before it returns. Throws
+// util::Error if supervision fails; the job is then stopped and the lock
+// released before the error propagates.
 RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
-                            SignalChannel& signals, const Reporter& reporter);
+                            SignalChannel& signals, const Reporter& reporter,
+                            JobWatchdog& watchdog);
 
 }  // namespace nxlock::run

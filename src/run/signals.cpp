@@ -17,7 +17,6 @@ SignalChannel::SignalChannel() {
   for (int signo : k_forwarded_signals) {
     sigaddset(&set, signo);
   }
-  sigaddset(&set, SIGCHLD);
   // Blocked, SIGTTOU lets us hand the terminal to the child and take it back.
   sigaddset(&set, SIGTTOU);
   sigprocmask(SIG_BLOCK, &set, &m_original);

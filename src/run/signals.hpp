@@ -12,8 +12,10 @@ namespace nxlock::run {
 // The signals nxlock passes on to its child (the contract's list).
 inline constexpr int k_forwarded_signals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2};
 
-// While alive, the forwarded signals and SIGCHLD are blocked and queue on fd()
-// instead of killing us, so waits can end cleanly and the child can be told.
+// While alive, the forwarded signals are blocked and queue on fd() instead of
+// killing us, so waits can end cleanly and the child can be told. Not SIGCHLD:
+// our one child, the watchdog, reports on a pipe, and it may already run while
+// we wait for a lock, where a signal on fd() ends the wait.
 class SignalChannel {
  public:
   SignalChannel();

@@ -169,25 +169,44 @@ class TerminalHandoff {
   bool m_active = false;
 };
 
+// The job's ending from its wait status; the watchdog is done with then.
+// `stop_everything`: the lock was lost and the job is being stopped.
+void settle(RunOutcome& outcome, int wait_status, bool stop_everything, JobWatchdog& watchdog) {
+  if (stop_everything) {
+    // The job is being stopped: nothing it started may go on running, even
+    // what left its process group (setsid), which the group's signals missed.
+    watchdog.kill_all();
+  }
+  watchdog.disarm();
+  outcome.ending =
+      WIFSIGNALED(wait_status) ? RunOutcome::Ending::signaled : RunOutcome::Ending::exited;
+  outcome.status = status_of(wait_status);
+}
+
 }  // namespace
 
-RunOutcome supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
+void collect_status(Supervised& supervised, JobWatchdog& watchdog) {
+  if (supervised.status_pending) {
+    settle(supervised.job, watchdog.wait_status(), false, watchdog);
+    supervised.status_pending = false;
+  }
+}
+
+Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
+                     const std::vector<JobWatchdog::EnvSetting>& environment,
                      SignalChannel& signals, const Reporter& reporter, JobWatchdog& watchdog) {
   if (util::mono_now() >= held.valid_until) {
     // The backend answered so late that the lock may have expired already.
     throw util::Error(util::ErrorKind::unavailable, "lock '" + util::escape(lock.key()) + "'",
                       "acquired too late to be sure it is still held; the job was not started");
   }
-  RunOutcome outcome;
-  std::vector<char*> argv;
-  argv.reserve(options.command.size() + 1);
-  for (const auto& arg : options.command) {
-    argv.push_back(const_cast<char*>(arg.c_str()));
+  Supervised supervised;
+  RunOutcome& outcome = supervised.job;
+  if (!watchdog.prepared()) {
+    watchdog.prepare(options.command, signals.original_mask());
   }
-  argv.push_back(nullptr);
-
   TerminalHandoff terminal;
-  const auto started = watchdog.start(argv.data(), signals.original_mask(), terminal.active());
+  const auto started = watchdog.start(environment, terminal.active());
   if (started.exec_error != 0) {
     watchdog.disarm();
     const int error = started.exec_error;
@@ -195,7 +214,7 @@ RunOutcome supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
         error == ENOENT ? RunOutcome::Ending::not_found : RunOutcome::Ending::not_executable;
     outcome.status = error == ENOENT ? 127 : 126;
     outcome.detail = std::strerror(error);
-    return outcome;
+    return supervised;
   }
   const pid_t child = started.pid;
   terminal.give(child);
@@ -238,27 +257,29 @@ RunOutcome supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
       timeout = std::min(timeout, kill_at - now);
     }
     const int timeout_ms = timeout == Micros::max() ? -1 : util::poll_timeout_ms(timeout);
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {watchdog.status_fd(), POLLIN, 0}};
-    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
+    // The job's end is seen on exit_fd() at once, before the watchdog has
+    // reaped it and reported; the status follows (collect_status), after the
+    // release: the next holder need not wait for our watchdog to be scheduled.
+    // A lost lock is not released: its job's end waits for the report, which
+    // decides what is left to stop.
+    const int exit_fd = outcome.lost ? -1 : watchdog.exit_fd();
+    pollfd fds[3] = {
+        {signals.fd(), POLLIN, 0}, {watchdog.status_fd(), POLLIN, 0}, {exit_fd, POLLIN, 0}};
+    if (poll(fds, 3, timeout_ms) < 0 && errno != EINTR) {
       throw util::Error(util::ErrorKind::internal, "poll", std::strerror(errno));
     }
 
     while (const auto signo = signals.take()) {
-      if (*signo != SIGCHLD) {
-        signal_job(*signo);
-      }
+      signal_job(*signo);
     }
     if (const auto wait_status = watchdog.take_status()) {
-      if (outcome.lost && options.on_lost != OnLost::ignore) {
-        // The job is being stopped: nothing it started may go on running, even
-        // what left its process group (setsid), which the group's signals missed.
-        watchdog.kill_all();
-      }
-      watchdog.disarm();
-      outcome.ending = WIFSIGNALED(*wait_status) ? RunOutcome::Ending::signaled
-                                                 : RunOutcome::Ending::exited;
-      outcome.status = status_of(*wait_status);
-      return outcome;
+      settle(outcome, *wait_status, outcome.lost && options.on_lost != OnLost::ignore, watchdog);
+      return supervised;
+    }
+    if (fds[2].revents != 0) {
+      outcome.ending = RunOutcome::Ending::exited;  // it ran; collect_status says how it ended
+      supervised.status_pending = true;
+      return supervised;
     }
 
     if (kill_at != Micros::max() && util::mono_now() >= kill_at) {

@@ -6,12 +6,14 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "util/error.hpp"
@@ -31,9 +33,107 @@ struct Report {
   int value;  // started: the job's pid; *_failed: errno; ended: the job's wait status
 };
 
-// What we tell the watchdog; end-of-file (we died) means kill_everything.
+// What we tell the watchdog; end-of-file (we died) means kill_everything, or,
+// before the job started, that there is no job.
+constexpr char k_go = 'g';  // then a GoHeader and its environment settings
 constexpr char k_done = 'd';
 constexpr char k_kill_all = 'k';
+
+struct GoHeader {
+  std::uint32_t take_terminal;
+  std::uint32_t environment_size;  // bytes of encoded settings that follow
+};
+
+// Environment settings on the wire: NAME \0, then '=' VALUE \0 to set it or '-' to remove it.
+std::string encode_environment(const std::vector<JobWatchdog::EnvSetting>& settings) {
+  std::string bytes;
+  for (const auto& setting : settings) {
+    bytes.append(setting.name).push_back('\0');
+    if (setting.value) {
+      bytes.append("=").append(*setting.value).push_back('\0');
+    } else {
+      bytes.push_back('-');
+    }
+  }
+  return bytes;
+}
+
+void apply_environment(const std::string& bytes) {
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    const std::string name = bytes.c_str() + at;
+    at += name.size() + 1;
+    if (at < bytes.size() && bytes[at] == '=') {
+      const std::string value = bytes.c_str() + at + 1;
+      at += value.size() + 2;
+      setenv(name.c_str(), value.c_str(), 1);
+    } else {
+      ++at;
+      unsetenv(name.c_str());
+    }
+  }
+}
+
+bool read_exactly(int fd, void* data, std::size_t size) {
+  auto* at = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t got = read(fd, at, size);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return false;
+    }
+    at += got;
+    size -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool write_exactly(int fd, const std::string& bytes) {
+  const char* at = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t put = write(fd, at, left);
+    if (put < 0 && errno == EINTR) {
+      continue;
+    }
+    if (put <= 0) {
+      return false;
+    }
+    at += put;
+    left -= static_cast<std::size_t>(put);
+  }
+  return true;
+}
+
+// Waits for the go and applies its environment; false if nxlock gave up on
+// the job (no lock) or died first.
+bool await_go(int control, bool& take_terminal) {
+  char word = 0;
+  GoHeader header{};
+  if (!read_exactly(control, &word, 1) || word != k_go ||
+      !read_exactly(control, &header, sizeof header)) {
+    return false;
+  }
+  std::string environment(header.environment_size, '\0');
+  if (!read_exactly(control, environment.data(), environment.size())) {
+    return false;
+  }
+  apply_environment(environment);
+  take_terminal = header.take_terminal != 0;
+  return true;
+}
+
+// A pidfd of `pid`, or -1 (Linux < 5.3, or no such process any more).
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // close-on-exec by definition
+#else
+  (void)pid;
+  return -1;
+#endif
+}
 
 bool send(int fd, Report::Kind kind, int value) {
   const Report report{kind, value};
@@ -190,8 +290,7 @@ class Watch {
 // `killall -9 nxlock`) must not take it too. A fork, not a clone sharing our
 // memory: it runs while we do, and a shared errno would let its system calls
 // change what ours seem to have returned.
-[[noreturn]] void watch(int control, int report, char* const* argv, const sigset_t& child_mask,
-                        bool take_terminal) {
+[[noreturn]] void watch(int control, int report, char* const* argv, const sigset_t& child_mask) {
   setpgid(0, 0);
   prctl(PR_SET_NAME, k_watchdog_name);
   sigset_t all;
@@ -203,6 +302,10 @@ class Watch {
   sigaddset(&child_signal, SIGCHLD);
   const int children_fd = signalfd(-1, &child_signal, SFD_CLOEXEC);
 
+  bool take_terminal = false;
+  if (!await_go(control, take_terminal)) {
+    _exit(0);  // no job to start: nothing of ours to stop either
+  }
   volatile int exec_error = 0;
   // vfork: the job borrows our memory until exec instead of copying page
   // tables, which is a measurable part of a short job's cost (BENCHMARKS.md).
@@ -230,26 +333,19 @@ class Watch {
 }
 
 bool receive(int fd, Report& report) {
-  auto* at = reinterpret_cast<char*>(&report);
-  std::size_t left = sizeof report;
-  while (left > 0) {
-    const ssize_t got = read(fd, at, left);
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got <= 0) {
-      return false;
-    }
-    at += got;
-    left -= static_cast<std::size_t>(got);
-  }
-  return true;
+  return read_exactly(fd, &report, sizeof report);
 }
 
 }  // namespace
 
-JobWatchdog::Started JobWatchdog::start(char* const* argv, const sigset_t& child_mask,
-                                        bool take_terminal) {
+void JobWatchdog::prepare(const std::vector<std::string>& command, const sigset_t& child_mask) {
+  m_command = command;
+  m_argv.clear();
+  for (auto& word : m_command) {
+    m_argv.push_back(word.data());
+  }
+  m_argv.push_back(nullptr);
+
   int control[2];
   int report[2];
   if (pipe2(control, O_CLOEXEC) != 0) {
@@ -268,19 +364,33 @@ JobWatchdog::Started JobWatchdog::start(char* const* argv, const sigset_t& child
     throw util::Error(util::ErrorKind::internal, "fork", std::strerror(errno));
   }
   if (m_pid == 0) {
-    watch(control_read.get(), report_write.get(), argv, child_mask, take_terminal);
+    // Our ends, not the watchdog's: its end-of-file on `control` must come
+    // when we close ours (or die), not wait for a copy of its own.
+    m_control.reset();
+    m_report.reset();
+    watch(control_read.get(), report_write.get(), m_argv.data(), child_mask);
   }
   setpgid(m_pid, m_pid);  // as the watchdog does: whichever runs first
-  control_read.reset();
-  report_write.reset();
+}
 
+JobWatchdog::Started JobWatchdog::start(const std::vector<EnvSetting>& environment,
+                                        bool take_terminal) {
+  const std::string settings = encode_environment(environment);
+  const GoHeader header{take_terminal ? 1U : 0U, static_cast<std::uint32_t>(settings.size())};
+  std::string go(1, k_go);
+  go.append(reinterpret_cast<const char*>(&header), sizeof header).append(settings);
   Report first{};
-  if (!receive(m_report.get(), first)) {
+  if (!m_control || !write_exactly(m_control.get(), go) || !receive(m_report.get(), first)) {
     throw util::Error(util::ErrorKind::internal, "run-locked",
                       "the watchdog died before the job started");
   }
   switch (first.kind) {
     case Report::started:
+      // Opened after the watchdog started the job, which it may have reaped
+      // already: the pid may then name another process, whose end this would
+      // tell. Either way the job has ended by the time it is readable, which
+      // is all it is used for; the status still comes from the watchdog.
+      m_job_exit.reset(open_pidfd(first.value));
       return {first.value, 0};
     case Report::exec_failed:
       return {-1, first.value};
@@ -305,6 +415,19 @@ std::optional<int> JobWatchdog::take_status() {
     if (report.kind == Report::ended) {
       return report.value;
     }
+  }
+}
+
+int JobWatchdog::wait_status() {
+  for (;;) {
+    if (!m_report) {
+      return W_EXITCODE(0, SIGKILL);  // the watchdog was killed, and the job with it
+    }
+    if (const auto status = take_status()) {
+      return *status;
+    }
+    pollfd fd{m_report.get(), POLLIN, 0};
+    poll(&fd, 1, -1);
   }
 }
 

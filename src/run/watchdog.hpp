@@ -5,6 +5,8 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "util/fd.hpp"
 
@@ -26,19 +28,40 @@ class JobWatchdog {
   // Stops the job if it was not disarmed, then reaps the watchdog.
   ~JobWatchdog();
 
+  // One variable of the job's environment: set to `value`, or removed (none).
+  struct EnvSetting {
+    std::string name;
+    std::optional<std::string> value;
+  };
+
+  // Forks the watchdog, which then waits to be told to start `command` as its
+  // child with `child_mask` as its signal mask. Done before a lock is waited
+  // for, it takes a process start off the path from the lock to the job; the
+  // watchdog then holds none of the store's descriptors, opened after it.
+  // Throws util::Error (internal) if it cannot be started.
+  void prepare(const std::vector<std::string>& command, const sigset_t& child_mask);
+  bool prepared() const { return m_pid > 0; }
+
   struct Started {
     pid_t pid = -1;      // the job, leader of its own process group
     int exec_error = 0;  // errno of a failed exec (the job then exited at once), else 0
   };
-  // Starts the watchdog, which execs `argv` as its child in a process group of
-  // its own, with `child_mask` as its signal mask, taking the terminal's
-  // foreground if `take_terminal`. `argv` must stay valid until the job ends.
-  // Throws util::Error (internal) if neither process could be started.
-  Started start(char* const* argv, const sigset_t& child_mask, bool take_terminal);
+  // Tells the prepared watchdog to start the job: it applies `environment` to
+  // its own (the job inherits it; ours stays as it was), then execs the job in
+  // a process group of its own, taking the terminal's foreground if
+  // `take_terminal`. Throws util::Error (internal) if the job could not be started.
+  Started start(const std::vector<EnvSetting>& environment, bool take_terminal);
+
+  // Readable as soon as the job's process has ended, before the watchdog has
+  // reaped it and reported its status: the lock can go then. -1 where the
+  // kernel has no pidfd (Linux < 5.3); status_fd() tells then.
+  int exit_fd() const { return m_job_exit.get(); }
 
   // Readable when the job has ended: take_status() then returns its wait status.
   int status_fd() const { return m_report.get(); }
   std::optional<int> take_status();
+  // Waits for the job's wait status (after exit_fd() said it ended).
+  int wait_status();
 
   // SIGKILLs the job and everything it started, also what left its process
   // group or session, and returns once none of it is left.
@@ -59,6 +82,9 @@ class JobWatchdog {
 
  private:
   pid_t m_pid = -1;          // the watchdog, until reaped
+  std::vector<std::string> m_command;
+  std::vector<char*> m_argv;  // into m_command, built before the fork
+  util::UniqueFd m_job_exit;  // a pidfd of the job
   util::UniqueFd m_control;  // ours → watchdog: "done", "kill all", or end-of-file
   util::UniqueFd m_report;   // watchdog → ours: the job's start, then its wait status
 };

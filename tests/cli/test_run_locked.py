@@ -359,6 +359,66 @@ class RunLocked(NxlockTestCase):
                 self.assertFalse(os.path.exists(marker))
                 self.assertEqual(self.nx(*u, "get", "job").stdout.decode().strip(), value)
 
+    def test_the_lock_goes_when_the_job_ends_before_the_watchdog_reports(self):
+        # nxlock sees the job's end itself (a pidfd) and releases at once; the
+        # watchdog's report of the status comes after. Here the job stops its
+        # watchdog ($PPID) and exits: the lock must be free while the status
+        # cannot come, and the status must still be the job's once it does.
+        for backend in self.backends()[:2]:
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                pidfile = os.path.join(self.tmp, "watchdog-" + backend.name)
+                p = self.popen(*u, "run-locked", "job", "sh", "-c",
+                               'echo $PPID > "$0.tmp"; mv "$0.tmp" "$0"; kill -STOP $PPID; exit 6',
+                               pidfile)
+                self.addCleanup(stop, p)
+                self.assertTrue(wait_for(lambda: read(pidfile).strip() != ""))
+                watchdog = int(read(pidfile))
+                self.addCleanup(lambda: alive(watchdog) and os.kill(watchdog, signal.SIGCONT))
+                self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 1,
+                                         timeout=10), "released while the watchdog is stopped")
+                self.assertIsNone(p.poll(), "run-locked waits for the job's status")
+                os.kill(watchdog, signal.SIGCONT)
+                self.assertEqual(p.wait(timeout=10), 6)
+
+    def test_a_waiter_has_its_watchdog_before_the_lock_comes(self):
+        # The watchdog is forked before the wait, so that none is forked
+        # between the lock and the job. Waiting or giving up, nothing of it is
+        # left behind; and if it is gone when the lock comes, the job is not
+        # run without it, and the lock goes back at once.
+        for backend in self.backends()[:2]:
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
+                marker = os.path.join(self.tmp, "ran-" + backend.name)
+
+                # Gives up: exits 75 at once and leaves no process.
+                with open(os.devnull, "wb") as null:
+                    p = self.popen(*u, "run-locked", "-w", "0.5", "job", "touch", marker,
+                                   stderr=null)
+                self.addCleanup(stop, p)
+                watchdogs = []
+                self.assertTrue(wait_for(lambda: watchdogs.extend(
+                    c for c in children_of(p.pid) if read("/proc/%d/comm" % c).strip()
+                    == "nxl-watchdog") or watchdogs), "the waiter's watchdog runs")
+                self.assertEqual(p.wait(timeout=10), 75)
+                self.assertTrue(wait_for(lambda: not alive(watchdogs[0]), timeout=5))
+
+                # Its watchdog killed while it waits: no job, the lock released.
+                trace = os.path.join(self.tmp, "trace-" + backend.name)
+                with open(trace, "wb") as err:
+                    p = self.popen(*u, "-v", "run-locked", "job", "touch", marker, stderr=err)
+                self.addCleanup(stop, p)
+                watchdogs = []
+                self.assertTrue(wait_for(lambda: watchdogs.extend(children_of(p.pid))
+                                         or watchdogs))
+                os.kill(watchdogs[0], signal.SIGKILL)
+                self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
+                self.assertEqual(p.wait(timeout=10), 70, read(trace))
+                self.assertIn("the watchdog died before the job started", read(trace))
+                self.assertFalse(os.path.exists(marker))
+                self.assertFree(backend)
+
     def test_on_lost_ignore_keeps_the_child(self):
         backend = self.backends()[0]
         u = backend.args()
