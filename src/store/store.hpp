@@ -123,7 +123,8 @@ class Store {
 
   struct QueuedSet {
     enum class Outcome {
-      set,     // the key was set (token in `fence`); the ticket left the queue
+      set,     // the key was set (token in `fence`); the ticket left the queue, or (the
+               // embedded store) leaves it at this store's next write or close
       held,    // the ticket may go first, but the key exists: `current` holds its value
       behind,  // another live waiter is ahead: nothing was tried; `current` as GET says
     };

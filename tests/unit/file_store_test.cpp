@@ -905,6 +905,48 @@ TEST_F(FileStoreTest, DurableModeWorksTheSameAndSyncsEveryWrite) {
   EXPECT_EQ(syncs, 0) << "the default mode";
 }
 
+// The waiter that takes the lock leaves the line at its store's next write
+// (with run-locked, the holder's record once the job runs), not between the
+// lock and the job; and its own release is such a write, so the next waiter
+// is first by then. Another store (process) sees the line meanwhile.
+TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
+  const util::Micros lease(5'000'000);
+  FileStore holder(store_path(), {});
+  FileStore other(store_path(), {});
+  other.set("k", "held");
+  ASSERT_EQ(holder.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease).outcome,
+            store::Store::QueuedSet::Outcome::held);
+  ASSERT_EQ(other.set_if_absent_queued("k", "w", "c", "q", "qb", true, lease).outcome,
+            store::Store::QueuedSet::Outcome::behind);
+  ASSERT_EQ(other.del({"k"}), 1u);
+
+  const auto taken = holder.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease);
+  ASSERT_EQ(taken.outcome, store::Store::QueuedSet::Outcome::set);
+  EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos) << "not left yet";
+  holder.set("holder-record", "x");
+  EXPECT_EQ(other.get("q").value_or("").find("qa "), std::string::npos) << "left at the write";
+  EXPECT_NE(other.get("q").value_or("").find("qb "), std::string::npos);
+
+  // Taken again and released at once: the release leaves the line first, so
+  // the next waiter is first when it is woken.
+  ASSERT_TRUE(holder.compare_and_delete_queued("k", "v", "c", *taken.fence, "q"));
+  ASSERT_EQ(holder.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease).outcome,
+            store::Store::QueuedSet::Outcome::behind);
+  const auto b = other.set_if_absent_queued("k", "w", "c", "q", "qb", true, lease);
+  ASSERT_EQ(b.outcome, store::Store::QueuedSet::Outcome::set);
+  ASSERT_TRUE(other.compare_and_delete_queued("k", "w", "c", *b.fence, "q"));
+  EXPECT_EQ(holder.get("q").value_or("").find("qb "), std::string::npos);
+
+  // A store that closes leaves the line too.
+  {
+    FileStore short_lived(store_path(), {});
+    ASSERT_EQ(short_lived.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease).outcome,
+              store::Store::QueuedSet::Outcome::set);
+    EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos);
+  }
+  EXPECT_EQ(other.get("q"), std::nullopt) << "the line is empty";
+}
+
 TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
   FileStore store(store_path(), {});
   EXPECT_TRUE(store.set_if_absent("", "v"));

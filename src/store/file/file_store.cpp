@@ -21,6 +21,7 @@
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::store {
 
@@ -139,7 +140,9 @@ FileStore::FileStore(std::string path, Options options)
       open_subdir(m_root.get(), k_data_name, m_path + "/" + k_data_name, false, m_dir_mode, false);
 }
 
-FileStore::~FileStore() = default;
+FileStore::~FileStore() {
+  leave_queue_now();
+}
 
 std::string FileStore::describe() const {
   return util::escape(m_path);
@@ -370,6 +373,7 @@ bool FileStore::apply(std::vector<Entry>& entries, std::string_view key, const C
 }
 
 void FileStore::mutate(std::string_view key, bool may_insert, const Decide& decide) {
+  leave_queue_now();
   const Stripe stripe = open_stripe(key, may_insert);
   if (!stripe.fd) {
     decide(nullptr);  // no stripe directory: the key is absent, and nothing can be inserted
@@ -385,6 +389,7 @@ void FileStore::mutate(std::string_view key, bool may_insert, const Decide& deci
 
 void FileStore::mutate_pair(std::string_view key, std::string_view counter, bool may_insert,
                             const DecidePair& decide) {
+  leave_queue_now();
   const Stripe stripe = open_stripe(key, may_insert);
   if (!stripe.fd) {
     decide(nullptr, nullptr);  // the key is absent, and nothing can be inserted
@@ -669,6 +674,19 @@ void FileStore::drop_from_queue(std::string_view queue, std::string_view ticket)
   });
 }
 
+void FileStore::leave_queue_now() {
+  if (!m_leaving) {
+    return;
+  }
+  const Leaving leaving = std::move(*m_leaving);
+  m_leaving.reset();
+  try {
+    drop_from_queue(leaving.queue, leaving.ticket);
+  } catch (const util::Error& e) {
+    util::trace(std::string("queue not left (the lease lapses): ") + e.what());
+  }
+}
+
 void FileStore::wake_first(std::string_view queue) {
   // Bounded: each round drops one dead waiter.
   for (int round = 0; round < 64; ++round) {
@@ -710,6 +728,10 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   // The queue's upkeep, then the SETNX: not one atomic step, and it need not
   // be: only the first waiter passes the gate, and it stays first until it
   // leaves the queue after its SETNX, so nobody passes the gate meanwhile.
+  // It leaves at this store's next write (or close): with run-locked, the
+  // holder's record, once the job runs; the rewrite of the line is then not
+  // between the lock and the job. Its release is a write, so the line is
+  // left before the release wakes the next.
   const std::int64_t now = util::wall_now().count();
   QueuedSet result;
   // A free lock with nobody in line before us (the common case: no contention)
@@ -723,7 +745,7 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
     if (live == waiters.end() || live->ticket == ticket) {
       if (const auto fence = set_if_absent_fenced(key, value, counter)) {
         if (live != waiters.end()) {
-          drop_from_queue(queue, ticket);
+          m_leaving = Leaving{std::string(queue), std::string(ticket)};
         }
         result.outcome = QueuedSet::Outcome::set;
         result.fence = fence;
@@ -785,7 +807,7 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   // once more, now that our place is written.
   result = set_if_absent_unqueued(key, value, counter);
   if (result.outcome == QueuedSet::Outcome::set && !first.empty()) {
-    drop_from_queue(queue, ticket);
+    m_leaving = Leaving{std::string(queue), std::string(ticket)};
   }
   return result;
 }

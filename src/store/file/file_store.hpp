@@ -5,6 +5,8 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "store/file/record.hpp"
 #include "store/store.hpp"
@@ -119,6 +121,13 @@ class FileStore final : public Store {
   // Wakes the first live waiter of `queue`, dropping the dead ones it meets.
   void wake_first(std::string_view queue);
   void drop_from_queue(std::string_view queue, std::string_view ticket);
+  // The queue a SETNX took the lock from, left at the next write (mutate(),
+  // mutate_pair()) or close: see set_if_absent_queued().
+  struct Leaving {
+    std::string queue;
+    std::string ticket;
+  };
+  void leave_queue_now();  // best effort: an entry not dropped lapses with its lease
   void remove_record(const Stripe& stripe);
 
   std::string m_path;
@@ -131,6 +140,7 @@ class FileStore final : public Store {
   // SRCU grace period, which must not fall between an acquisition and its job).
   util::UniqueFd m_inotify;
   bool m_inotify_lent = false;
+  std::optional<Leaving> m_leaving;
   mode_t m_file_mode = 0600;  // permission bits for new files: the store directory's, minus x
   mode_t m_dir_mode = 0700;   // permission bits (and setgid) for new directories
 };
