@@ -260,6 +260,40 @@ TEST_F(RedisStoreTest, AQueuedWatchSleepsThroughItsOwnSubscription) {
   EXPECT_EQ(watcher->wait(300ms, -1), WaitResult::timed_out);
 }
 
+// A queued SETNX that sets never writes the queue it would leave at once:
+// an uncontended lock costs the server TIME, ZRANGE, SETNX and INCR, and a
+// woken first waiter no upkeep of its place before it leaves.
+TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
+  const auto store = open();
+  const util::Micros lease(30'000'000);
+  const auto writes_of = [](const std::string& stats) {
+    int writes = 0;
+    for (const char* command : {"cmdstat_zadd:", "cmdstat_pexpire:", "cmdstat_zrem:"}) {
+      writes += stats.find(command) != std::string::npos ? 1 : 0;
+    }
+    return writes;
+  };
+  shared_redis().command({"CONFIG", "RESETSTAT"});
+  const auto alone = store->set_if_absent_queued("k", "v-qa", "c", "q", "qa", true, lease);
+  ASSERT_EQ(alone.outcome, store::Store::QueuedSet::Outcome::set);
+  const std::string stats = shared_redis().command({"INFO", "commandstats"});
+  EXPECT_EQ(writes_of(stats), 0) << stats;
+
+  // Behind it, qb joins; once it is free, qb sets and leaves, with no ZADD or
+  // PEXPIRE on the way (its ZREMs only).
+  ASSERT_EQ(store->set_if_absent_queued("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+            store::Store::QueuedSet::Outcome::held);
+  ASSERT_TRUE(store->compare_and_delete_queued("k", "v-qa", "c", *alone.fence, "q"));
+  shared_redis().command({"CONFIG", "RESETSTAT"});
+  ASSERT_EQ(store->set_if_absent_queued("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+            store::Store::QueuedSet::Outcome::set);
+  const std::string woken = shared_redis().command({"INFO", "commandstats"});
+  EXPECT_EQ(woken.find("cmdstat_zadd:"), std::string::npos) << woken;
+  EXPECT_EQ(woken.find("cmdstat_pexpire:"), std::string::npos) << woken;
+  EXPECT_NE(woken.find("cmdstat_zrem:calls=2,"), std::string::npos) << woken;
+  EXPECT_EQ(shared_redis().command({"EXISTS", "q"}), "0");
+}
+
 TEST_F(RedisStoreTest, SelectedDbIsolatesKeys) {
   auto db3 = open(3);
   auto db0 = open(0);
