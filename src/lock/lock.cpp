@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
-#include <random>
 
 #include "lock/keys.hpp"
 #include "lock/pacing.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/random.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -39,13 +39,10 @@ Micros jittered_queue_tick() {
 
 // A waiter's ticket in the queue: unique among the waiters of one key.
 std::string make_ticket() {
-  std::random_device device;
-  const std::uint64_t high = device();
-  const std::uint64_t low = device();
   char text[24];
   std::snprintf(
       text, sizeof text, "q%016llx",
-      static_cast<unsigned long long>((high << 32) ^ low ^ static_cast<std::uint64_t>(::getpid())));
+      static_cast<unsigned long long>(util::random_u64() ^ static_cast<std::uint64_t>(::getpid())));
   return text;
 }
 

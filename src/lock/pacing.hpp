@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "util/random.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::lock::pacing {
@@ -27,7 +28,7 @@ constexpr Micros k_progress_interval{1'000'000};
 constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() / 1'000'000 - 1;
 
 inline Micros random_between(Micros low, Micros high) {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
+  static thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(util::random_u64())};
   std::uniform_int_distribution<std::int64_t> dist(low.count(), high.count());
   return Micros(dist(rng));
 }

@@ -17,6 +17,7 @@
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/fd.hpp"
+#include "util/random.hpp"
 
 namespace nxlock::run {
 
@@ -35,7 +36,7 @@ constexpr Micros k_release_patience{10'000'000};
 
 // A uniformly jittered duration in [base/2, base]: retries of many clients spread out.
 Micros jittered(Micros base) {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
+  static thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(util::random_u64())};
   std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
   return Micros(dist(rng));
 }
