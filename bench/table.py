@@ -130,7 +130,8 @@ def build(results):
               med["run-locked -n, 20k keys"], med["run-locked -n, 1 key"], ms, 1.5)
     for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis"),
                         ("nxlock-tls", "TLS, `rediss://`"), ("nxlock-sentinel", "Sentinel"),
-                        ("nxlock-cluster", "Cluster, key on another node")):
+                        ("nxlock-cluster", "Cluster, key on another node"),
+                        ("nxlock-quorum", "a quorum of 3 redis-servers")):
         if name not in mem:
             continue
         ours, base = mem[name], mem["flock"]
