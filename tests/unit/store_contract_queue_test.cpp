@@ -79,20 +79,6 @@ TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
   EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
   EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
   EXPECT_EQ(behind->wait(util::Micros(300'000), -1), store::WaitResult::timed_out);
-}
-
-TEST_P(QueueContract, QueueAWatchMadeForATicketGetsItsTurn) {
-  const auto holder = attempt("qh", false);
-  ASSERT_EQ(holder.outcome, Outcome::set);
-  EXPECT_EQ(attempt("qa").outcome, Outcome::held);
-  EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
-  auto first = m_store->watch_queued("k", "qa");
-  first->first(true);
-  auto behind = m_store->watch_queued("k", "qb");
-  behind->first(false);
-  EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
-  EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
-  EXPECT_EQ(behind->wait(util::Micros(300'000), -1), store::WaitResult::timed_out);
   // Its turn handed on when it leaves without taking the lock.
   m_store->leave_queue("k", "q", "qa");
   EXPECT_EQ(behind->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
