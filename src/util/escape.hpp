@@ -13,7 +13,9 @@ namespace nxlock::util {
 // controls and the Unicode line and paragraph separators (as the bytes of their
 // UTF-8 encoding), bytes that are not well-formed UTF-8, and the backslash
 // itself, so that the text reads back unambiguously. Input beyond `max_bytes`
-// is cut at a character boundary and "…" appended.
-std::string escape(std::string_view bytes, std::size_t max_bytes = SIZE_MAX);
+// is cut at a character boundary and "…" appended: by default at a length that
+// keeps an error about a 100 kB key one readable line.
+inline constexpr std::size_t k_message_bytes = 256;
+std::string escape(std::string_view bytes, std::size_t max_bytes = k_message_bytes);
 
 }  // namespace nxlock::util

@@ -101,6 +101,18 @@ class BadInput(NxlockTestCase):
         self.assertOneLineError(self.nx("setnx", "k", "v"), 65, self.store_path)
         self.assertEqual(os.listdir(self.store_path), ["important.txt"])
 
+    def test_out_of_range_count_names_its_bounds(self):
+        r = self.nx("-u", "redis://127.0.0.1:1", "--replicas", "-1", "lock", "k")
+        self.assertOneLineError(r, 64, "--replicas", "0 to 1000")
+        self.assertLess(len(r.stderr), 200, r.stderr)
+
+    def test_huge_key_is_cut_in_error_lines(self):
+        key = "k" * 100_000
+        self.assertEqual(self.nx("setnx", key, "not a timestamp").returncode, 0)
+        r = self.nx("lock", "-n", key)
+        self.assertOneLineError(r, 65, "kkkk", "…")
+        self.assertLess(len(r.stderr), 1000, "the whole key was printed")
+
     def test_unreadable_store_is_77(self):
         self.assertEqual(self.nx("setnx", "k", "v").returncode, 0)
         os.chmod(self.store_path, 0o700)
