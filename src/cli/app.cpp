@@ -399,8 +399,15 @@ void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
       ->type_name("FILE");
   app.add_option("--replicas", g.replicas,
                  "Redis: every lock write waits until N replicas have it (WAIT); else exit 69")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, k_max_replicas))
       ->type_name("N");
+}
+
+// Whether nxlock's own arguments (run-locked's command already split off) ask
+// for --json: an error found while parsing them still answers in JSON.
+bool names_json(int argc, char** argv) {
+  const auto end = std::find(argv + 1, argv + argc, std::string_view("--"));
+  return std::find(argv + 1, end, std::string_view("--json")) != end;
 }
 
 // True if `token` names an option of `app` that takes a separate value.
@@ -499,7 +506,7 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
 
   if (!known && command_index < argc && !named.empty() && named[0] != '-') {
     // CLI11 would say "A subcommand is required": say which word is not one.
-    context.out.json = std::find(argv + 1, argv + argc, std::string_view("--json")) != argv + argc;
+    context.out.json = names_json(argc, argv);
     context.out.error(k_exit_usage, "usage",
                       "'" + std::string(named) + "' is not an nxlock command (commands: " +
                           command_names() + "; see 'nxlock --help')");
@@ -539,7 +546,8 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version: printed, exit 0
   } catch (const CLI::ParseError& e) {
-    context.out.json = g.json;
+    // CLI11 may fail on an option before it has stored --json's flag.
+    context.out.json = g.json || names_json(argc, argv);
     context.out.error(k_exit_usage, "usage", one_line(e.what()) + " (see 'nxlock --help')");
     context.out.flush(k_exit_usage);
     return k_exit_usage;
