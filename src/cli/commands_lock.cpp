@@ -196,8 +196,12 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   // The clock that found the lock held (the server's, unless --clock local):
   // another clock may be off by any amount.
   const auto now = result.now_seconds;
-  std::string message = "lock '" + util::escape(lock.key()) + "': busy, held until " +
-                        util::format_local_time(result.held_until);
+  std::string message = "lock '" + util::escape(lock.key()) + "': busy, ";
+  // Free this instant, but a queued waiter goes first: it is taking the lock,
+  // or it died and its place lapses with its lease.
+  const bool queued_ahead = result.held_until == 0;
+  message += queued_ahead ? "free, but another waiter is first in line to take it"
+                          : "held until " + util::format_local_time(result.held_until);
   if (holder) {
     message += " by " + holder_text(*holder);
     if (holder->finished_at != 0) {
@@ -207,8 +211,12 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
   ctx.out.bytes_field("key", lock.key());
   ctx.out.field("acquired", false);
-  ctx.out.field("held_until", result.held_until);
-  ctx.out.field("seconds_left", result.held_until - now + 1);
+  if (queued_ahead) {
+    ctx.out.field("queued_ahead", true);
+  } else {
+    ctx.out.field("held_until", result.held_until);
+    ctx.out.field("seconds_left", result.held_until - now + 1);
+  }
   if (holder) {
     ctx.out.field("holder", holder_json(*holder));
   }
