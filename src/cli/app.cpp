@@ -17,6 +17,7 @@
 #include "cli/exit_status.hpp"
 #include "cli/fast_path.hpp"
 #include "store/make_store.hpp"
+#include "util/escape.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::cli {
@@ -187,7 +188,7 @@ void add_clock_option(CLI::App& sub, std::string& clock) {
 
 void add_lock_options(CLI::App& sub, LockArgs& args) {
   sub.add_option("-t,--ttl", args.ttl, "Seconds the lock holds without renewal")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->check(CLI::Range(std::int64_t{1}, k_max_ttl))
       ->type_name("SECONDS")
       ->capture_default_str();
   auto* nonblock = sub.add_flag("-n,--nonblock", args.nonblock, "Try once; do not wait");
@@ -221,9 +222,6 @@ std::shared_ptr<KeyValueArgs> add_key_value(CLI::App& sub, ParsedArgs& parsed, b
   }
   return parsed.kv;
 }
-
-// The largest --hold: as for a ttl (2^40 seconds, some 35 thousand years).
-constexpr double k_max_hold = static_cast<double>(std::int64_t{1} << 40);
 
 }  // namespace
 
@@ -276,7 +274,7 @@ Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
                    "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
                    "the same crontab line on many hosts then runs once per tick (a bit longer "
                    "than clock skew + cron's start jitter, shorter than the period)")
-        ->check(duration_check(0, k_max_hold))
+        ->check(duration_check(0, k_max_duration_seconds))
         ->type_name("SECONDS")
         ->capture_default_str();
   }
@@ -310,7 +308,7 @@ Runner setup_unlock(CLI::App& sub, ParsedArgs& /*parsed*/) {
 Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
   auto args = std::make_shared<RenewArgs>();
   sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->check(CLI::Range(std::int64_t{1}, k_max_ttl))
       ->type_name("SECONDS")
       ->capture_default_str();
   add_clock_option(sub, args->clock);
@@ -408,6 +406,36 @@ void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
 bool names_json(int argc, char** argv) {
   const auto end = std::find(argv + 1, argv + argc, std::string_view("--"));
   return std::find(argv + 1, end, std::string_view("--json")) != end;
+}
+
+// A key or value that begins with '-' reads as an option (`nxlock lock -dash`):
+// the advice that goes with the parse error, or "" when no such word is there.
+std::string dash_advice(const CLI::App& app, std::string_view command, int argc, char** argv) {
+  const CLI::App* sub = nullptr;
+  try {
+    sub = command.empty() ? nullptr : app.get_subcommand(std::string(command));
+  } catch (const CLI::OptionNotFound&) {
+  }
+  const auto known = [&](const std::string& name) {
+    return app.get_option_no_throw(name) != nullptr ||
+           (sub != nullptr && sub->get_option_no_throw(name) != nullptr);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view token = argv[i];
+    if (token == "--") {
+      break;
+    }
+    // A word with two dashes is more likely a mistyped option than a key.
+    if (token.size() < 2 || token[0] != '-' || token.starts_with("--")) {
+      continue;
+    }
+    if (!known(std::string(token.substr(0, 2)))) {
+      return "; a key or value that begins with '-' goes after '--': nxlock " +
+             std::string(command.empty() ? "COMMAND" : command) + " [OPTIONS] -- " +
+             util::escape(token) + " ...";
+    }
+  }
+  return {};
 }
 
 // True if `token` names an option of `app` that takes a separate value.
@@ -548,7 +576,9 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
   } catch (const CLI::ParseError& e) {
     // CLI11 may fail on an option before it has stored --json's flag.
     context.out.json = g.json || names_json(argc, argv);
-    context.out.error(k_exit_usage, "usage", one_line(e.what()) + " (see 'nxlock --help')");
+    context.out.error(k_exit_usage, "usage",
+                      one_line(e.what()) + dash_advice(app, named, argc, argv) +
+                          " (see 'nxlock --help')");
     context.out.flush(k_exit_usage);
     return k_exit_usage;
   }

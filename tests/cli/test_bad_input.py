@@ -106,6 +106,21 @@ class BadInput(NxlockTestCase):
         self.assertOneLineError(r, 64, "--replicas", "0 to 1000")
         self.assertLess(len(r.stderr), 200, r.stderr)
 
+    def test_a_key_that_begins_with_a_dash_is_told_to_follow_double_dash(self):
+        for args in (["lock", "-dash"], ["run-locked", "-n", "-dash", "true"], ["get", "-x"]):
+            with self.subTest(args=args):
+                self.assertOneLineError(self.nx(*args), 64, "goes after '--'",
+                                        "nxlock %s [OPTIONS] -- %s" % (args[0], args[-2 if args[0] == "run-locked" else -1]))
+        # A mistyped long option gets no such advice, and `--` works as said.
+        self.assertNotIn(b"goes after", self.nx("lock", "--bogus", "k").stderr)
+        self.assertEqual(self.nx("lock", "-n", "--", "-dash").returncode, 0)
+
+    def test_ttl_and_hold_are_bounded_as_the_man_page_says(self):
+        self.assertOneLineError(self.nx("lock", "-t", "1000001", "k"), 64, "--ttl", "1000000")
+        self.assertOneLineError(self.nx("run-locked", "--hold", "1099511627776", "k", "true"), 64,
+                                "--hold", "1000000")
+        self.assertEqual(self.nx("lock", "-n", "-t", "1000000", "k").returncode, 0)
+
     def test_huge_key_is_cut_in_error_lines(self):
         key = "k" * 100_000
         self.assertEqual(self.nx("setnx", key, "not a timestamp").returncode, 0)
