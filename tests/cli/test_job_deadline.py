@@ -97,9 +97,10 @@ class Holder:
     def job_started(self):
         return all(log.pid and log.ticks for log in self.logs())
 
-    def holder_recorded(self):
-        """The holder record is written: the last store step before the first renewal."""
-        return any("acquired_at" in line and "\u2192" in line for line in self.lines)
+    def holder_records(self):
+        """How many holder records were written: one at the start, then one with each
+        renewal, as its last store step (per server, on a quorum)."""
+        return sum("acquired_at" in line and "\u2192" in line for line in self.lines)
 
     def wait_exit(self, timeout):
         if not wait_for(lambda: self.exited_at is not None, timeout=timeout):
@@ -148,7 +149,7 @@ class JobDeadline(NxlockTestCase):
         self.addCleanup(redis.close)
         self.addCleanup(lambda: redis.process.send_signal(signal.SIGCONT))
         holder = Holder(self, ["-u", redis.url], "cut", ["--kill-after", "30"])
-        self.assertTrue(wait_for(lambda: holder.holder_recorded() and holder.job_started(),
+        self.assertTrue(wait_for(lambda: holder.holder_records() and holder.job_started(),
                                  timeout=20), "the job did not start:\n" + holder.stderr())
         redis.process.send_signal(signal.SIGSTOP)
         status = holder.wait_exit(timeout=60)
@@ -183,13 +184,14 @@ class JobDeadline(NxlockTestCase):
 
     def check_stopped_holder(self, url_args):
         first = Holder(self, url_args, "paused", [])
+        self.assertTrue(wait_for(lambda: first.holder_records() and first.job_started(),
+                                 timeout=20), "the job did not start:\n" + first.stderr())
         # Stopped between store steps (a stop inside one would keep the embedded
-        # store's stripe lock from everyone), right after the holder record,
-        # well before the first renewal a third of the ttl in.
-        self.assertTrue(wait_for(first.holder_recorded, timeout=20),
-                        "no holder record:\n" + first.stderr())
+        # store's stripe lock from everyone): right after a renewal's holder
+        # record, a third of the ttl before the next renewal.
+        records = first.holder_records()
+        wait_for(lambda: first.holder_records() > records, timeout=TTL)
         first.process.send_signal(signal.SIGSTOP)
-        self.assertTrue(wait_for(first.job_started, timeout=20), "the job did not start")
         status = self.nx(*url_args, "--json", "status", "paused")
         self.assertEqual(status.returncode, 0, status.stderr)
         free_at = int(json.loads(status.stdout)["value"]) + 1
