@@ -16,15 +16,20 @@ namespace nxlock::run {
 //
 // SIGKILL goes this long before the deadline: the watchdog may wake late on a
 // loaded host, and the kill itself takes a moment. With the second the value
-// keeps beyond the deadline, the job is gone 1.2 s before anyone can take the lock.
-inline constexpr util::Micros k_kill_margin{200'000};
+// keeps beyond the deadline, the job is gone 1.1 s before anyone can take the
+// lock; and the margin is short, as it comes out of the time renewal has to
+// ride out a failing backend.
+inline constexpr util::Micros k_kill_margin{100'000};
 // The watchdog acts by itself this long after nxlock would have, so that a
 // renewal confirmed at the last moment reaches it first; never past the kill.
-inline constexpr util::Micros k_watchdog_lag{100'000};
+// Short: when nxlock is stopped, it comes out of the job's grace.
+inline constexpr util::Micros k_watchdog_lag{20'000};
 // The grace between SIGTERM and SIGKILL, when the lock runs out, is at most
-// this share of the ttl: the rest of it is left for renewal to ride out a
-// backend that fails for a while.
-inline constexpr std::int64_t k_grace_share_of_ttl = 6;
+// this share of the ttl (a fifth of the renewal interval): it comes out of the
+// time renewal has to ride out a backend that fails for a while (a restart, a
+// failover), from a third of the ttl to the SIGTERM, and that time matters
+// more: a job that keeps its lock needs no grace.
+inline constexpr std::int64_t k_grace_share_of_ttl = 15;
 
 struct StopSchedule {
   bool enforced = true;    // false for --on-lost ignore: the job is never stopped

@@ -30,6 +30,8 @@ using util::Micros;
 // and grows to a cap, until the lock could expire.
 constexpr Micros k_backoff_first{50'000};
 constexpr Micros k_backoff_cap{500'000};
+// The last retry but one goes this long before the job must be stopped.
+constexpr Micros k_last_chance{100'000};
 // The release at the end retries for this long at most; past it, the lock is
 // left to expire at its timestamp rather than keep the job's caller waiting.
 constexpr Micros k_release_patience{10'000'000};
@@ -126,9 +128,12 @@ class Renewal {
         m_reporter.warn(std::string("renewal failed, retrying while the lock is valid (") +
                         seconds_text(act_by - now) + " left): " + e.what());
       }
-      // The last attempt goes at that moment itself, with no time left: it
+      // One attempt goes shortly before that moment, with time to reconnect
+      // to a server that is back (the back-off alone may leave half a second
+      // unused); the last goes at that moment itself, with no time left: it
       // fails at once, and the loss is acted on then, not a --timeout later.
-      m_next = std::min(now + jittered(m_backoff), act_by);
+      const Micros last_chance = act_by - k_last_chance;
+      m_next = std::min(now + jittered(m_backoff), now < last_chance ? last_chance : act_by);
       m_backoff = std::min(m_backoff * 2, k_backoff_cap);
       return std::nullopt;
     }
