@@ -28,8 +28,11 @@ inline constexpr util::Micros k_watchdog_lag{20'000};
 // this share of the ttl (a fifth of the renewal interval): it comes out of the
 // time renewal has to ride out a backend that fails for a while (a restart, a
 // failover), from a third of the ttl to the SIGTERM, and that time matters
-// more: a job that keeps its lock needs no grace.
+// more: a job that keeps its lock needs no grace. But never less than this
+// floor (unless --kill-after is): a shell's trap waits for the command it
+// runs, and a loaded host schedules late.
 inline constexpr std::int64_t k_grace_share_of_ttl = 15;
+inline constexpr util::Micros k_grace_floor{300'000};
 
 struct StopSchedule {
   bool enforced = true;    // false for --on-lost ignore: the job is never stopped
@@ -54,7 +57,8 @@ inline StopSchedule stop_schedule(bool enforced, bool kill_at_once, util::Micros
   StopSchedule schedule;
   schedule.enforced = enforced;
   if (!kill_at_once) {
-    schedule.grace = std::min(kill_after, util::Micros(ttl * 1'000'000 / k_grace_share_of_ttl));
+    const util::Micros share(ttl * 1'000'000 / k_grace_share_of_ttl);
+    schedule.grace = std::min(kill_after, std::max(share, k_grace_floor));
   }
   return schedule;
 }

@@ -309,8 +309,9 @@ class LostPolicy(NxlockTestCase):
         term_ttl = 6  # time for two jobs to start on a loaded machine before the stop
         kill_after = 3
         # SIGTERM this long before the deadline (ttl after the acquisition): the
-        # kill margin (0.1 s) and the grace, at most a fifteenth of the ttl.
-        lead = 0.1 + min(kill_after, term_ttl / 15)
+        # kill margin (0.1 s) and the grace, at most a fifteenth of the ttl or
+        # 0.3 s, whichever is more.
+        lead = 0.1 + min(kill_after, max(term_ttl / 15, 0.3))
         cases = {
             "term": (["--no-renew", "-t", str(term_ttl), "--kill-after", str(kill_after)],
                      ["--on-term", "keep"], {"key": "term"}),
