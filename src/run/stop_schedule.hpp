@@ -23,7 +23,7 @@ inline constexpr util::Micros k_kill_margin{100'000};
 // The watchdog acts by itself this long after nxlock would have, so that a
 // renewal confirmed at the last moment reaches it first; never past the kill.
 // Short: when nxlock is stopped, it comes out of the job's grace.
-inline constexpr util::Micros k_watchdog_lag{20'000};
+inline constexpr util::Micros k_watchdog_lag{50'000};
 // The grace between SIGTERM and SIGKILL, when the lock runs out, is at most
 // this share of the ttl (a fifth of the renewal interval): it comes out of the
 // time renewal has to ride out a backend that fails for a while (a restart, a

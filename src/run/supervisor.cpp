@@ -295,11 +295,10 @@ Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
     }
     const auto wait_status = watchdog.take_status();
     if (watchdog.stopped_by_itself() && !outcome.lost) {
-      // We did not run in time (stopped, hung): the watchdog began the stop.
+      // We did not act in time (stopped, hung, or just late): the watchdog
+      // began the stop.
       outcome.lost = true;
-      Loss loss{std::nullopt,
-                "no renewal was confirmed in time: nxlock did not run, and its watchdog stopped "
-                "the job"};
+      Loss loss{std::nullopt, "no renewal was confirmed in time, and the watchdog stopped the job"};
       loss.by_watchdog = true;
       if (options.on_lost == OnLost::term && options.kill_after > schedule.grace) {
         loss.grace_cut_to = schedule.grace;
