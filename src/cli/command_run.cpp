@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -54,12 +55,22 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
     why += why.empty() ? loss.detail : " (" + loss.detail + ")";
   }
   ctx.out.warn("lock '" + util::escape(key) + "' lost: " + why);
+  const std::string who = loss.by_watchdog ? "the watchdog stopped the job" : "stopping the job";
   switch (action) {
     case run::OnLost::term:
-      ctx.out.warn("stopping the job (SIGTERM, SIGKILL after the grace period)");
+      if (loss.grace_cut_to) {
+        char grace[32];
+        std::snprintf(grace, sizeof grace, "%.1fs",
+                      static_cast<double>(loss.grace_cut_to->count()) / 1e6);
+        ctx.out.warn(who + " (SIGTERM, SIGKILL after " + grace +
+                     "): the grace period was cut short, the job must be gone before the lock "
+                     "could expire");
+      } else {
+        ctx.out.warn(who + " (SIGTERM, SIGKILL after the grace period)");
+      }
       break;
     case run::OnLost::kill:
-      ctx.out.warn("stopping the job (SIGKILL)");
+      ctx.out.warn(who + " (SIGKILL)");
       break;
     case run::OnLost::ignore:
       ctx.out.warn("the job keeps running (--on-lost ignore)");

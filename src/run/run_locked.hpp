@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lock/lock.hpp"
@@ -58,8 +59,16 @@ struct RunOutcome {
 // A lost lock, as the supervisor found it: by the store's verdict on our value
 // (taken over, deleted, expired), or without one, for the reason in `detail`.
 struct Loss {
+  Loss(std::optional<lock::Verdict> why, std::string more)
+      : verdict(why), detail(std::move(more)) {}
+
   std::optional<lock::Verdict> verdict;
   std::string detail;
+  // The watchdog began stopping the job by itself: we did not run in time.
+  bool by_watchdog = false;
+  // --on-lost term: the grace SIGTERM got, where --kill-after was cut short
+  // for the job to be gone before the lock could expire.
+  std::optional<util::Micros> grace_cut_to;
 };
 
 // What a user should see while the job runs; the CLI words and prints it.

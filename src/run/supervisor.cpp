@@ -30,6 +30,8 @@ using util::Micros;
 // and grows to a cap, until the lock could expire.
 constexpr Micros k_backoff_first{50'000};
 constexpr Micros k_backoff_cap{500'000};
+// The last retry but one goes this long before the job must be stopped.
+constexpr Micros k_last_chance{100'000};
 // The release at the end retries for this long at most; past it, the lock is
 // left to expire at its timestamp rather than keep the job's caller waiting.
 constexpr Micros k_release_patience{10'000'000};
@@ -65,16 +67,20 @@ lock::Verdict on_any_of_ours(HeldLock& held,
 
 // Keeps the lock while the job runs: renews every ttl/3, and rides out a
 // backend that fails for a while (a restart, a failover, an idle-client
-// timeout) by retrying until the lock could expire. Every attempt's deadline
-// is that moment, so no decision rests on a reply that came after it, and a
-// lost lock is acted on within one renewal interval, whatever --timeout is.
+// timeout) by retrying until the job must be stopped for the lock to be
+// gone before it could expire (`lead` before that: the schedule's grace and
+// kill margin). Every attempt's deadline is that moment, so no decision rests
+// on a reply that came after it, and a lost lock is acted on within one
+// renewal interval, whatever --timeout is.
 class Renewal {
  public:
-  Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, const Reporter& reporter)
+  Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, Micros lead,
+          const Reporter& reporter)
       : m_lock(lock),
         m_held(held),
         m_ttl(Micros(ttl * 1'000'000)),
         m_interval(std::max(m_ttl / 3, Micros(100'000))),
+        m_lead(lead),
         m_next(util::mono_now() + m_interval),
         m_reporter(reporter) {}
 
@@ -87,8 +93,9 @@ class Renewal {
       return std::nullopt;
     }
     std::string written;
+    const Micros act_by = m_held.valid_until - m_lead;
     try {
-      lock::DeadlineScope deadline(m_lock, m_held.valid_until);
+      lock::DeadlineScope deadline(m_lock, act_by);
       const lock::Verdict verdict = on_any_of_ours(m_held, [&](const std::string& value) {
         return m_lock.renew(value, m_ttl.count() / 1'000'000, written);
       });
@@ -112,18 +119,21 @@ class Renewal {
         m_held.maybe_ours.push_back(written);
       }
       const Micros now = util::mono_now();
-      if (now >= m_held.valid_until) {
+      if (now >= act_by) {
         return Loss{std::nullopt, std::string("no renewal was confirmed before it could expire (") +
                                       e.what() + ")"};
       }
       if (!m_trouble_since) {
         m_trouble_since = now;
         m_reporter.warn(std::string("renewal failed, retrying while the lock is valid (") +
-                        seconds_text(m_held.valid_until - now) + " left): " + e.what());
+                        seconds_text(act_by - now) + " left): " + e.what());
       }
-      // The last attempt goes at the expiry itself, with no time left: it fails
-      // at once, and the loss is acted on then, not a --timeout later.
-      m_next = std::min(now + jittered(m_backoff), m_held.valid_until);
+      // One attempt goes shortly before that moment, with time to reconnect
+      // to a server that is back (the back-off alone may leave half a second
+      // unused); the last goes at that moment itself, with no time left: it
+      // fails at once, and the loss is acted on then, not a --timeout later.
+      const Micros last_chance = act_by - k_last_chance;
+      m_next = std::min(now + jittered(m_backoff), now < last_chance ? last_chance : act_by);
       m_backoff = std::min(m_backoff * 2, k_backoff_cap);
       return std::nullopt;
     }
@@ -134,6 +144,7 @@ class Renewal {
   HeldLock& m_held;
   Micros m_ttl;
   Micros m_interval;
+  Micros m_lead;  // how long before the lock's validity ends the job must be stopped
   Micros m_next;
   Micros m_backoff = k_backoff_first;
   std::optional<Micros> m_trouble_since;  // when the current run of failures began
@@ -196,7 +207,12 @@ void collect_status(Supervised& supervised, JobWatchdog& watchdog) {
 Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
                      const std::vector<JobWatchdog::EnvSetting>& environment,
                      SignalChannel& signals, const Reporter& reporter, JobWatchdog& watchdog) {
-  if (util::mono_now() >= held.valid_until) {
+  const StopSchedule schedule =
+      stop_schedule(options.on_lost != OnLost::ignore, options.on_lost == OnLost::kill,
+                    options.kill_after, options.ttl);
+  // The job must be stopping by then, unless a renewal moves it on.
+  const auto act_by = [&] { return held.valid_until - schedule.lead(); };
+  if (util::mono_now() >= act_by()) {
     // The backend answered so late that the lock may have expired already.
     throw util::Error(util::ErrorKind::unavailable, "lock '" + util::escape(lock.key()) + "'",
                       "acquired too late to be sure it is still held; the job was not started");
@@ -207,7 +223,7 @@ Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
     watchdog.prepare(options.command, signals.original_mask());
   }
   TerminalHandoff terminal;
-  const auto started = watchdog.start(environment, terminal.active());
+  const auto started = watchdog.start(environment, terminal.active(), schedule, held.valid_until);
   if (started.exec_error != 0) {
     watchdog.disarm();
     const int error = started.exec_error;
@@ -222,25 +238,32 @@ Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
   // Only now: the details are advisory, and the job need not wait for them.
   lock.record_holder(options.holder);
 
-  Renewal renewal(lock, held, options.ttl, reporter);
-  // When the grace period of a lost lock's SIGTERM ends; max: none running.
-  // (Not std::optional: GCC 12 warns falsely that its value may be unset.)
-  Micros kill_at = Micros::max();
+  Renewal renewal(lock, held, options.ttl, schedule.lead(), reporter);
   const auto signal_job = [&](int signo) {
     if (kill(-child, signo) != 0) {
       kill(child, signo);  // the group may be gone while the child lingers
     }
   };
-  const auto lose = [&](const Loss& loss) {
+  // The lost lock's policy, carried out by the watchdog, so that the SIGKILL
+  // comes on time even if we are stopped in between. It comes before the lock
+  // could expire, whatever --kill-after says: the grace is cut short to that.
+  const auto lose = [&](Loss loss) {
     outcome.lost = true;
+    const Micros now = util::mono_now();
+    Micros kill_at = now;
+    if (options.on_lost == OnLost::term) {
+      kill_at = std::min(now + options.kill_after, schedule.kill_at(held.valid_until));
+      if (kill_at < now + options.kill_after) {
+        loss.grace_cut_to = std::max(kill_at - now, Micros(0));
+      }
+    }
     reporter.lost(loss, options.on_lost);
     switch (options.on_lost) {
       case OnLost::term:
-        signal_job(SIGTERM);
-        kill_at = util::mono_now() + options.kill_after;
+        watchdog.stop(SIGTERM, kill_at);
         break;
       case OnLost::kill:
-        signal_job(SIGKILL);
+        watchdog.stop(SIGKILL, now);
         break;
       case OnLost::ignore:
         break;
@@ -251,11 +274,8 @@ Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
     const Micros now = util::mono_now();
     Micros timeout = Micros::max();
     if (!outcome.lost) {
-      // Not renewed, the lock is lost when it expires: wake up then to say so.
-      timeout = std::min(timeout, (options.renew ? renewal.next_at() : held.valid_until) - now);
-    }
-    if (kill_at != Micros::max()) {
-      timeout = std::min(timeout, kill_at - now);
+      // Not renewed, the lock is lost when it could expire: wake up then to act.
+      timeout = (options.renew ? renewal.next_at() : act_by()) - now;
     }
     const int timeout_ms = timeout == Micros::max() ? -1 : util::poll_timeout_ms(timeout);
     // The job's end is seen on exit_fd() at once, before the watchdog has
@@ -273,26 +293,43 @@ Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
     while (const auto signo = signals.take()) {
       signal_job(*signo);
     }
-    if (const auto wait_status = watchdog.take_status()) {
+    const auto wait_status = watchdog.take_status();
+    if (watchdog.stopped_by_itself() && !outcome.lost) {
+      // We did not act in time (stopped, hung, or just late): the watchdog
+      // began the stop.
+      outcome.lost = true;
+      Loss loss{std::nullopt, "no renewal was confirmed in time, and the watchdog stopped the job"};
+      loss.by_watchdog = true;
+      if (options.on_lost == OnLost::term && options.kill_after > schedule.grace) {
+        loss.grace_cut_to = schedule.grace;
+      }
+      reporter.lost(loss, options.on_lost);
+    }
+    if (wait_status) {
       settle(outcome, *wait_status, outcome.lost && options.on_lost != OnLost::ignore, watchdog);
       return supervised;
     }
-    if (fds[2].revents != 0) {
+    if (fds[2].revents != 0 && !outcome.lost) {
       outcome.ending = RunOutcome::Ending::exited;  // it ran; collect_status says how it ended
       supervised.status_pending = true;
       return supervised;
     }
 
-    if (kill_at != Micros::max() && util::mono_now() >= kill_at) {
-      signal_job(SIGKILL);
-      kill_at = Micros::max();
-    }
-    if (!options.renew && !outcome.lost && util::mono_now() >= held.valid_until) {
-      lose(Loss{lock::Verdict::expired, "--no-renew"});
+    if (!options.renew && !outcome.lost && util::mono_now() >= act_by()) {
+      if (options.on_lost == OnLost::ignore) {
+        lose(Loss{lock::Verdict::expired, "--no-renew"});
+      } else {
+        lose(Loss{std::nullopt, "not renewed (--no-renew), it would expire in " +
+                                    seconds_text(held.valid_until - util::mono_now()) +
+                                    " with the job still running"});
+      }
     }
     if (options.renew && !outcome.lost) {
+      const Micros before = held.valid_until;
       if (const auto lost = renewal.step()) {
         lose(*lost);
+      } else if (held.valid_until != before) {
+        watchdog.extend(held.valid_until);
       }
     }
   }

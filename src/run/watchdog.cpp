@@ -28,20 +28,39 @@ constexpr const char* k_watchdog_name = "nxl-watchdog";
 
 // What the watchdog tells us, one record at a time (atomic on a pipe).
 struct Report {
-  enum Kind : int { started, exec_failed, spawn_failed, ended, all_gone };
+  // stopping: the deadline came with no newer one, and it began stopping the job.
+  enum Kind : int { started, exec_failed, spawn_failed, stopping, ended, all_gone };
   Kind kind;
   int value;  // started: the job's pid; *_failed: errno; ended: the job's wait status
 };
 
-// What we tell the watchdog; end-of-file (we died) means kill_everything, or,
-// before the job started, that there is no job.
-constexpr char k_go = 'g';  // then a GoHeader and its environment settings
+// What we tell the watchdog, each word with what follows it in one write
+// (atomic on a pipe: a stop of ours can never leave half a message);
+// end-of-file (we died) means kill_everything, or, before the job started,
+// that there is no job. Times are CLOCK_MONOTONIC microseconds, which every
+// process of the boot shares; INT64_MAX is "never".
+constexpr char k_go = 'g';        // then a GoHeader and its environment settings
+constexpr char k_deadline = 'u';  // then an int64: a renewal's new deadline
+constexpr char k_stop = 's';      // then a StopOrder: the lock is lost
 constexpr char k_done = 'd';
 constexpr char k_kill_all = 'k';
 
 struct GoHeader {
   std::uint32_t take_terminal;
   std::uint32_t environment_size;  // bytes of encoded settings that follow
+  std::int64_t deadline;           // the lock's, at the start; INT64_MAX: not enforced
+  std::int64_t grace;              // StopSchedule::grace
+};
+
+struct StopOrder {
+  std::int64_t signo;    // for the job's group now: SIGTERM, or SIGKILL for all of it
+  std::int64_t kill_at;  // SIGKILL for all of it then, at the latest
+};
+
+// The watchdog's view of the lock, from the go and each later word.
+struct Guard {
+  util::Micros deadline = util::Micros::max();  // max: not enforced
+  StopSchedule schedule;
 };
 
 // Environment settings on the wire: NAME \0, then '=' VALUE \0 to set it or '-' to remove it.
@@ -109,7 +128,7 @@ bool write_exactly(int fd, const std::string& bytes) {
 
 // Waits for the go and applies its environment; false if nxlock gave up on
 // the job (no lock) or died first.
-bool await_go(int control, bool& take_terminal) {
+bool await_go(int control, bool& take_terminal, Guard& guard) {
   char word = 0;
   GoHeader header{};
   if (!read_exactly(control, &word, 1) || word != k_go ||
@@ -122,6 +141,9 @@ bool await_go(int control, bool& take_terminal) {
   }
   apply_environment(environment);
   take_terminal = header.take_terminal != 0;
+  guard.deadline = util::Micros(header.deadline);
+  guard.schedule.enforced = guard.deadline != util::Micros::max();
+  guard.schedule.grace = util::Micros(header.grace);
   return true;
 }
 
@@ -211,7 +233,8 @@ bool kill_children() {
 
 class Watch {
  public:
-  Watch(int control, int report, pid_t job) : m_control(control), m_report(report), m_job(job) {}
+  Watch(int control, int report, pid_t job, const Guard& guard)
+      : m_control(control), m_report(report), m_job(job), m_guard(guard) {}
 
   // Reaps what has ended (orphans of the job become our children); reports the job's end.
   void reap_ended() {
@@ -246,33 +269,102 @@ class Watch {
 
   [[noreturn]] void run(int children_fd) {
     for (;;) {
+      const util::Micros next = next_step();
+      const int timeout_ms =
+          next == util::Micros::max() ? -1 : util::poll_timeout_ms(next - util::mono_now());
       pollfd fds[2] = {{m_control, POLLIN, 0}, {children_fd, POLLIN, 0}};
-      if (poll(fds, 2, -1) < 0) {
+      if (poll(fds, 2, timeout_ms) < 0) {
         continue;
       }
       if (fds[1].revents != 0) {
         signalfd_siginfo info[8];
         [[maybe_unused]] auto drained = read(children_fd, info, sizeof info);
-        reap_ended();
       }
+      // A job that has ended is not stopped for its lock: reaped first.
+      reap_ended();
+      // What nxlock said before the deadline's moment counts: a new deadline
+      // written in time is read before the schedule is checked.
       if (fds[0].revents != 0) {
-        char word = 0;
-        if (read(m_control, &word, 1) != 1) {
-          kill_everything();  // nxlock died: nothing of its job may outlive its lock
-          _exit(0);
-        }
-        if (word == k_kill_all) {
-          kill_everything();
-          send(m_report, Report::all_gone, 0);
-        } else {
-          reap_ended();  // leaves what still runs, as a job's own daemon would be left
-          _exit(0);
-        }
+        take_word();
       }
+      enforce_deadline();
     }
   }
 
  private:
+  // One word from nxlock, and what follows it.
+  void take_word() {
+    char word = 0;
+    if (read(m_control, &word, 1) != 1) {
+      kill_everything();  // nxlock died: nothing of its job may outlive its lock
+      _exit(0);
+    }
+    if (word == k_kill_all) {
+      kill_everything();
+      send(m_report, Report::all_gone, 0);
+    } else if (word == k_deadline) {
+      std::int64_t deadline = 0;
+      if (read_exactly(m_control, &deadline, sizeof deadline) && m_guard.schedule.enforced) {
+        m_guard.deadline = util::Micros(deadline);
+      }
+    } else if (word == k_stop) {
+      StopOrder order{};
+      if (read_exactly(m_control, &order, sizeof order)) {
+        begin_stop(static_cast<int>(order.signo), util::Micros(order.kill_at));
+      }
+    } else {
+      reap_ended();  // leaves what still runs, as a job's own daemon would be left
+      _exit(0);
+    }
+  }
+
+  // When the watchdog must next act by itself; max: nothing scheduled.
+  util::Micros next_step() const {
+    util::Micros next = m_kill_at;
+    if (!m_stopping && !m_reported && m_guard.schedule.enforced) {
+      next = std::min(next, m_guard.schedule.watchdog_term_at(m_guard.deadline));
+    }
+    return next;
+  }
+
+  // The deadline came with no newer one while the job runs: nxlock did not
+  // act (stopped, hung), so the watchdog stops the job by itself. And a stop
+  // under way ends in SIGKILL on time, whoever began it.
+  void enforce_deadline() {
+    const util::Micros now = util::mono_now();
+    if (!m_stopping && !m_reported && m_guard.schedule.enforced &&
+        now >= m_guard.schedule.watchdog_term_at(m_guard.deadline)) {
+      send(m_report, Report::stopping, 0);
+      begin_stop(m_guard.schedule.grace > util::Micros(0) ? SIGTERM : SIGKILL,
+                 m_guard.schedule.kill_at(m_guard.deadline));
+    }
+    if (m_kill_at != util::Micros::max() && util::mono_now() >= m_kill_at) {
+      m_kill_at = util::Micros::max();
+      kill_everything();
+    }
+  }
+
+  // SIGTERM to the job's group (once), or SIGKILL to all of it; SIGKILL to
+  // all of it by `kill_at`, or sooner if the lock's deadline comes first.
+  void begin_stop(int signo, util::Micros kill_at) {
+    if (m_guard.schedule.enforced) {
+      kill_at = std::min(kill_at, m_guard.schedule.kill_at(m_guard.deadline));
+    }
+    if (signo == SIGKILL) {
+      m_stopping = true;
+      m_kill_at = util::Micros::max();
+      kill_everything();
+      return;
+    }
+    if (!m_stopping) {
+      m_stopping = true;
+      if (kill(-m_job, signo) != 0 && !m_reported) {
+        kill(m_job, signo);  // the job left its group; while unreaped, its pid is its own
+      }
+    }
+    m_kill_at = std::min(m_kill_at, kill_at);
+  }
+
   void note_reaped(pid_t pid, int status) {
     if (pid == m_job && !m_reported) {
       m_reported = send(m_report, Report::ended, status);
@@ -282,7 +374,10 @@ class Watch {
   int m_control;
   int m_report;
   pid_t m_job;
+  Guard m_guard;
   bool m_reported = false;
+  bool m_stopping = false;                      // SIGTERM sent: the stop goes on to its end
+  util::Micros m_kill_at = util::Micros::max();  // SIGKILL for all of the job then
 };
 
 // The watchdog, in a fork of ours. Out of our process group and under another
@@ -303,7 +398,8 @@ class Watch {
   const int children_fd = signalfd(-1, &child_signal, SFD_CLOEXEC);
 
   bool take_terminal = false;
-  if (!await_go(control, take_terminal)) {
+  Guard guard;
+  if (!await_go(control, take_terminal, guard)) {
     _exit(0);  // no job to start: nothing of ours to stop either
   }
   volatile int exec_error = 0;
@@ -329,7 +425,7 @@ class Watch {
     _exit(0);
   }
   send(report, Report::started, job);
-  Watch(control, report, job).run(children_fd);
+  Watch(control, report, job, guard).run(children_fd);
 }
 
 bool receive(int fd, Report& report) {
@@ -374,9 +470,12 @@ void JobWatchdog::prepare(const std::vector<std::string>& command, const sigset_
 }
 
 JobWatchdog::Started JobWatchdog::start(const std::vector<EnvSetting>& environment,
-                                        bool take_terminal) {
+                                        bool take_terminal, const StopSchedule& schedule,
+                                        util::Micros deadline) {
   const std::string settings = encode_environment(environment);
-  const GoHeader header{take_terminal ? 1U : 0U, static_cast<std::uint32_t>(settings.size())};
+  const GoHeader header{take_terminal ? 1U : 0U, static_cast<std::uint32_t>(settings.size()),
+                        schedule.enforced ? deadline.count() : util::Micros::max().count(),
+                        schedule.grace.count()};
   std::string go(1, k_go);
   go.append(reinterpret_cast<const char*>(&header), sizeof header).append(settings);
   Report first{};
@@ -412,9 +511,30 @@ std::optional<int> JobWatchdog::take_status() {
       m_control.reset();
       return W_EXITCODE(0, SIGKILL);
     }
+    if (report.kind == Report::stopping) {
+      m_stopped_by_itself = true;
+    }
     if (report.kind == Report::ended) {
       return report.value;
     }
+  }
+}
+
+void JobWatchdog::extend(util::Micros deadline) {
+  if (m_control) {
+    std::string word(1, k_deadline);
+    const std::int64_t count = deadline.count();
+    word.append(reinterpret_cast<const char*>(&count), sizeof count);
+    write_exactly(m_control.get(), word);
+  }
+}
+
+void JobWatchdog::stop(int signo, util::Micros kill_at) {
+  if (m_control) {
+    std::string word(1, k_stop);
+    const StopOrder order{signo, kill_at.count()};
+    word.append(reinterpret_cast<const char*>(&order), sizeof order);
+    write_exactly(m_control.get(), word);
   }
 }
 

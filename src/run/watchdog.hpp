@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "run/stop_schedule.hpp"
 #include "util/fd.hpp"
+#include "util/time.hpp"
 
 namespace nxlock::run {
 
@@ -20,6 +22,13 @@ namespace nxlock::run {
 // descendant, whatever group or session it moves to, and orphans are reparented
 // to it. The watchdog waits on a pipe only nxlock writes: end-of-file without a
 // "done" byte means nxlock died, and it kills every descendant it has.
+//
+// Nor may a job outlive its lock when nxlock is stopped or hung (SIGSTOP, a
+// debugger, a stuck system call): the watchdog knows the lock's deadline (a
+// CLOCK_MONOTONIC time, which every process of the boot shares), learns each
+// new one as a renewal is confirmed, and when the schedule's moment comes with
+// no newer one, stops the job by itself: SIGTERM to its group, SIGKILL to all
+// of it by the deadline less the kill margin (stop_schedule.hpp).
 class JobWatchdog {
  public:
   JobWatchdog() = default;
@@ -49,15 +58,32 @@ class JobWatchdog {
   // Tells the prepared watchdog to start the job: it applies `environment` to
   // its own (the job inherits it; ours stays as it was), then execs the job in
   // a process group of its own, taking the terminal's foreground if
-  // `take_terminal`. Throws util::Error (internal) if the job could not be started.
-  Started start(const std::vector<EnvSetting>& environment, bool take_terminal);
+  // `take_terminal`. From then on it enforces `deadline` (monotonic) by
+  // `schedule`, unless the schedule is not enforced (--on-lost ignore).
+  // Throws util::Error (internal) if the job could not be started.
+  Started start(const std::vector<EnvSetting>& environment, bool take_terminal,
+                const StopSchedule& schedule, util::Micros deadline);
+
+  // A renewal was confirmed: the lock now lasts until `deadline` (monotonic).
+  // Until the watchdog has read this, the old deadline holds.
+  void extend(util::Micros deadline);
+
+  // The lock is lost: the job's group gets `signo` (SIGTERM, or SIGKILL for
+  // all of it) now, and all of it SIGKILL at `kill_at` (monotonic) at the
+  // latest. Once stopping, the watchdog goes on to the end.
+  void stop(int signo, util::Micros kill_at);
+
+  // The watchdog found the deadline come with no newer one and began stopping
+  // the job by itself (seen once a report was taken: take_status()).
+  bool stopped_by_itself() const { return m_stopped_by_itself; }
 
   // Readable as soon as the job's process has ended, before the watchdog has
   // reaped it and reported its status: the lock can go then. -1 where the
   // kernel has no pidfd (Linux < 5.3); status_fd() tells then.
   int exit_fd() const { return m_job_exit.get(); }
 
-  // Readable when the job has ended: take_status() then returns its wait status.
+  // Readable when the watchdog reports: take_status() then takes what it
+  // said, and returns the job's wait status if it has ended.
   int status_fd() const { return m_report.get(); }
   std::optional<int> take_status();
   // Waits for the job's wait status (after exit_fd() said it ended).
@@ -85,8 +111,11 @@ class JobWatchdog {
   std::vector<std::string> m_command;
   std::vector<char*> m_argv;  // into m_command, built before the fork
   util::UniqueFd m_job_exit;  // a pidfd of the job
-  util::UniqueFd m_control;  // ours → watchdog: "done", "kill all", or end-of-file
-  util::UniqueFd m_report;   // watchdog → ours: the job's start, then its wait status
+  // ours → watchdog: the go, new deadlines, "stop", "done", "kill all", or end-of-file
+  util::UniqueFd m_control;
+  // watchdog → ours: the job's start, "stopping by itself", then its wait status
+  util::UniqueFd m_report;
+  bool m_stopped_by_itself = false;
 };
 
 }  // namespace nxlock::run

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A job for test_lost_policy.py: logs its start, a heartbeat and each signal it gets, with times.
 
-usage: lost_policy_job.py LOGDIR [--on-term keep|exit:N] [--grandchild] [--finish] [--exit N]
+usage: lost_policy_job.py LOGDIR [--on-term keep|ignore|exit:N] [--grandchild] [--finish]
+                          [--exit N]
 
 Writes LOGDIR/child.log (and LOGDIR/grandchild.log from a grandchild in the same
 process group with --grandchild), one line per event: "start PID MONO",
-"tick MONO", "signal SIGNO MONO". MONO is CLOCK_MONOTONIC, the clock the test
-reads too. SIGKILL cannot be logged: the heartbeat stopping (every 50 ms) shows
+"tick MONO WALL", "signal SIGNO MONO". MONO is CLOCK_MONOTONIC, the clock the
+test reads too; WALL is the Unix time, to compare with a lock's value.
+--on-term ignore ignores SIGTERM as `trap "" TERM` does (so it is not logged). SIGKILL cannot be logged: the heartbeat stopping (every 50 ms) shows
 when the process died. With --finish the job ends when LOGDIR/finish appears,
 exiting with --exit N; without it, it runs until a signal ends it.
 """
@@ -48,6 +50,8 @@ def main():
     # background hands its children SIGHUP or SIGINT ignored, or signals blocked.
     for signo in LOGGED_SIGNALS:
         signal.signal(signo, on_signal)
+    if args.on_term == "ignore":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, LOGGED_SIGNALS)
 
     grandchild = None
@@ -60,7 +64,7 @@ def main():
 
     finish = os.path.join(args.logdir, "finish")
     while not (args.finish and os.path.exists(finish)):
-        log("tick %.6f" % time.monotonic())
+        log("tick %.6f %.6f" % (time.monotonic(), time.time()))
         time.sleep(TICK)
     if grandchild:
         grandchild.wait()

@@ -19,6 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "lost_policy_job.py")
 TTL = 3
 INTERVAL = TTL / 3  # how often run-locked renews, so how late it may notice a loss
+# Long enough that SIGKILL --kill-after (2 s) after a loss found at a renewal still
+# comes before the lock could expire, so the grace is not cut short.
+GRACE_TTL = 6
 MARGIN = 1.5  # slack for a loaded machine on every timing bound
 KILLED = 128 + signal.SIGKILL
 
@@ -229,7 +232,7 @@ class LostPolicy(NxlockTestCase):
     def test_sigkill_after_the_grace_period(self):
         # The job traps SIGTERM and runs on: only SIGKILL, --kill-after later, ends it.
         grace = 2
-        for run in self.on_both_backends(["-t", str(TTL), "--kill-after", str(grace)],
+        for run in self.on_both_backends(["-t", str(GRACE_TTL), "--kill-after", str(grace)],
                                          ["--on-term", "keep"]):
             with self.subTest(backend=run.backend.name):
                 why = self.describe(run)
@@ -282,7 +285,7 @@ class LostPolicy(NxlockTestCase):
 
     def test_grandchild_gets_the_same_signals(self):
         grace = 2
-        for run in self.on_both_backends(["-t", str(TTL), "--kill-after", str(grace)],
+        for run in self.on_both_backends(["-t", str(GRACE_TTL), "--kill-after", str(grace)],
                                          ["--on-term", "keep"], grandchild=True):
             with self.subTest(backend=run.backend.name):
                 why = self.describe(run)
@@ -300,10 +303,17 @@ class LostPolicy(NxlockTestCase):
                 self.assertLostAndStopped(run, child_status=KILLED)
 
     def test_no_renew_loses_the_lock_at_expiry(self):
-        # Not renewed, the lock expires; another client takes it; the policy applies.
+        # Not renewed, the lock expires; another client takes it. `term`: the job
+        # is stopped before the lock could expire, its grace cut short to fit in.
         ttl = 2
+        term_ttl = 6  # time for two jobs to start on a loaded machine before the stop
+        kill_after = 3
+        # SIGTERM this long before the deadline (ttl after the acquisition): the
+        # kill margin (0.1 s) and the grace, at most a fifteenth of the ttl or
+        # 0.3 s, whichever is more.
+        lead = 0.1 + min(kill_after, max(term_ttl / 15, 0.3))
         cases = {
-            "term": (["--no-renew", "-t", str(ttl), "--kill-after", "1"],
+            "term": (["--no-renew", "-t", str(term_ttl), "--kill-after", str(kill_after)],
                      ["--on-term", "keep"], {"key": "term"}),
             "ignore": (["--no-renew", "-t", str(ttl), "--on-lost", "ignore"],
                        ["--on-term", "keep", "--exit", "5"],
@@ -326,16 +336,17 @@ class LostPolicy(NxlockTestCase):
             with self.subTest(backend=run.backend.name, on_lost="term"):
                 why = self.describe(run)
                 self.assertIsNotNone(run.taken_away, "another client took the lock" + why)
-                self.assertIn("expired", run.stderr_text(), "nxlock says it expired" + why)
+                self.assertIn("--no-renew", run.stderr_text(), "nxlock says why" + why)
+                self.assertIn("cut short", run.stderr_text(), "and that the grace is" + why)
                 terms = run.child.signal_times(signal.SIGTERM)
-                self.assertEqual(len(terms), 1, "SIGTERM at expiry" + why)
-                # The value is acquisition + ttl + 1 in whole seconds: it expires
-                # more than ttl after the acquisition, which came after the launch
-                # (not after the job's first log line: that can lag a second).
-                self.assertGreaterEqual(terms[0], run.launched + ttl - 0.1,
-                                        "not before the ttl ran out" + why)
-                self.assertLessEqual(terms[0], run.taken_away[1] + MARGIN,
-                                     "by the time another client could take it" + why)
+                self.assertEqual(len(terms), 1, "SIGTERM before the expiry" + why)
+                # The acquisition came after the launch (not after the job's
+                # first log line: that can lag a second).
+                self.assertGreaterEqual(terms[0], run.launched + term_ttl - lead - 0.1,
+                                        "not before the ttl nearly ran out" + why)
+                # SIGKILL ended the job before another client could take the lock.
+                self.assertLess(run.child.last_tick(), run.taken_away[1],
+                                "the job was gone before another client took the lock" + why)
                 self.assertLostAndStopped(run, child_status=KILLED)
         for run in results["ignore"]:
             with self.subTest(backend=run.backend.name, on_lost="ignore"):

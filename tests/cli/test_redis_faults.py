@@ -96,7 +96,9 @@ class RedisFaults(NxlockTestCase):
 
     def test_restart_with_aof_keeps_the_job_and_releases(self):
         server = self.server("--appendonly", "yes", "--appendfsync", "always")
-        job = self.run_locked(server.url, "-t", "3", "faulty", "sh", "-c", "sleep 7; exit 5")
+        # -t 4: the outage and the restart must fit in what renewal rides out
+        # (from 1.3 s to 0.4 s before the lock's 4 s are up).
+        job = self.run_locked(server.url, "-t", "4", "faulty", "sh", "-c", "sleep 7; exit 5")
         job.wait_for_line(ACQUIRED)
         time.sleep(0.5)
         server.stop()
@@ -108,7 +110,7 @@ class RedisFaults(NxlockTestCase):
         self.assertEqual(server.get("faulty"), b"", "released at the end")
         renewed = job.first_line(RENEWED, after=back)
         self.assertIsNotNone(renewed, job.stderr())
-        measure("AOF restart (down 1.5 s) during run-locked -t 3 of a 7 s job: exit %d after "
+        measure("AOF restart (down 1.5 s) during run-locked -t 4 of a 7 s job: exit %d after "
                 "%.1f s; first renewal %.3f s after the server's return"
                 % (status, time.monotonic() - job.started, renewed - back))
 
