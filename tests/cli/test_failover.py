@@ -8,6 +8,7 @@ stays up, and stays a master that takes writes until the Sentinels demote it
 """
 import os
 import re
+import signal
 import time
 import unittest
 
@@ -143,6 +144,24 @@ class TestDemotedMasterConfirmsNothing(FailoverTestCase):
         after = err[moved_at:]
         self.assertNotRegex(after, r"SET-IF-EQUAL job \S+ \S+( if \S+ = \d+)? → 1\n", err)
         self.assertIn("no renewal was confirmed", after)
+
+
+class TestHungSentinel(FailoverTestCase):
+    """Asking the Sentinels as it renews must not cost the lock when the one
+    asked first hangs (SIGSTOP): the ask gets half the time left at most."""
+
+    def test_a_stopped_sentinel_costs_no_renewal(self):
+        d = Deployment(replicas=1, sentinels=2)
+        self.addCleanup(d.stop)
+        job, err_path = self.start_job(d.url(), ttl=3, seconds=5)
+        first = d.sentinels[0].process
+        first.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(4)
+        finally:
+            first.send_signal(signal.SIGCONT)
+        job.wait(timeout=30)
+        self.assertEqual(job.returncode, 0, read_text(err_path))
 
 
 if __name__ == "__main__":

@@ -347,9 +347,13 @@ void Connection::follow_master() {
   const bool thorough = m_suspect;
   m_suspect = false;
   m_located_for = m_cap;
+  // Half of what is left before the lock could expire, at most: a Sentinel
+  // that hangs must not take the time the renewal itself needs.
+  const util::Micros now = util::mono_now();
+  const util::Micros ask_until = now + (*m_cap - now) / 2;
   std::optional<HostPort> moved;
   try {
-    moved = m_endpoint.locator->recheck(*m_located, m_cap, thorough);
+    moved = m_endpoint.locator->recheck(*m_located, ask_until, thorough);
   } catch (const Error& e) {
     // No Sentinel answers: the server we have may well still be the master.
     if (util::tracing()) {

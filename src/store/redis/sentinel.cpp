@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "util/error.hpp"
+#include "util/time.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store::redis {
@@ -46,6 +47,19 @@ long long config_epoch(const redisReply& reply) {
     }
   }
   return epoch;
+}
+
+// An equal share of what is left before `cap` for each of the `left`
+// Sentinels still to ask: one that hangs leaves the others time to answer.
+std::optional<util::Micros> share_of(std::optional<util::Micros> cap, std::size_t left) {
+  if (!cap) {
+    return cap;
+  }
+  const util::Micros now = util::mono_now();
+  if (*cap <= now) {
+    return cap;
+  }
+  return now + (*cap - now) / static_cast<long long>(left);
 }
 
 }  // namespace
@@ -114,7 +128,7 @@ HostPort SentinelLocator::locate(std::optional<util::Micros> cap) {
     if (i != 0 || !m_connection) {
       m_connection = connect_to_sentinel(sentinel);
     }
-    m_connection->set_cap(cap);
+    m_connection->set_cap(share_of(cap, m_sentinels.size() - i));
     const Command command{{"SENTINEL", "get-master-addr-by-name", m_master}, {}};
     try {
       const auto replies = m_connection->exchange({command});
@@ -172,7 +186,7 @@ std::optional<HostPort> SentinelLocator::recheck(const HostPort& current,
     const std::string sentinel_name = "Sentinel " + host_port_text(m_sentinels[i]);
     std::unique_ptr<Connection> asked =
         i == 0 && m_connection ? std::move(m_connection) : connect_to_sentinel(m_sentinels[i]);
-    asked->set_cap(cap);
+    asked->set_cap(share_of(cap, m_sentinels.size() - i));
     try {
       const auto replies = asked->exchange({address, details});
       const auto master = master_address(*replies[0], address, sentinel_name);
