@@ -1,7 +1,9 @@
-"""A Sentinel deployment for the tests: a master, a replica and one Sentinel on free loopback ports.
+"""A Sentinel deployment for the tests: a master, replicas and Sentinels on free loopback ports.
 
-Fast failover settings (down after 1 s). Every process is started here and
-stopped by its pid (SIGKILL through PR_SET_PDEATHSIG too if the test dies).
+Fast failover settings (down after 1 s, failover-timeout 3 s, one replica
+re-syncs at a time: production's defaults are 30 s, 180 s and 1, scaled down so
+a test takes seconds). Every process is started here and stopped by its pid
+(SIGKILL through PR_SET_PDEATHSIG too if the test dies).
 """
 import os
 import shutil
@@ -13,6 +15,10 @@ from harness import REDIS_CLI, RedisServer, die_with_parent, free_port, stop_ser
 
 REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
 MASTER_NAME = "mymaster"
+# A replica that re-syncs in full from a new master (it had writes the new one
+# never got) starts at once: Redis 7's default waits 5 s for more replicas to
+# share the transfer, 5 s in which WAIT on the new master confirms nothing.
+REPLICATION = ["--repl-diskless-sync-delay", "0"]
 
 
 def cli(port, *args, timeout=5):
@@ -36,7 +42,7 @@ def wait_for(condition, timeout, what):
 class Sentinel:
     """One redis-sentinel monitoring `master_port` as MASTER_NAME."""
 
-    def __init__(self, master_port, password=None):
+    def __init__(self, master_port, password=None, quorum=1):
         self.dir = tempfile.mkdtemp(prefix="nxlock-sentinel-")
         self.password = password
         self.process = None
@@ -47,7 +53,8 @@ class Sentinel:
                 f.write(self._listen_config())
                 f.write("bind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"
                         % (self.dir, os.path.join(self.dir, "sentinel.log")))
-                f.write("sentinel monitor %s 127.0.0.1 %d 1\n" % (MASTER_NAME, master_port))
+                f.write("sentinel monitor %s 127.0.0.1 %d %d\n"
+                        % (MASTER_NAME, master_port, quorum))
                 f.write("sentinel down-after-milliseconds %s 1000\n" % MASTER_NAME)
                 f.write("sentinel failover-timeout %s 3000\n" % MASTER_NAME)
                 f.write("sentinel parallel-syncs %s 1\n" % MASTER_NAME)
@@ -83,11 +90,12 @@ class Sentinel:
 class Deployment:
     """A master, `replicas` replicas of it and a Sentinel that watches them, ready for a failover."""
 
-    def __init__(self, replicas=1, sentinel_password=None):
+    def __init__(self, replicas=1, sentinel_password=None, sentinels=1):
         self.sentinel_password = sentinel_password
         self.master = self._node()
         self.replicas = []
-        self.sentinel = None
+        self.sentinels = []
+        self.quorum = sentinels // 2 + 1  # a majority must agree the master is down
         try:
             for _ in range(replicas):
                 self.replicas.append(self._node(replica_of=self.master.port))
@@ -95,11 +103,18 @@ class Deployment:
                 wait_for(lambda: "master_link_status:up" in self.cli(replica.port, "INFO",
                                                                      "replication"),
                          15, "the replica to sync")
-            self.sentinel = self._sentinel(self.master.port)
-            # A failover needs replicas the Sentinel knows of (it learns them from INFO).
-            for replica in self.replicas:
-                wait_for(lambda: ("%d" % replica.port) in self.sentinel.cli(
-                    "SENTINEL", "replicas", MASTER_NAME), 15, "the Sentinel to see the replica")
+            for _ in range(sentinels):
+                self.sentinels.append(self._sentinel(self.master.port))
+            # A failover needs replicas the Sentinels know of (they learn them
+            # from INFO), and a majority of Sentinels that know each other (they
+            # learn it from hello messages on the master).
+            for sentinel in self.sentinels:
+                for replica in self.replicas:
+                    wait_for(lambda: ("%d" % replica.port) in sentinel.cli(
+                        "SENTINEL", "replicas", MASTER_NAME), 15,
+                        "the Sentinel to see the replica")
+                wait_for(lambda: sentinel.cli("SENTINEL", "sentinels", MASTER_NAME).count(
+                    "runid") >= sentinels - 1, 15, "the Sentinels to see each other")
         except BaseException:
             self.stop()
             raise
@@ -107,17 +122,21 @@ class Deployment:
     def _node(self, replica_of=None):
         """One server of the deployment (subclasses: over TLS)."""
         extra = ["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else []
-        return RedisServer(extra=extra)
+        return RedisServer(extra=REPLICATION + extra)
 
     def _sentinel(self, master_port):
-        return Sentinel(master_port, password=self.sentinel_password)
+        return Sentinel(master_port, password=self.sentinel_password, quorum=self.quorum)
+
+    @property
+    def sentinel(self):
+        return self.sentinels[0] if self.sentinels else None
 
     @property
     def replica(self):
         return self.replicas[0]
 
     def url(self, sentinels=None, scheme="redis+sentinel"):
-        hosts = sentinels or ["127.0.0.1:%d" % self.sentinel.port]
+        hosts = sentinels or ["127.0.0.1:%d" % s.port for s in self.sentinels]
         return "%s://%s/%s" % (scheme, ",".join(hosts), MASTER_NAME)
 
     def cli(self, port, *args):
@@ -125,6 +144,6 @@ class Deployment:
         return cli(port, *args)
 
     def stop(self):
-        for process in [self.sentinel, *self.replicas, self.master]:
+        for process in [*self.sentinels, *self.replicas, self.master]:
             if process is not None:
                 process.stop()

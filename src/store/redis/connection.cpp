@@ -18,6 +18,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/fd.hpp"
@@ -299,7 +300,7 @@ util::UniqueFd connect_one(int family, const sockaddr* address, socklen_t length
 
 }  // namespace
 
-void Connection::connect(const Deadline& deadline) {
+void Connection::connect(const Deadline& deadline, std::optional<HostPort> first) {
   if (!m_endpoint.locator) {
     connect_to(m_endpoint.host, m_endpoint.port, deadline, false);
     return;
@@ -310,7 +311,7 @@ void Connection::connect(const Deadline& deadline) {
   Locator& locator = *m_endpoint.locator;
   std::string refused;
   for (int attempt = 0; attempt < k_locate_attempts; ++attempt) {
-    const HostPort address = locator.locate(m_cap);
+    const HostPort address = attempt == 0 && first ? *first : locator.locate(m_cap);
     const std::string where =
         locator.describe() + " at " + address.host + ":" + std::to_string(address.port);
     std::string role;
@@ -324,6 +325,9 @@ void Connection::connect(const Deadline& deadline) {
       if (util::tracing()) {
         util::trace("redis: connected to " + where);
       }
+      m_located = address;
+      m_located_for = m_cap;
+      m_suspect = false;
       return;
     }
     close();
@@ -334,6 +338,51 @@ void Connection::connect(const Deadline& deadline) {
     }
   }
   throw Error(ErrorKind::unavailable, m_endpoint.name, refused + ", not the master");
+}
+
+void Connection::follow_master() {
+  // A failover leaves the old master taking writes (its replicas gone, so a
+  // WAIT there confirms nothing) until the Sentinels demote it, seconds later:
+  // a connection to it does not break, so the renewal must ask.
+  const bool thorough = m_suspect;
+  m_suspect = false;
+  m_located_for = m_cap;
+  // Half of what is left before the lock could expire, at most: a Sentinel
+  // that hangs must not take the time the renewal itself needs.
+  const util::Micros now = util::mono_now();
+  const util::Micros ask_until = now + (*m_cap - now) / 2;
+  std::optional<HostPort> moved;
+  try {
+    moved = m_endpoint.locator->recheck(*m_located, ask_until, thorough);
+  } catch (const Error& e) {
+    // No Sentinel answers: the server we have may well still be the master.
+    if (util::tracing()) {
+      util::trace("redis: asking where the master is: " + e.reason() + "; staying");
+    }
+    return;
+  }
+  if (!moved) {
+    return;
+  }
+  if (util::tracing()) {
+    util::trace("redis: " + m_endpoint.locator->describe() + " moved to " + moved->host + ":" +
+                std::to_string(moved->port) + "; reconnecting");
+  }
+  close();
+  connect(deadline_from_now(), moved);
+}
+
+void Connection::note_demotion(const std::vector<Command>& commands,
+                               const std::vector<Reply>& replies) {
+  for (std::size_t i = 0; i < replies.size() && i < commands.size() && !m_suspect; ++i) {
+    if (says_demoted(commands[i], *replies[i])) {
+      m_suspect = true;
+      if (util::tracing()) {
+        util::trace("redis: " + describe_reply(*replies[i]) +
+                    ": the master may have moved; asking before the next command");
+      }
+    }
+  }
 }
 
 std::string Connection::connect_to(const std::string& host, int port, const Deadline& deadline,
@@ -588,13 +637,21 @@ std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
   if (m_cap && util::mono_now() >= *m_cap) {
     throw Error(ErrorKind::unavailable, m_endpoint.name, deadline_from_now().passed());
   }
+  if (m_endpoint.locator && m_socket && m_located && m_cap &&
+      (m_suspect || m_located_for != m_cap)) {
+    follow_master();
+  }
   ensure_connected();
   const Deadline deadline = deadline_from_now();
   if (util::mono_now() >= deadline.at) {
     throw Error(ErrorKind::unavailable, m_endpoint.name, deadline.passed());
   }
   m_socket->fresh = false;
-  return run(commands, deadline, false);
+  auto replies = run(commands, deadline, false);
+  if (m_endpoint.locator) {
+    note_demotion(commands, replies);
+  }
+  return replies;
 }
 
 bool Connection::take_messages(const std::function<bool(const redisReply&)>& wanted) {

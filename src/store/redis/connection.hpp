@@ -27,6 +27,17 @@ class Locator {
   // The address to connect to now. `cap` bounds the search as it bounds a
   // command. Throws util::Error (unavailable, permission) saying why not.
   virtual HostPort locate(std::optional<util::Micros> cap) = 0;
+  // Asked between commands on a connection to `current`, the master it
+  // found: the master's new address if it moved. `thorough`: `current` looks
+  // demoted, so every Sentinel is asked (one may not have seen a failover that
+  // another ran). Throws as locate().
+  virtual std::optional<HostPort> recheck(const HostPort& current, std::optional<util::Micros> cap,
+                                          bool thorough) {
+    (void)current;
+    (void)cap;
+    (void)thorough;
+    return std::nullopt;
+  }
   // The server at `address` says (ROLE) it is `role`, not a master.
   virtual void wrong_role(const HostPort& address, const std::string& role) = 0;
   // Names the server, for messages: "master 'mymaster'".
@@ -100,7 +111,14 @@ class Connection {
   struct Deadline;
 
   Deadline deadline_from_now() const;
-  void connect(const Deadline& deadline);
+  // `first`: the address to try first instead of asking the locator.
+  void connect(const Deadline& deadline, std::optional<HostPort> first = std::nullopt);
+  // A located server, between commands that serve a lock (a cap is set): asks
+  // the locator again once per cap (once per renewal), and at once after a
+  // reply that says the server may no longer be the master; moves if it did.
+  void follow_master();
+  // Marks the server suspect after READONLY or a WAIT short of its replicas.
+  void note_demotion(const std::vector<Command>& commands, const std::vector<Reply>& replies);
   // Connects to host:port and runs the setup; returns ROLE's first word when
   // `check_role`, else "".
   std::string connect_to(const std::string& host, int port, const Deadline& deadline,
@@ -125,6 +143,11 @@ class Connection {
   std::vector<std::vector<std::string>> m_setup;
   std::optional<util::Micros> m_cap;
   std::unique_ptr<Socket> m_socket;
+  // With a locator: where the connected master is, the cap under which it was
+  // last located, and whether a reply since says it may have been demoted.
+  std::optional<HostPort> m_located;
+  std::optional<util::Micros> m_located_for;
+  bool m_suspect = false;
 };
 
 }  // namespace nxlock::store::redis

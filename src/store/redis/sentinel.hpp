@@ -13,7 +13,8 @@ namespace nxlock::store::redis {
 
 // Asks each Sentinel in turn, each within its own --timeout, where the master
 // is. The Sentinel that answered moves to the front and its connection stays
-// open for the next ask (every reconnect asks again, so a failover is followed).
+// open for the next ask (every reconnect asks again, and a lock's renewal asks
+// between reconnects, so a failover is followed).
 class SentinelLocator final : public Locator {
  public:
   // `name` is the redacted URL; `password` is the Sentinels' own, not the master's.
@@ -23,10 +24,18 @@ class SentinelLocator final : public Locator {
   ~SentinelLocator() override;
 
   HostPort locate(std::optional<util::Micros> cap) override;
+  std::optional<HostPort> recheck(const HostPort& current, std::optional<util::Micros> cap,
+                                  bool thorough) override;
   void wrong_role(const HostPort& address, const std::string& role) override;
   std::string describe() const override { return "master '" + m_master + "'"; }
 
  private:
+  std::unique_ptr<Connection> connect_to_sentinel(const HostPort& sentinel) const;
+  // get-master-addr-by-name's answer: nullopt when the Sentinel does not know
+  // the master. Throws for an error or a malformed reply.
+  std::optional<HostPort> master_address(const redisReply& reply, const Command& command,
+                                         const std::string& sentinel_name) const;
+
   std::string m_name;
   std::vector<HostPort> m_sentinels;
   std::string m_master;
@@ -35,5 +44,10 @@ class SentinelLocator final : public Locator {
   std::shared_ptr<TlsContext> m_tls;
   std::unique_ptr<Connection> m_connection;  // to m_sentinels.front(), if open
 };
+
+// True when `reply` to `command` says the server may no longer be the master:
+// READONLY (demoted), MASTERDOWN, UNBLOCKED (a WAIT cut short by a role
+// change), or a WAIT short of its replicas (they followed a new master).
+bool says_demoted(const Command& command, const redisReply& reply);
 
 }  // namespace nxlock::store::redis
