@@ -11,6 +11,7 @@ import shutil
 import subprocess
 
 _made = set()
+_PREFIX = "nxnemesis-"  # then the pid of the nemesis that made it: see remove_stale()
 
 
 def available():
@@ -32,7 +33,7 @@ class Namespace:
 
     def __init__(self):
         tag = "%d%04x" % (os.getpid() % 100000, random.getrandbits(16))
-        self.name = "nxnem-" + tag
+        self.name = "%s%d-%s" % (_PREFIX, os.getpid(), tag)
         self.host_if = "nxh" + tag
         self.client_if = "nxc" + tag
         # A /30 in 10.213.0.0/16, picked at random: one per namespace, unlikely to clash.
@@ -76,3 +77,14 @@ def remove_all():
     for name in list(_made):
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
         _made.discard(name)
+
+
+def remove_stale():
+    """Deletes the namespaces that an earlier nemesis, killed by SIGKILL before it could
+    clean up, left behind (their pid is no longer a running process)."""
+    if not os.path.isdir("/run/netns"):
+        return
+    for name in os.listdir("/run/netns"):
+        pid = name[len(_PREFIX):].split("-", 1)[0]
+        if name.startswith(_PREFIX) and pid.isdigit() and not os.path.exists("/proc/" + pid):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)

@@ -17,6 +17,8 @@ _CLONE_NEWNET = 0x40000000
 _registry_lock = threading.Lock()
 _registry = []  # every Popen started here
 _paused = set()  # pids we sent SIGSTOP and not yet SIGCONT
+# Set on Ctrl-C or SIGTERM: every scenario stops making rounds and every wait gives up.
+aborting = threading.Event()
 
 
 def _preexec(netns_path):

@@ -5,7 +5,6 @@ always runs, and the verdict from the checker.
 import os
 import shutil
 import tempfile
-import threading
 import time
 
 import checker
@@ -33,7 +32,7 @@ class Scenario:
         self.dir = tempfile.mkdtemp(prefix="nxlock-nemesis-%s-" % self.name)
         self.history = History(os.path.join(self.dir, "history.jsonl"))
         self.clients = []
-        self.aborted = threading.Event()
+        self.aborted = processes.aborting  # Ctrl-C: one event for every scenario
         self.rounds = 0
         self.missed = 0
         self.notes = []
@@ -158,7 +157,3 @@ class Scenario:
                   "expected_overlaps": self.expected_overlaps, "skipped": True}
         return result, {"failures": [], "statuses": {}, "examples": [], "how": self.how,
                         "notes": ["skipped: " + why], "seconds": 0, "history": None}
-
-    def abort(self):
-        self.aborted.set()
-        processes.stop_all()

@@ -59,9 +59,10 @@ def _complete(reply):
 
 
 def wait_until(condition, timeout, interval=0.05):
-    """Polls `condition` until true or `timeout` seconds pass; its last answer."""
+    """Polls `condition` until true or `timeout` seconds pass (or the run is aborted);
+    its last answer."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not processes.aborting.is_set():
         if condition():
             return True
         time.sleep(interval)
@@ -82,6 +83,8 @@ class Redis:
             if self.start():
                 return
             self.kill()
+        if processes.aborting.is_set():
+            shutil.rmtree(self.dir, ignore_errors=True)
         raise RuntimeError("redis-server did not start; see " + self.dir)
 
     def url(self, host="127.0.0.1"):
@@ -207,7 +210,7 @@ class Sentinels:
         """SENTINEL FAILOVER (retried while one is in progress); the new master's port, or None."""
         before = self.master_port()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not processes.aborting.is_set():
             reply = command(self.sentinels[0][1], "SENTINEL", "FAILOVER", MASTER_NAME) or ""
             self.last_reply = reply.strip()
             if reply.startswith("+OK"):
