@@ -5,11 +5,12 @@ its "end" record, or, for a job killed by SIGKILL, to its last fenced write (at 
 one job tick early). Sections are compared only with sections of the same lock.
 
 - overlaps: pairs of sections of distinct jobs whose [start, end] intervals intersect;
-- fenced violations, each counted once:
-  * successive holders (by start) whose tokens do not strictly increase,
-  * two distinct holders with equal tokens (a pair not already counted as successive),
-  * two overlapping holders that both had a write accepted inside their overlap,
-  * a holder that got no token at all;
+- fenced violations: the sections (holders) that broke a fencing rule, each counted
+  once however many rules it broke:
+  * its token is not above the token of the section that started before it,
+  * its token was already issued to an earlier section,
+  * it overlaps an earlier section and both had a write accepted inside the overlap,
+  * it got no token at all;
 - stopped: nxlock runs that exited 79; hangs: runs the client had to kill.
 """
 import collections
@@ -52,34 +53,32 @@ def check(records):
     by_lock = collections.defaultdict(list)
     for s in sections.values():
         by_lock[s["lock"]].append(s)
-    overlaps, violations, examples = 0, 0, []
+    overlaps, examples = 0, []
+    violating = set()  # ids of the sections that broke a fencing rule: each counted once
+
+    def violation(section, text):
+        if section["section"] not in violating:
+            violating.add(section["section"])
+            examples.append(text)
+
     for lock, group in by_lock.items():
         group.sort(key=lambda s: s["start"])
-        counted_pairs = set()
-        for s in group:
+        issued = {}  # token -> the first section that had it
+        for before, s in zip([None] + group, group):
             if s["fence"] is None:
-                violations += 1
-                examples.append("%s: section %s of %s ran without a token"
-                                % (lock, s["section"], s["client"]))
-        for a, b in zip(group, group[1:]):
-            if a["fence"] is not None and b["fence"] is not None and b["fence"] <= a["fence"]:
-                violations += 1
-                counted_pairs.add((a["section"], b["section"]))
-                examples.append("%s: token went from %d (%s, pid %d) to %d (%s, pid %d)"
-                                % (lock, a["fence"], a["client"], a["pid"], b["fence"],
-                                   b["client"], b["pid"]))
-        by_token = collections.defaultdict(list)
-        for s in group:
-            if s["fence"] is not None:
-                by_token[s["fence"]].append(s)
-        for token, holders in by_token.items():
-            for i, a in enumerate(holders):
-                for b in holders[i + 1:]:
-                    if (a["section"], b["section"]) not in counted_pairs:
-                        violations += 1
-                        counted_pairs.add((a["section"], b["section"]))
-                        examples.append("%s: token %d issued to two holders (%s, %s)"
-                                        % (lock, token, a["client"], b["client"]))
+                violation(s, "%s: %s (pid %d) ran without a token" % (lock, s["client"], s["pid"]))
+                continue
+            if before is not None and before["fence"] is not None and \
+                    s["fence"] <= before["fence"]:
+                violation(s, "%s: token went from %d (%s, pid %d) to %d (%s, pid %d)"
+                          % (lock, before["fence"], before["client"], before["pid"], s["fence"],
+                             s["client"], s["pid"]))
+            if s["fence"] in issued:
+                first = issued[s["fence"]]
+                violation(s, "%s: token %d issued to two holders (%s pid %d, %s pid %d)"
+                          % (lock, s["fence"], first["client"], first["pid"], s["client"],
+                             s["pid"]))
+            issued.setdefault(s["fence"], s)
         for i, a in enumerate(group):
             for b in group[i + 1:]:
                 if b["start"] > a["end"]:
@@ -90,18 +89,16 @@ def check(records):
                                 "(pid %d, token %s)" % (lock, end - begin, a["client"], a["pid"],
                                                         a["fence"], a["why"], b["client"],
                                                         b["pid"], b["fence"]))
-                if _accepted_within(a, begin, end) and _accepted_within(b, begin, end) and \
-                        (a["section"], b["section"]) not in counted_pairs:
-                    violations += 1
-                    examples.append("%s: both %s (token %s) and %s (token %s) had writes "
-                                    "accepted inside their overlap"
-                                    % (lock, a["client"], a["fence"], b["client"], b["fence"]))
+                if _accepted_within(a, begin, end) and _accepted_within(b, begin, end):
+                    violation(b, "%s: both %s (token %s) and %s (token %s) had writes accepted "
+                              "inside their overlap" % (lock, a["client"], a["fence"],
+                                                        b["client"], b["fence"]))
     runs = [r for r in records if r.get("ev") == "run"]
     statuses = collections.Counter(r["status"] for r in runs)
     return {
         "sections": len(sections),
         "overlaps": overlaps,
-        "fenced_violations": violations,
+        "fenced_violations": len(violating),
         "stopped": statuses.get(79, 0),
         "hangs": sum(1 for r in runs if r.get("hang")),
         "statuses": dict(sorted(statuses.items(), key=lambda kv: str(kv[0]))),
