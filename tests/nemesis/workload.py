@@ -7,6 +7,7 @@ below it, by pid) and logged with "hang": true.
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -70,7 +71,7 @@ class Client(threading.Thread):
             hang = False
             try:
                 status = process.wait(timeout=self.bound)
-            except Exception:  # subprocess.TimeoutExpired
+            except subprocess.TimeoutExpired:
                 hang = True
                 processes.kill_tree(process)
                 status = None
