@@ -5,7 +5,6 @@ replicas, three Sentinels). Each is started and stopped by its own pid (processe
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 
