@@ -1,0 +1,106 @@
+"""The checker: reads a scenario's history after the run and counts what matters.
+
+A section is one job's life under the lock: from its first fenced write ("start") to
+its "end" record, or, for a job killed by SIGKILL, to its last fenced write (at most
+one job tick early). Sections are compared only with sections of the same lock.
+
+- overlaps: pairs of sections of distinct jobs whose [start, end] intervals intersect;
+- fenced violations: the sections (holders) that broke a fencing rule, each counted
+  once however many rules it broke:
+  * its token is not above the token of the section that started before it,
+  * its token was already issued to an earlier section,
+  * it overlaps an earlier section and both had a write accepted inside the overlap,
+  * it got no token at all;
+- stopped: nxlock runs that exited 79; hangs: runs the client had to kill.
+"""
+import collections
+
+
+def sections_of(records):
+    """Section id -> {"lock", "client", "fence", "start", "end", "writes": [(t, ok)]}."""
+    sections = {}
+    for r in records:
+        if r.get("ev") not in ("start", "write", "end"):
+            continue
+        s = sections.setdefault(r["section"], {
+            "section": r["section"], "lock": r["lock"], "client": r["client"],
+            "pid": r["pid"], "fence": r.get("fence"), "start": None, "end": None,
+            "last": None, "writes": []})
+        if r["ev"] == "start":
+            s["start"] = r["t"]
+        if r["ev"] in ("start", "write"):
+            s["writes"].append((r["t"], r["ok"]))
+            s["last"] = r["t"] if s["last"] is None else max(s["last"], r["t"])
+        if r["ev"] == "end":
+            s["end"] = r["t"]
+            s["why"] = r.get("why")
+    for s in sections.values():
+        if s["start"] is None:  # cannot happen: the start is the first record a job writes
+            s["start"] = min(t for t, _ in s["writes"]) if s["writes"] else s["end"]
+        if s["end"] is None:
+            s["end"] = s["last"] if s["last"] is not None else s["start"]
+            s["why"] = "killed"
+    return sections
+
+
+def _accepted_within(section, begin, end):
+    return any(ok and begin <= t <= end for t, ok in section["writes"])
+
+
+def check(records):
+    """The counts for one scenario's history, and examples of what was found."""
+    sections = sections_of(records)
+    by_lock = collections.defaultdict(list)
+    for s in sections.values():
+        by_lock[s["lock"]].append(s)
+    overlaps, examples = 0, []
+    violating = set()  # ids of the sections that broke a fencing rule: each counted once
+
+    def violation(section, text):
+        if section["section"] not in violating:
+            violating.add(section["section"])
+            examples.append(text)
+
+    for lock, group in by_lock.items():
+        group.sort(key=lambda s: s["start"])
+        issued = {}  # token -> the first section that had it
+        for before, s in zip([None] + group, group):
+            if s["fence"] is None:
+                violation(s, "%s: %s (pid %d) ran without a token" % (lock, s["client"], s["pid"]))
+                continue
+            if before is not None and before["fence"] is not None and \
+                    s["fence"] <= before["fence"]:
+                violation(s, "%s: token went from %d (%s, pid %d) to %d (%s, pid %d)"
+                          % (lock, before["fence"], before["client"], before["pid"], s["fence"],
+                             s["client"], s["pid"]))
+            if s["fence"] in issued:
+                first = issued[s["fence"]]
+                violation(s, "%s: token %d issued to two holders (%s pid %d, %s pid %d)"
+                          % (lock, s["fence"], first["client"], first["pid"], s["client"],
+                             s["pid"]))
+            issued.setdefault(s["fence"], s)
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                if b["start"] > a["end"]:
+                    break  # sorted by start: no later section can overlap a either
+                overlaps += 1
+                begin, end = b["start"], min(a["end"], b["end"])
+                examples.append("%s: overlap %.3f s: %s (pid %d, token %s, %s) and %s "
+                                "(pid %d, token %s)" % (lock, end - begin, a["client"], a["pid"],
+                                                        a["fence"], a["why"], b["client"],
+                                                        b["pid"], b["fence"]))
+                if _accepted_within(a, begin, end) and _accepted_within(b, begin, end):
+                    violation(b, "%s: both %s (token %s) and %s (token %s) had writes accepted "
+                              "inside their overlap" % (lock, a["client"], a["fence"],
+                                                        b["client"], b["fence"]))
+    runs = [r for r in records if r.get("ev") == "run"]
+    statuses = collections.Counter(r["status"] for r in runs)
+    return {
+        "sections": len(sections),
+        "overlaps": overlaps,
+        "fenced_violations": len(violating),
+        "stopped": statuses.get(79, 0),
+        "hangs": sum(1 for r in runs if r.get("hang")),
+        "statuses": dict(sorted(statuses.items(), key=lambda kv: str(kv[0]))),
+        "examples": examples,
+    }

@@ -1,0 +1,312 @@
+"""The ten scenarios: each one fault, made with real parts, against a workload of clients
+that share one lock (clock-skew: one on Redis, one on the embedded store).
+
+A pause or cut lasts ttl + 3 s: the lock's value is now+ttl+1 in whole seconds, so by
+then it has expired for every other client and one of them (waiting in line) takes it.
+"""
+import os
+import threading
+import time
+
+import netns
+import processes
+import servers
+from scenario import Scenario, Skipped
+from workload import Client
+
+TTL = 2
+# A pause or cut: past the lock's expiry (now+ttl+1, in whole seconds) for every client.
+FAULT = TTL + 3
+# A job this long, hit 0.3 s after its start, would still run when the fault ends.
+OUTLIVES = 0.3 + FAULT + 1
+HEAD_START = 0.2  # pause-job: seconds the job runs after a pause before nxlock does
+
+
+def _clients(scenario, global_args, count=3, lock="x", **kwargs):
+    return [Client(scenario, chr(ord("A") + i), lock, global_args, ttl=scenario.ttl, **kwargs)
+            for i in range(count)]
+
+
+class Partition(Scenario):
+    name = "partition"
+    how = ("client A runs in its own network namespace (veth pair; the server also listens on "
+           "the host side's address); iptables DROP in the namespace cuts it off mid-job for "
+           "ttl+3 s, then the rules are flushed")
+
+    def setup(self):
+        why = netns.available()
+        if why:
+            raise Skipped(why)
+        self.ns = netns.Namespace()
+        self.servers.append(self.ns)
+        # Not loopback only: protected mode would refuse the namespace's connections.
+        self.redis = servers.Redis(["--protected-mode", "no"], extra_bind=[self.ns.host_address])
+        self.servers.append(self.redis)
+        self.clients = [
+            Client(self, "A", "x", ["-u", self.redis.url(self.ns.host_address)], ttl=self.ttl,
+                   netns=self.ns.name, seconds=(6.5, 9)),
+            *[Client(self, name, "x", ["-u", self.redis.url()], ttl=self.ttl, seconds=(0.5, 3))
+              for name in ("B", "C")]]
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(client="A", planned=OUTLIVES)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        self.note_fault("cut", client="A")
+        self.ns.cut()
+        try:
+            time.sleep(FAULT)
+        finally:
+            self.ns.heal()
+            self.note_fault("heal")
+        time.sleep(1)
+        return True
+
+
+class PauseNxlock(Scenario):
+    name = "pause-nxlock"
+    how = ("SIGSTOP of the holder's nxlock process alone (its watchdog and job run on) for "
+           "ttl+3 s, then SIGCONT")
+
+    def setup(self):
+        self.redis = servers.Redis()
+        self.servers.append(self.redis)
+        self.clients = _clients(self, ["-u", self.redis.url()], count=2, seconds=(6.5, 9))
+
+    def pids(self, owner):
+        """(the processes resumed last, the job's processes resumed first)."""
+        return [owner.current.pid], []
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=OUTLIVES)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        process = owner.current
+        if process is None or process.poll() is not None:
+            return False
+        supervisors, job = self.pids(owner)
+        self.note_fault("pause", client=owner.client, pids=supervisors + job)
+        processes.pause(supervisors + job)
+        try:
+            time.sleep(FAULT)
+        finally:
+            if job:
+                # The job first, with a head start: it writes before its supervisor can
+                # learn of the loss, as a job resumed from a GC pause or a frozen VM does.
+                processes.resume(job)
+                time.sleep(HEAD_START)
+            processes.resume(supervisors)
+            self.note_fault("resume")
+        time.sleep(1)
+        return True
+
+
+class PauseJob(PauseNxlock):
+    name = "pause-job"
+    expected_overlaps = True
+    how = ("SIGSTOP of the whole job (nxlock, its watchdog, the job) for ttl+3 s, then SIGCONT, "
+           "the job 0.2 s before nxlock and its watchdog: a paused holder cannot know it lost "
+           "the lock, only fencing refuses its writes")
+
+    def pids(self, owner):
+        nxlock = owner.current.pid
+        supervisors = [nxlock] + processes.children(nxlock)  # nxlock and its watchdog
+        job = [pid for watchdog in supervisors[1:] for pid in processes.descendants(watchdog)]
+        return supervisors, job
+
+
+class RestartNopersist(Scenario):
+    name = "restart-nopersist"
+    expected_overlaps = True
+    how = ("redis-server without persistence (--save '' --appendonly no) stopped with SIGTERM "
+           "mid-job and started again on its port: every lock and counter is gone")
+    options = []
+    crash = False
+
+    def setup(self):
+        self.redis = servers.Redis(self.options)
+        self.servers.append(self.redis)
+        self.clients = _clients(self, ["-u", self.redis.url()], seconds=(0.5, 4))
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=1.5)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        self.note_fault("restart", crash=self.crash)
+        self.redis.restart(crash=self.crash)
+        self.note_fault("restarted")
+        time.sleep(2)
+        return True
+
+
+class RestartAof(RestartNopersist):
+    name = "restart-aof"
+    expected_overlaps = False
+    how = ("redis-server with --appendonly yes --appendfsync always killed with SIGKILL "
+           "mid-job (a crash) and started again from its AOF: every acknowledged write was "
+           "fsynced before its reply, so nothing acknowledged is lost")
+    options = ["--appendonly", "yes", "--appendfsync", "always"]
+    crash = True
+
+
+class Eviction(Scenario):
+    name = "eviction"
+    how = ("redis-server with --maxmemory 2mb --maxmemory-policy allkeys-lru; each round "
+           "writes 300 values of 16 kB mid-job: nxlock must refuse such a server (exit 78), "
+           "so no section may run at all")
+
+    def setup(self):
+        self.redis = servers.Redis(["--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru"])
+        self.servers.append(self.redis)
+        self.clients = _clients(self, ["-u", self.redis.url()], seconds=(0.5, 3))
+
+    def fault(self, round_number):
+        self.wait_section(planned=1, timeout=4)  # a refusing nxlock runs none: go on anyway
+        time.sleep(0.3)
+        written = servers.fill(self.redis.port, "filler%d:" % round_number, 300, 16384)
+        self.note_fault("pressure", written=written)
+        time.sleep(1)
+        return True
+
+    def verdict_extra(self, counts):
+        if counts["sections"]:
+            return ["%d sections ran on a server that may evict the lock (nxlock must refuse "
+                    "it with exit 78)" % counts["sections"]]
+        return []
+
+
+class Failover(Scenario):
+    name = "failover"
+    how = ("one master, two replicas, three Sentinels (quorum 2); clients use the Sentinels "
+           "with --replicas 1; SENTINEL FAILOVER mid-job, then wait until all agree again")
+
+    def setup(self):
+        self.deployment = servers.Sentinels()
+        self.servers.append(self.deployment)
+        self.clients = _clients(self, ["-u", self.deployment.url, "--replicas", "1"],
+                                seconds=(1, 4))
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=2)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        self.note_fault("failover")
+        port = self.deployment.failover()
+        self.note_fault("failed-over", master=port)
+        if port is None:
+            self.notes.append("round %d: the failover did not complete (SENTINEL FAILOVER: %s)"
+                              % (round_number, self.deployment.last_reply))
+            return False
+        if not self.deployment.settled(timeout=30):
+            self.notes.append("round %d: the deployment did not settle" % round_number)
+        time.sleep(1)
+        return True
+
+
+class QuorumRestart(Scenario):
+    name = "quorum-restart"
+    expected_overlaps = True
+    how = ("three independent redis-servers without persistence (-u A -u B -u C); mid-job one "
+           "is restarted (SIGTERM, start), and 0.5 s later the next one: the held lock is then "
+           "on one server only, the classic Redlock restart case")
+
+    def setup(self):
+        self.redis = [servers.Redis(name="quorum%d" % i) for i in range(3)]
+        self.servers.extend(self.redis)
+        urls = []
+        for server in self.redis:
+            urls += ["-u", server.url()]
+        self.clients = _clients(self, urls, seconds=(2, 5))
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=2.5)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        for i in (round_number % 3, (round_number + 1) % 3):
+            self.note_fault("restart", server=i)
+            self.redis[i].restart()
+            time.sleep(0.5)
+        time.sleep(2)
+        return True
+
+
+class ClockSkew(Scenario):
+    name = "clock-skew"
+    how = ("while a client holds the lock, a client whose clock is 2 h ahead (odd rounds: "
+           "2 h behind; faketime -f, FAKETIME_DONT_FAKE_MONOTONIC=1) asks for it, on Redis "
+           "and on the embedded store at once")
+
+    def setup(self):
+        self.redis = servers.Redis()
+        self.servers.append(self.redis)
+        store = "file://" + os.path.join(self.dir, "store")
+        env = dict(os.environ, FAKETIME_DONT_FAKE_MONOTONIC="1")
+        self.clients = []
+        self.skewed = {}
+        for lock, url in (("redis", self.redis.url()), ("file", store)):
+            for name in ("1", "2"):
+                self.clients.append(Client(self, lock + name, lock, ["-u", url], ttl=self.ttl,
+                                           seconds=(1, 3)))
+            for skew in ("+2h", "-2h"):
+                self.skewed[lock, skew] = Client(
+                    self, "%s%s" % (lock, skew), lock, ["-u", url], ttl=self.ttl,
+                    seconds=(1, 3), wrapper=["faketime", "-f", skew], env=env)
+
+    def fault(self, round_number):
+        skew = "+2h" if round_number % 2 == 0 else "-2h"
+        # The history follower is not thread-safe: find both sections first, in turn.
+        threads = []
+        for lock in ("redis", "file"):
+            owner, _ = self.wait_section(lock=lock, planned=1.5, timeout=15)
+            if owner is None:
+                return False
+            self.note_fault("skewed-run", lock=lock, skew=skew)
+            thread = threading.Thread(target=self.skewed[lock, skew].run_once, daemon=True)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join(timeout=self.skewed["redis", skew].bound + 5)
+        time.sleep(0.5)
+        return True
+
+    def _teardown(self):
+        for client in getattr(self, "skewed", {}).values():
+            client.stop()
+        super()._teardown()
+
+
+class TermIgnored(Scenario):
+    name = "term-ignored"
+    how = ("the jobs ignore SIGTERM (trap '' TERM); the holder loses its lock because its "
+           "redis-server is paused (SIGSTOP) for ttl+3 s mid-job; the default --kill-after")
+
+    def setup(self):
+        self.redis = servers.Redis()
+        self.servers.append(self.redis)
+        self.clients = _clients(self, ["-u", self.redis.url()], count=2, seconds=(6.5, 9),
+                                ignore_term=True)
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=OUTLIVES)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        self.note_fault("pause-server")
+        self.redis.pause()
+        try:
+            time.sleep(FAULT)
+        finally:
+            self.redis.resume()
+            self.note_fault("resume-server")
+        time.sleep(1)
+        return True
+
+
+ALL = [Partition, PauseNxlock, PauseJob, RestartNopersist, RestartAof, Eviction, Failover,
+       QuorumRestart, ClockSkew, TermIgnored]
+BY_NAME = {s.name: s for s in ALL}

@@ -1,0 +1,81 @@
+"""The checker on hand-made histories: it must count what is there, and nothing more.
+
+Run: python3 -m unittest discover -s tests/nemesis -p 'test_*.py'
+"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checker  # noqa: E402
+
+
+def section(number, client, token, writes, end, lock="x"):
+    """A job's records: `writes` [(t, accepted)], the first being its start; `end` its end
+    record's time, or None for a job killed by SIGKILL."""
+    base = {"section": "s%d" % number, "lock": lock, "client": client, "pid": 100 + number,
+            "fence": token}
+    records = [dict(base, ev="start" if i == 0 else "write", t=t, ok=ok)
+               for i, (t, ok) in enumerate(writes)]
+    if end is not None:
+        records.append(dict(base, ev="end", t=end, why="done"))
+    return records
+
+
+def run(status, hang=False):
+    return {"ev": "run", "client": "A", "lock": "x", "status": status, "hang": hang, "t": 0}
+
+
+class CheckerTest(unittest.TestCase):
+    def test_holders_one_after_another_with_rising_tokens_are_clean(self):
+        counts = checker.check(section(1, "A", 1, [(0, True), (0.5, True)], 1.0) +
+                               section(2, "B", 2, [(1.1, True)], 2.0))
+        self.assertEqual((counts["sections"], counts["overlaps"], counts["fenced_violations"]),
+                         (2, 0, 0))
+
+    def test_a_paused_holder_refused_by_the_resource_is_an_overlap_not_a_violation(self):
+        counts = checker.check(section(1, "A", 1, [(0, True), (0.5, True), (2.5, False)], 3.0) +
+                               section(2, "B", 2, [(1.0, True), (2.0, True)], 4.0))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (1, 0))
+
+    def test_two_holders_both_accepted_inside_their_overlap_are_a_violation(self):
+        # Rising tokens, but the stale holder's write at 2.5 was accepted (a resource that
+        # did not check): only the overlap rule can see it.
+        counts = checker.check(section(1, "A", 1, [(0, True), (2.5, True)], 3.0) +
+                               section(2, "B", 2, [(1.0, True), (2.0, True)], 4.0))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (1, 1))
+        # Equal tokens: the resource (token >= highest) accepts both; one violation.
+        counts = checker.check(section(1, "A", 1, [(0, True), (2.5, True)], 3.0) +
+                               section(2, "B", 1, [(1.0, True), (2.0, True)], 4.0))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (1, 1))
+
+    def test_a_token_that_goes_back_or_repeats_counts_each_holder_once(self):
+        counts = checker.check(section(1, "A", 5, [(0, True)], 0.9) +
+                               section(2, "B", 3, [(1.0, False)], 2.0) +
+                               section(3, "C", 3, [(2.5, False)], 3.0) +
+                               section(4, "A", 3, [(3.5, False)], 4.0))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 3))
+
+    def test_a_killed_job_ends_at_its_last_write(self):
+        killed = section(1, "A", 1, [(0, True), (1.0, True)], None)
+        self.assertEqual(checker.check(killed + section(2, "B", 2, [(1.05, True)], 2))["overlaps"],
+                         0)
+        self.assertEqual(checker.check(killed + section(2, "B", 2, [(0.95, True)], 2))["overlaps"],
+                         1)
+
+    def test_sections_of_different_locks_never_overlap(self):
+        counts = checker.check(section(1, "A", 1, [(0, True)], 3.0, lock="redis") +
+                               section(2, "B", 1, [(1.0, True)], 2.0, lock="file"))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 0))
+
+    def test_a_holder_without_a_token_is_a_violation(self):
+        self.assertEqual(checker.check(section(1, "A", None, [(0, False)], 1))["fenced_violations"],
+                         1)
+
+    def test_runs_count_stops_and_hangs(self):
+        counts = checker.check([run(0), run(79), run(79), run(None, hang=True)])
+        self.assertEqual((counts["stopped"], counts["hangs"]), (2, 1))
+
+
+if __name__ == "__main__":
+    unittest.main()
