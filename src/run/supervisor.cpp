@@ -102,8 +102,11 @@ class Renewal {
       if (verdict != lock::Verdict::done) {
         return Loss{verdict, {}};
       }
+      // A failover can hand the lock to a replica that never had this renewal
+      // (the replica that confirmed it re-syncs from the new master and drops
+      // it): the value before it, under our token, is still ours.
+      m_held.maybe_ours.assign(1, m_held.value);
       m_held.value = written;
-      m_held.maybe_ours.clear();
       // The new value was computed after `sent`; a quorum's drift margin comes off.
       m_held.valid_until = sent + m_ttl - m_lock.validity_margin(m_ttl.count() / 1'000'000);
       m_next = util::mono_now() + m_interval;

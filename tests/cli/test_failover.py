@@ -52,18 +52,15 @@ class FailoverTestCase(NxlockTestCase):
 
 
 class TestFailoverKeepsTheJob(FailoverTestCase):
-    """Finding 10: with --replicas 1 and a replica left, the failover costs nothing.
+    """With --replicas 1 and a replica left, the failover costs nothing.
 
     A renewal sent just after the Sentinels promoted a replica is confirmed on
     the old master by the other replica, which then re-syncs from the new
     master and drops it: the new master holds the value before it, with our
-    token. Until run-locked's renewal (src/run/supervisor.cpp) keeps that
-    previous value among those it may find, the holder reads it as taken over.
+    token. run-locked's renewal keeps that previous value among those it may
+    find, or the holder would read it as taken over.
     """
 
-    @unittest.skipUnless(os.environ.get("NXLOCK_TEST_PREVIOUS_VALUE_KEPT"),
-                         "needs run-locked's renewal to keep its previous value as one of its own "
-                         "(issue 28, finding 10)")
     def test_run_locked_with_replicas_runs_through_failovers(self):
         for round_number in range(2):
             d = self.deploy()
@@ -81,7 +78,7 @@ class TestFailoverKeepsTheJob(FailoverTestCase):
 
 
 class TestHolderFollowsTheNewMaster(FailoverTestCase):
-    """Finding 11: the old master keeps taking writes after the failover; the
+    """The old master keeps taking writes after the failover; the
     holder asks the Sentinels as it renews and leaves it within one interval."""
 
     def test_renewals_move_to_the_new_master_within_an_interval(self):
@@ -108,7 +105,7 @@ class TestHolderFollowsTheNewMaster(FailoverTestCase):
 
 
 class TestDemotedMasterConfirmsNothing(FailoverTestCase):
-    """Finding 11 with --replicas 1: a holder still on the old master (here it
+    """With --replicas 1, a holder still on the old master (here it
     reaches it by a plain redis:// URL, as one whose Sentinels are unreachable
     would) never has a renewal confirmed there once the replicas followed the
     new master."""

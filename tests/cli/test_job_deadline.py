@@ -1,9 +1,8 @@
-"""A job never outlives its lock (issue 28, findings 5 and 6), against real servers.
+"""A job never outlives its lock, against real servers.
 
-Finding 5: a holder cut off from Redis gave a child that ignores SIGTERM the whole
---kill-after before SIGKILL, long past the lock's expiry. Finding 6: with nxlock
-alone SIGSTOPped, its job ran on unguarded, and the next holder started while it
-still ran. The job (lost_policy_job.py) ignores SIGTERM as `trap "" TERM` does,
+A holder cut off from Redis must not give a child that ignores SIGTERM the whole
+--kill-after before SIGKILL, past the lock's expiry; with nxlock alone
+SIGSTOPped, its watchdog must stop the job before the next holder can start. The job (lost_policy_job.py) ignores SIGTERM as `trap "" TERM` does,
 has a grandchild in its group, and logs a heartbeat against CLOCK_MONOTONIC and
 the Unix time; the lock's value says when other clients may take it.
 """
@@ -143,7 +142,7 @@ class JobDeadline(NxlockTestCase):
                             "(negative: after)" % (log.pid, free_at - wall) + why)
 
     def test_sigterm_ignoring_job_is_killed_before_the_lock_expires(self):
-        # Finding 5: the holder loses its Redis (stopped); --kill-after 30 would
+        # The holder loses its Redis (stopped); --kill-after 30 would
         # leave the job running for 30 s past the loss.
         redis = RestartableRedis()
         self.addCleanup(redis.close)
@@ -167,7 +166,7 @@ class JobDeadline(NxlockTestCase):
         self.assertEqual(holder.report().get("lost"), True, why)
 
     def test_stopped_nxlock_cannot_leave_its_job_running(self):
-        # Finding 6: nxlock alone is stopped; its watchdog and the job are not.
+        # nxlock alone is stopped; its watchdog and the job are not.
         for backend in self.backends()[:2]:
             with self.subTest(backend=backend.name):
                 self.check_stopped_holder(backend.args())
