@@ -150,8 +150,19 @@ class TempFileStore final : public store::Store {
   FileStore m_store;
 };
 
-const StoreFactory k_memory_factory{"memory",
-                                    [] { return std::make_unique<store::MemoryStore>(); }};
+// Tokens as the real backends issue them (the lock layer's own tests script
+// plain increments).
+// Its clock moves on by a microsecond at least per reading: in one process a
+// step takes less than that, while a real backend's take more.
+const StoreFactory k_memory_factory{"memory", [] {
+                                      auto last = std::make_shared<std::int64_t>(0);
+                                      auto clock = [last] {
+                                        *last = std::max(*last + 1, util::wall_now().count());
+                                        return util::Micros(*last);
+                                      };
+                                      return std::make_unique<store::MemoryStore>(
+                                          clock, store::MemoryStore::Tokens::clock_floor);
+                                    }};
 const StoreFactory k_file_factory{"file", [] { return std::make_unique<TempFileStore>(); }};
 
 INSTANTIATE_TEST_SUITE_P(Embedded, StoreContract,
@@ -277,6 +288,12 @@ class FileStoreTest : public ::testing::Test {
   std::string stripe_path(std::string_view key) const {
     return store_path() + "/data/" + fnv1a64_hex(key).substr(0, 2);
   }
+  // Makes the store on disk: a store is created by its first write, not by opening it.
+  void create_store(const FileStore::Options& options = {}) const {
+    FileStore store(store_path(), options);
+    store.set("created", "");
+    store.del({"created"});
+  }
 
   TempDir m_dir;
 };
@@ -285,12 +302,14 @@ class FileStoreTest : public ::testing::Test {
 
 TEST_F(FileStoreTest, CreatesAPrivateStoreWithItsMarker) {
   const std::string path = m_dir.path() + "/a/b/store";
-  const mode_t old_umask = ::umask(0);  // the store must not depend on the umask
-  FileStore store(path, {});
+  const mode_t old_umask = ::umask(0);  // the default store must not depend on the umask
+  FileStore::Options options;
+  options.require_owner = true;  // the default per-user store
+  FileStore store(path, options);
   store.set("k", "v");
   ::umask(old_umask);
 
-  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 1\n");
+  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 2\n");
   EXPECT_EQ(mode_of(m_dir.path() + "/a"), 0700u);
   EXPECT_EQ(mode_of(m_dir.path() + "/a/b"), 0700u);
   EXPECT_EQ(mode_of(path), 0700u);
@@ -299,6 +318,42 @@ TEST_F(FileStoreTest, CreatesAPrivateStoreWithItsMarker) {
   const std::string name = fnv1a64_hex("k");
   EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2)), 0700u);
   EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2) + "/" + name), 0600u);
+}
+
+// A path given explicitly (NXLOCK_STORE, file://) is made as mkdir(1) makes
+// it: the umask decides, and a setgid parent's group is inherited.
+TEST_F(FileStoreTest, AnExplicitStoreHonoursTheUmaskAndTheParentsGroup) {
+  const std::string parent = m_dir.path() + "/shared";
+  ASSERT_EQ(::mkdir(parent.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(parent.c_str(), 02770), 0);
+  const std::string path = parent + "/store";
+  const mode_t old_umask = ::umask(007);
+  {
+    FileStore store(path, {});
+    EXPECT_TRUE(store.set_if_absent_fenced("k", "v", "c").has_value());
+  }
+  ::umask(old_umask);
+  EXPECT_EQ(mode_of(path), 02770u);
+  const std::string name = fnv1a64_hex("k");
+  EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2) + "/" + name), 0660u);
+  EXPECT_EQ(mode_of(path + "/fence"), 0660u);
+}
+
+// Issue 28 finding 8: opening a store that is not there makes nothing; reads
+// find every key absent, and the first write makes it.
+TEST_F(FileStoreTest, OpeningAndReadingAMissingStoreCreatesNothing) {
+  const std::string path = m_dir.path() + "/not/yet";
+  {
+    FileStore store(path, {});
+    EXPECT_EQ(store.get("k"), std::nullopt);
+    EXPECT_EQ(store.del({"k"}), 0u);
+    EXPECT_FALSE(store.compare_and_delete("k", "v"));
+    EXPECT_FALSE(store.compare_and_set("k", "v", "w"));
+  }
+  EXPECT_FALSE(fs::exists(m_dir.path() + "/not"));
+  FileStore store(path, {});
+  EXPECT_TRUE(store.set_if_absent("k", "v"));
+  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 2\n");
 }
 
 TEST_F(FileStoreTest, NewFilesTakeTheStoreDirectorysBits) {
@@ -328,7 +383,7 @@ TEST_F(FileStoreTest, RecordsAreExactlyTheDocumentedFormat) {
 }
 
 TEST_F(FileStoreTest, ReadsARecordWrittenByHandToTheDocumentedFormat) {
-  { FileStore store(store_path(), {}); }
+  create_store();
   fs::create_directories(stripe_path("hand"));
   write_file(bucket_path("hand"), documented_record({{"hand", "made"}}));
   FileStore store(store_path(), {});
@@ -348,7 +403,7 @@ TEST_F(FileStoreTest, ReopensAnExistingStore) {
 TEST_F(FileStoreTest, InitializesAnExistingEmptyDirectory) {
   ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
   FileStore store(store_path(), {});
-  EXPECT_EQ(read_file(store_path() + "/nxlock-store"), "nxlock-store 1\n");
+  EXPECT_EQ(read_file(store_path() + "/nxlock-store"), "nxlock-store 2\n");
 }
 
 TEST_F(FileStoreTest, AMissingStoreIsNotCreatedWhenAskedNotTo) {
@@ -408,7 +463,7 @@ TEST_F(FileStoreTest, RefusesAForeignDirectoryAndLeavesItAlone) {
 }
 
 TEST_F(FileStoreTest, RefusesAWrongMarker) {
-  for (const std::string marker : {"nxlock-store 2\n", "nxlock-store 1", "hello\n", ""}) {
+  for (const std::string marker : {"nxlock-store 3\n", "nxlock-store 1", "hello\n", ""}) {
     SCOPED_TRACE(marker);
     fs::create_directories(store_path());
     write_file(store_path() + "/nxlock-store", marker);
@@ -538,6 +593,7 @@ TEST_F(FileStoreTest, AFifoAsABucketIsAnErrorNotAHang) {
 }
 
 TEST_F(FileStoreTest, AStaleTemporaryFileDoesNotMatter) {
+  create_store();
   FileStore store(store_path(), {});
   fs::create_directories(stripe_path("k"));
   const std::string temp = stripe_path("k") + "/." + fnv1a64_hex("k") + ".tmp";
@@ -558,7 +614,7 @@ TEST_F(FileStoreTest, AStaleTemporaryFileDoesNotMatter) {
 TEST_F(FileStoreTest, RequireOwnerRefusesSomeoneElsesDirectory) {
   FileStore::Options options;
   options.require_owner = true;
-  { FileStore mine(store_path(), options); }
+  create_store(options);
 
   std::string foreign = "/";  // owned by root: someone else's unless we are root
   if (::geteuid() == 0) {
@@ -765,7 +821,7 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
   constexpr int k_processes = 4;
   constexpr int k_operations = 500;
   constexpr int k_keys = 8;
-  { FileStore store(store_path(), {}); }
+  create_store();
 
   // Each child reports, per key, how many times it made the key present
   // (set_if_absent true, get_and_set of nothing) and absent (del). With atomic
@@ -834,7 +890,7 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
 }
 
 TEST_F(FileStoreTest, KillingAWriterAtAnyInstantLeavesAWholeRecord) {
-  { FileStore store(store_path(), {}); }
+  create_store();
   for (int round = 0; round < 20; ++round) {
     int ready[2];
     ASSERT_EQ(::pipe(ready), 0);
