@@ -420,6 +420,7 @@ bool FileStore::apply(std::vector<Entry>& entries, std::string_view key, const C
       entry->value = change.value;
       if (!change.keep_meta) {
         entry->fence = change.fence;
+        entry->until = change.fence ? change.until : std::nullopt;
         entry->owner.reset();
       }
       if (change.owned && entry->fence) {
@@ -497,7 +498,7 @@ void FileStore::sweep_stripe(const Stripe& stripe) {
       std::vector<Entry> entries = load(other);
       const auto before = entries.size();
       std::erase_if(entries, [&](const Entry& e) {
-        const auto expires = parse_lock_timestamp(e.value);
+        const auto expires = e.until ? e.until : parse_lock_timestamp(e.value);
         return e.fence && expires && *expires < now_seconds && !kept_by_live_owner(e);
       });
       if (entries.size() != before) {
@@ -565,7 +566,7 @@ bool FileStore::set_if_absent(std::string_view key, std::string_view value) {
   return inserted;
 }
 
-std::optional<std::string> FileStore::get(std::string_view key) {
+std::optional<std::string> FileStore::get_entry_value(std::string_view key) {
   // No lock: every write is a rename, so this sees a whole old or new bucket.
   const Stripe stripe = open_stripe(key, false);
   if (!stripe.fd) {
@@ -583,6 +584,42 @@ std::optional<std::string> FileStore::get(std::string_view key) {
   return std::nullopt;
 }
 
+std::optional<std::string> FileStore::get(std::string_view key) {
+  if (auto value = get_entry_value(key)) {
+    return value;
+  }
+  // The per-lock counter the lock layer reads (`status`, and run-locked telling
+  // "taken over" from "expired") is no key here: it answers with the token in
+  // the lock's record while the lock is there, as Redis's counter would.
+  // The names are lock::fence_key's: "{KEY}:fence", or "KEY:fence" for a KEY
+  // with a hash tag.
+  constexpr std::string_view k_suffix = ":fence";
+  if (!key.ends_with(k_suffix)) {
+    return std::nullopt;
+  }
+  const std::string_view stem = key.substr(0, key.size() - k_suffix.size());
+  std::vector<std::string_view> candidates{stem};
+  if (stem.size() > 2 && stem.front() == '{' && stem.back() == '}') {
+    candidates.push_back(stem.substr(1, stem.size() - 2));
+  }
+  for (const auto lock_key : candidates) {
+    const Stripe stripe = open_stripe(lock_key, false);
+    if (!stripe.fd) {
+      continue;
+    }
+    const auto bytes = read_record(stripe.fd.get(), stripe.bucket.name, stripe.record_path);
+    if (!bytes) {
+      continue;
+    }
+    for (const auto& entry : record::parse(*bytes, stripe.bucket.name, stripe.record_path)) {
+      if (entry.key == lock_key && entry.fence && !entry.until) {
+        return std::to_string(*entry.fence);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> FileStore::get_and_set(std::string_view key, std::string_view value) {
   std::optional<std::string> old;
   mutate(key, true, [&](const Entry* current) {
@@ -595,7 +632,29 @@ std::optional<std::string> FileStore::get_and_set(std::string_view key, std::str
 }
 
 void FileStore::set(std::string_view key, std::string_view value) {
-  mutate(key, true, [&](const Entry*) { return Change{Change::Kind::put, value}; });
+  const Change change = tagged_put(value);
+  mutate(key, true, [&](const Entry*) { return change; });
+}
+
+void FileStore::remember_own(std::string_view value, std::int64_t fence) {
+  if (m_own_values.size() >= 8) {
+    m_own_values.erase(m_own_values.begin());
+  }
+  m_own_values.emplace_back(value, fence);
+}
+
+FileStore::Change FileStore::tagged_put(std::string_view value) {
+  Change change{Change::Kind::put, value};
+  for (auto it = m_own_values.rbegin(); it != m_own_values.rend(); ++it) {
+    const auto until = parse_lock_timestamp(it->first);
+    if (until && value.find("\"value\":\"" + it->first + "\"") != std::string_view::npos) {
+      change.fence = it->second;
+      change.until = until;
+      change.owned = true;
+      break;
+    }
+  }
+  return change;
 }
 
 std::size_t FileStore::del(const std::vector<std::string>& keys) {
@@ -626,12 +685,12 @@ bool FileStore::compare_and_delete(std::string_view key, std::string_view expect
 bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
                                 std::string_view value) {
   bool replaced = false;
+  Change change = tagged_put(value);
+  // By value, as the page's clients renew: the same acquisition goes on, so
+  // its token and owner stay (unless these are details beside our own lock).
+  change.keep_meta = !change.fence;
   mutate(key, false, [&](const Entry* current) {
     replaced = current != nullptr && current->value == expected;
-    // By value, as the page's clients renew: the same acquisition goes on, so
-    // its token and owner stay.
-    Change change{Change::Kind::put, value};
-    change.keep_meta = true;
     return replaced ? change : Change{};
   });
   return replaced;
@@ -658,6 +717,9 @@ std::optional<std::int64_t> FileStore::set_if_absent_fenced(std::string_view key
     change.owned = true;
     return change;
   });
+  if (fence) {
+    remember_own(value, *fence);
+  }
   return fence;
 }
 
@@ -688,6 +750,9 @@ Store::FencedSwap FileStore::get_and_set_fenced(std::string_view key, std::strin
     }
     return change;
   });
+  if (swap.fence) {
+    remember_own(value, *swap.fence);
+  }
   return swap;
 }
 
@@ -705,6 +770,9 @@ bool FileStore::compare_and_set_fenced(std::string_view key, std::string_view ex
     change.owned = true;
     return replaced ? change : Change{};
   });
+  if (replaced) {
+    remember_own(value, fence);
+  }
   return replaced;
 }
 
@@ -753,6 +821,8 @@ util::UniqueFd FileStore::make_fifo(const std::string& ticket) {
       ::unlinkat(dir, ticket.c_str(), 0);
       return {};
     }
+    // mkfifo() honours the umask: the store's bits, so the group's releasers can wake us.
+    (void)::fchmod(fd, m_file_mode);
     return util::UniqueFd(fd);
   } catch (const util::Error&) {
     return {};  // no FIFO: this waiter is woken by the key's changes instead
@@ -765,12 +835,14 @@ void FileStore::remove_fifo(const std::string& ticket) {
   }
 }
 
-void FileStore::drop_from_queue(std::string_view queue, std::string_view ticket) {
+void FileStore::drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets) {
   std::string encoded;
   mutate(queue, false, [&](const Entry* current) {
     auto waiters = parse_queue(value_of(current));
     const auto before = waiters.size();
-    std::erase_if(waiters, [&](const QueuedWaiter& w) { return w.ticket == ticket; });
+    std::erase_if(waiters, [&](const QueuedWaiter& w) {
+      return std::find(tickets.begin(), tickets.end(), w.ticket) != tickets.end();
+    });
     if (waiters.size() == before) {
       return Change{};
     }
@@ -789,43 +861,72 @@ void FileStore::leave_queue_now() {
   const Leaving leaving = std::move(*m_leaving);
   m_leaving.reset();
   try {
-    drop_from_queue(leaving.queue, leaving.ticket);
+    drop_from_queue(leaving.queue, {leaving.ticket});
   } catch (const util::Error& e) {
     util::trace(std::string("queue not left (the lease lapses): ") + e.what());
   }
 }
 
+bool FileStore::reap_fifo(const std::string& ticket) {
+  if (!ticket_name_ok(ticket) || wait_dir(false) < 0) {
+    return false;
+  }
+  const int fd =
+      ::openat(m_wait.get(), ticket.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return false;  // its waiter holds it open: alive
+  }
+  if (errno == ENXIO) {  // nobody holds it open: that waiter died
+    ::unlinkat(m_wait.get(), ticket.c_str(), 0);
+    return true;
+  }
+  return errno == ENOENT;
+}
+
 void FileStore::wake_first(std::string_view queue) {
-  // Bounded: each round drops one dead waiter.
-  for (int round = 0; round < 64; ++round) {
-    const auto text = get(queue);
-    if (!text) {
-      return;
+  const auto text = get(queue);
+  if (!text || wait_dir(false) < 0) {
+    return;
+  }
+  const std::int64_t now = util::wall_now().count();
+  std::vector<std::string> dead;
+  // In arrival order: waiters that died (their FIFO open by nobody) are dropped
+  // with their FIFOs, lapsed ones that live are passed over (their next look
+  // renews them), and the first live one gets the wake-up.
+  for (const auto& waiter : parse_queue(&*text)) {
+    if (!ticket_name_ok(waiter.ticket)) {
+      continue;
     }
-    const std::int64_t now = util::wall_now().count();
-    const auto waiters = parse_queue(&*text);
-    const auto first = std::find_if(waiters.begin(), waiters.end(),
-                                    [&](const QueuedWaiter& w) { return w.lease_until >= now; });
-    if (first == waiters.end() || !ticket_name_ok(first->ticket) || wait_dir(false) < 0) {
-      return;
-    }
-    const int fd = ::openat(m_wait.get(), first->ticket.c_str(),
+    const int fd = ::openat(m_wait.get(), waiter.ticket.c_str(),
                             O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
-      if (errno == ENXIO) {  // nobody holds it open: that waiter died
-        ::unlinkat(m_wait.get(), first->ticket.c_str(), 0);
-        drop_from_queue(queue, first->ticket);
+      if (errno == ENXIO) {
+        ::unlinkat(m_wait.get(), waiter.ticket.c_str(), 0);
+        dead.push_back(waiter.ticket);
         continue;
       }
-      return;  // not watching yet: it looks again by itself once it does
+      if (waiter.lease_until < now) {
+        if (errno == ENOENT) {
+          dead.push_back(waiter.ticket);
+        }
+        continue;
+      }
+      break;  // not watching yet: it looks again by itself once it does
     }
     util::UniqueFd fifo(fd);
+    if (waiter.lease_until < now) {
+      continue;
+    }
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
       const char byte = '1';
       (void)!::write(fd, &byte, 1);  // full (EAGAIN): it has been woken already
     }
-    return;
+    break;
+  }
+  if (!dead.empty()) {
+    drop_from_queue(queue, dead);
   }
 }
 
@@ -870,11 +971,17 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   std::string first;
   bool pruned = false;
   std::string encoded;
+  std::vector<std::string> lapsed;
   mutate(queue, waiting, [&](const Entry* current) {
     auto waiters = parse_queue(value_of(current));
     const auto before = waiters.size();
-    std::erase_if(waiters,
-                  [&](const QueuedWaiter& w) { return w.lease_until < now && w.ticket != ticket; });
+    std::erase_if(waiters, [&](const QueuedWaiter& w) {
+      const bool gone = w.lease_until < now && w.ticket != ticket;
+      if (gone) {
+        lapsed.push_back(w.ticket);
+      }
+      return gone;
+    });
     pruned = waiters.size() != before;
     bool changed = pruned;
     if (waiting) {
@@ -903,6 +1010,9 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
     return Change{Change::Kind::put, encoded};
   });
 
+  for (const auto& gone : lapsed) {
+    reap_fifo(gone);  // a dead waiter's FIFO goes with its place in line
+  }
   if (!first.empty() && first != ticket) {
     result.outcome = QueuedSet::Outcome::behind;
     result.current = get(key);
@@ -931,7 +1041,7 @@ bool FileStore::compare_and_delete_queued(std::string_view key, std::string_view
 }
 
 void FileStore::leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
-  drop_from_queue(queue, ticket);
+  drop_from_queue(queue, {std::string(ticket)});
   if (!get(key)) {
     wake_first(queue);  // we may have been the one woken
   }

@@ -76,8 +76,16 @@ class FileStore final : public Store {
     // replaced by `fence` (none: a plain write, which no owner made).
     bool keep_meta = false;
     std::optional<std::int64_t> fence;
+    std::optional<std::int64_t> until;  // put: details beside the lock, until it expires
     bool owned = false;  // put: this process is recorded as the lock's owner
   };
+  // A plain write of the details nxlock keeps beside a lock this process holds
+  // (run-locked's holder record names the lock's value): tagged with the
+  // lock's token and expiry, so that they go with the lock once it expired
+  // abandoned. Nothing else is ever tagged.
+  Change tagged_put(std::string_view value);
+  // Remembers a lock value this process wrote with its token (bounded).
+  void remember_own(std::string_view value, std::int64_t fence);
   using Decide = std::function<Change(const record::Entry* current)>;
 
   // A key's stripe directory (STORE/data/XY) and where its bucket lives in it.
@@ -88,6 +96,8 @@ class FileStore final : public Store {
     util::UniqueFd fd;        // opened without following symlinks; invalid if it does not exist
   };
 
+  // GET of an entry of the store itself.
+  std::optional<std::string> get_entry_value(std::string_view key);
   // Opens the store directory (with `create`, makes it). False if it does not exist.
   bool open_root(bool create);
   void check_marker();
@@ -130,7 +140,10 @@ class FileStore final : public Store {
   void remove_fifo(const std::string& ticket);
   // Wakes the first live waiter of `queue`, dropping the dead ones it meets.
   void wake_first(std::string_view queue);
-  void drop_from_queue(std::string_view queue, std::string_view ticket);
+  void drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets);
+  // Removes `ticket`'s FIFO if nobody holds it open (its waiter died). True if
+  // it is gone.
+  bool reap_fifo(const std::string& ticket);
   // The queue a SETNX took the lock from, left at the next write (mutate(),
   // mutate_pair()) or close: see set_if_absent_queued().
   struct Leaving {
@@ -151,6 +164,7 @@ class FileStore final : public Store {
   util::UniqueFd m_inotify;
   bool m_inotify_lent = false;
   std::optional<Leaving> m_leaving;
+  std::vector<std::pair<std::string, std::int64_t>> m_own_values;  // lock value, its token
   mode_t m_file_mode = 0600;  // permission bits for new files: the store directory's, minus x
   mode_t m_dir_mode = 0700;   // permission bits (and setgid) for new directories
   bool m_marker_v1 = false;   // a format 1 store, not yet marked 2 (see issue_fence)

@@ -73,12 +73,16 @@ bool boot_id_ok(std::string_view boot) {
          });
 }
 
-// An entry's metadata: "" (none), "fence=N", or "fence=N owner=PID:START:BOOT_ID".
+// An entry's metadata: "" (none), or "fence=N", then " until=T" and
+// " owner=PID:START:BOOT_ID" where there are.
 std::string encode_meta(const Entry& entry) {
   if (!entry.fence) {
     return {};
   }
   std::string meta = "fence=" + std::to_string(*entry.fence);
+  if (entry.until) {
+    meta += " until=" + std::to_string(*entry.until);
+  }
   if (entry.owner) {
     meta += " owner=" + std::to_string(entry.owner->pid) + ":" +
             std::to_string(entry.owner->start) + ":" + entry.owner->boot;
@@ -105,6 +109,19 @@ bool parse_meta(std::string_view meta, Entry& entry) {
     return true;
   }
   std::string_view owner = meta.substr(space + 1);
+  if (owner.starts_with("until=")) {
+    owner.remove_prefix(6);
+    const auto next = owner.find(' ');
+    std::int64_t until = 0;
+    if (!parse_int(owner.substr(0, next), until) || until < 0) {
+      return false;
+    }
+    entry.until = until;
+    if (next == std::string_view::npos) {
+      return true;
+    }
+    owner.remove_prefix(next + 1);
+  }
   if (!owner.starts_with("owner=")) {
     return false;
   }

@@ -32,6 +32,9 @@ struct Entry {
   std::string value;
   std::optional<std::int64_t> fence;
   std::optional<Owner> owner;
+  // Details nxlock wrote beside its own lock (its holder record): the lock's
+  // expiry as it was then, and `fence` its token. Gone with an expired lock.
+  std::optional<std::int64_t> until;
 };
 
 // Where a key lives: STORE/data/<stripe>/<name>.
