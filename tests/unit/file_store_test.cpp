@@ -1116,9 +1116,11 @@ TEST_F(FileStoreTest, TheCounterBesideALockReadsAsItsToken) {
     ASSERT_TRUE(store.compare_and_delete_fenced(key, "v", counter, *token));
     EXPECT_EQ(store.get(counter), std::nullopt);
   }
-  // A key of that name that exists is itself, as before.
-  store.set("{k}:fence", "mine");
-  EXPECT_EQ(store.get("{k}:fence"), "mine");
+  // A key of that name (a format 1 store's counter) shows while no lock is there.
+  store.set("{k}:fence", "41");
+  EXPECT_EQ(store.get("{k}:fence"), "41");
+  const auto token = store.set_if_absent_fenced("k", "v", "{k}:fence");
+  EXPECT_EQ(store.get("{k}:fence"), std::to_string(*token));
   store.set("x", "not a lock");
   EXPECT_EQ(store.get("{x}:fence"), std::nullopt);
 }

@@ -585,19 +585,24 @@ std::optional<std::string> FileStore::get_entry_value(std::string_view key) {
 }
 
 std::optional<std::string> FileStore::get(std::string_view key) {
-  if (auto value = get_entry_value(key)) {
-    return value;
-  }
   // The per-lock counter the lock layer reads (`status`, and run-locked telling
   // "taken over" from "expired") is no key here: it answers with the token in
-  // the lock's record while the lock is there, as Redis's counter would.
+  // the lock's record while the lock is there, as Redis's counter would (and
+  // before a format 1 store's own counter key of that name, which is stale).
   // The names are lock::fence_key's: "{KEY}:fence", or "KEY:fence" for a KEY
   // with a hash tag.
+  if (const auto token = token_of_counter(key)) {
+    return std::to_string(*token);
+  }
+  return get_entry_value(key);
+}
+
+std::optional<std::int64_t> FileStore::token_of_counter(std::string_view counter) {
   constexpr std::string_view k_suffix = ":fence";
-  if (!key.ends_with(k_suffix)) {
+  if (!counter.ends_with(k_suffix)) {
     return std::nullopt;
   }
-  const std::string_view stem = key.substr(0, key.size() - k_suffix.size());
+  const std::string_view stem = counter.substr(0, counter.size() - k_suffix.size());
   std::vector<std::string_view> candidates{stem};
   if (stem.size() > 2 && stem.front() == '{' && stem.back() == '}') {
     candidates.push_back(stem.substr(1, stem.size() - 2));
@@ -613,7 +618,7 @@ std::optional<std::string> FileStore::get(std::string_view key) {
     }
     for (const auto& entry : record::parse(*bytes, stripe.bucket.name, stripe.record_path)) {
       if (entry.key == lock_key && entry.fence && !entry.until) {
-        return std::to_string(*entry.fence);
+        return entry.fence;
       }
     }
   }

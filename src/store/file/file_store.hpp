@@ -98,6 +98,8 @@ class FileStore final : public Store {
 
   // GET of an entry of the store itself.
   std::optional<std::string> get_entry_value(std::string_view key);
+  // The token of the lock whose per-lock counter (as Redis names it) is `counter`.
+  std::optional<std::int64_t> token_of_counter(std::string_view counter);
   // Opens the store directory (with `create`, makes it). False if it does not exist.
   bool open_root(bool create);
   void check_marker();
