@@ -3,6 +3,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+
 #include "store/lock_value.hpp"
 
 namespace nxlock::store {
@@ -33,7 +35,8 @@ class MemoryWatcher final : public Watcher {
 };
 }  // namespace
 
-MemoryStore::MemoryStore(std::function<util::Micros()> clock) : m_clock(std::move(clock)) {}
+MemoryStore::MemoryStore(std::function<util::Micros()> clock, Tokens tokens)
+    : m_clock(std::move(clock)), m_tokens(tokens) {}
 
 bool MemoryStore::set_if_absent(std::string_view key, std::string_view value) {
   const auto [it, inserted] = m_data.try_emplace(std::string(key), value);
@@ -93,7 +96,10 @@ bool MemoryStore::compare_and_set(std::string_view key, std::string_view expecte
 
 std::int64_t MemoryStore::increment(std::string_view counter) {
   const auto current = get(counter);
-  const std::int64_t next = next_fence(current ? &*current : nullptr, counter);
+  std::int64_t next = next_fence(current ? &*current : nullptr, counter);
+  if (m_tokens == Tokens::clock_floor) {
+    next = std::max(next, m_clock().count());
+  }
   set(counter, std::to_string(next));
   return next;
 }

@@ -10,8 +10,16 @@ namespace nxlock::store {
 
 class MemoryStore final : public Store {
  public:
+  // How an owning step computes its token from the counter beside the lock.
+  enum class Tokens {
+    increment,    // INCR: 1, 2, 3... (the tests that script exact counters)
+    clock_floor,  // max(counter + 1, now() in microseconds), as the real backends do:
+                  // a deleted counter never makes a token go back
+  };
+
   // `clock` supplies now(); by default the real wall clock.
-  explicit MemoryStore(std::function<util::Micros()> clock = util::wall_now);
+  explicit MemoryStore(std::function<util::Micros()> clock = util::wall_now,
+                       Tokens tokens = Tokens::increment);
 
   std::string describe() const override { return "memory"; }
   bool set_if_absent(std::string_view key, std::string_view value) override;
@@ -39,6 +47,7 @@ class MemoryStore final : public Store {
 
  private:
   std::function<util::Micros()> m_clock;
+  Tokens m_tokens;
   std::map<std::string, std::string, std::less<>> m_data;
   std::uint64_t m_version = 0;
 

@@ -90,6 +90,52 @@ TEST(FileRecord, EveryTruncationIsRefused) {
   }
 }
 
+// Version 2: a lock's token and owner beside its value; version 1 records, with
+// no entry carrying one, are still what encode() writes and parse() reads.
+TEST(FileRecord, ALocksTokenAndOwnerMakeAVersion2Record) {
+  const Owner owner{4242, 987654321, "0b6a4c1e-2f3d-4e5f-8a9b-0c1d2e3f4a5b"};
+  const std::vector<Entry> entries = {{k_collide_a, "1763800000", 1763799999123456, owner},
+                                      {k_collide_b, "plain"},
+                                      {std::string(k_collide_a).append(""), "x"}};
+  const std::string bytes = encode({entries[0], entries[1]});
+  EXPECT_EQ(bytes[4], 2);
+  // The documented layout: after each value, its metadata's length and text.
+  const std::string meta = "fence=1763799999123456 owner=4242:987654321:" + owner.boot;
+  EXPECT_NE(bytes.find(meta), std::string::npos);
+  const auto parsed = parse(bytes, bucket_file_name(k_collide_a), "p");
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_EQ(parsed[0].value, "1763800000");
+  EXPECT_EQ(parsed[0].fence, 1763799999123456);
+  EXPECT_EQ(parsed[0].owner, owner);
+  EXPECT_EQ(parsed[1].fence, std::nullopt);
+  EXPECT_EQ(parsed[1].owner, std::nullopt);
+  EXPECT_EQ(encode(parsed), bytes);
+  // A token without an owner (a process /proc could not name).
+  const auto bare = parse(encode({{"k", "v", 7}}), bucket_file_name("k"), "p");
+  EXPECT_EQ(bare[0].fence, 7);
+  EXPECT_EQ(bare[0].owner, std::nullopt);
+  EXPECT_EQ(encode({{"k", "v"}}), k_documented_kv);  // no token: still version 1
+}
+
+TEST(FileRecord, BadMetadataIsRefused) {
+  const std::string name = bucket_file_name("k");
+  const std::string good = encode({{"k", "v", 7}});
+  for (const std::string meta :
+       {"fence=", "fence=0", "fence=-1", "fence=07", "fence=x", "fence=7 ", "fence=7 owner=",
+        "fence=7 owner=1:2", "fence=7 owner=1:2:", "fence=7 owner=0:2:ab", "fence=7 owner=1:2:AB",
+        "fence=7 owner=1:2:a/b", "owner=1:2:ab", "fence=7 pid=1"}) {
+    // The same record with this metadata in place of "fence=7".
+    std::string bytes = good;
+    const auto at = bytes.find("fence=7");
+    ASSERT_NE(at, std::string::npos);
+    bytes.replace(at, 7, meta);
+    put_u32(bytes, at - 4, static_cast<std::uint32_t>(meta.size()));
+    EXPECT_NE(refusal(with_crc(bytes), name).find("corrupt record (entry 0 has bad metadata"),
+              std::string::npos)
+        << meta;
+  }
+}
+
 TEST(FileRecord, EveryFlippedBitIsRefused) {
   const std::string name = bucket_file_name("k");
   for (std::size_t at = 0; at < k_documented_kv.size(); ++at) {
@@ -112,8 +158,8 @@ TEST(FileRecord, NamesEachCheck) {
   bad[0] = 'X';
   expect_refused(with_crc(bad), "bad magic");
   bad = k_documented_kv;
-  bad[4] = 2;
-  expect_refused(with_crc(bad), "unknown version 2");
+  bad[4] = 3;
+  expect_refused(with_crc(bad), "unknown version 3");
   bad = k_documented_kv;
   bad[6] = 1;
   expect_refused(with_crc(bad), "nonzero reserved bytes");

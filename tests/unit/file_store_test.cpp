@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/file/file_store.hpp"
@@ -30,6 +31,7 @@
 #include "util/crc32c.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
+#include "util/time.hpp"
 
 // Counts the fsync and fdatasync calls of this process: the test binary's
 // definitions come before libc's, which they call.
@@ -150,8 +152,19 @@ class TempFileStore final : public store::Store {
   FileStore m_store;
 };
 
-const StoreFactory k_memory_factory{"memory",
-                                    [] { return std::make_unique<store::MemoryStore>(); }};
+// Tokens as the real backends issue them (the lock layer's own tests script
+// plain increments).
+// Its clock moves on by a microsecond at least per reading: in one process a
+// step takes less than that, while a real backend's take more.
+const StoreFactory k_memory_factory{"memory", [] {
+                                      auto last = std::make_shared<std::int64_t>(0);
+                                      auto clock = [last] {
+                                        *last = std::max(*last + 1, util::wall_now().count());
+                                        return util::Micros(*last);
+                                      };
+                                      return std::make_unique<store::MemoryStore>(
+                                          clock, store::MemoryStore::Tokens::clock_floor);
+                                    }};
 const StoreFactory k_file_factory{"file", [] { return std::make_unique<TempFileStore>(); }};
 
 INSTANTIATE_TEST_SUITE_P(Embedded, StoreContract,
@@ -277,6 +290,12 @@ class FileStoreTest : public ::testing::Test {
   std::string stripe_path(std::string_view key) const {
     return store_path() + "/data/" + fnv1a64_hex(key).substr(0, 2);
   }
+  // Makes the store on disk: a store is created by its first write, not by opening it.
+  void create_store(const FileStore::Options& options = {}) const {
+    FileStore store(store_path(), options);
+    store.set("created", "");
+    store.del({"created"});
+  }
 
   TempDir m_dir;
 };
@@ -285,12 +304,14 @@ class FileStoreTest : public ::testing::Test {
 
 TEST_F(FileStoreTest, CreatesAPrivateStoreWithItsMarker) {
   const std::string path = m_dir.path() + "/a/b/store";
-  const mode_t old_umask = ::umask(0);  // the store must not depend on the umask
-  FileStore store(path, {});
+  const mode_t old_umask = ::umask(0);  // the default store must not depend on the umask
+  FileStore::Options options;
+  options.require_owner = true;  // the default per-user store
+  FileStore store(path, options);
   store.set("k", "v");
   ::umask(old_umask);
 
-  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 1\n");
+  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 2\n");
   EXPECT_EQ(mode_of(m_dir.path() + "/a"), 0700u);
   EXPECT_EQ(mode_of(m_dir.path() + "/a/b"), 0700u);
   EXPECT_EQ(mode_of(path), 0700u);
@@ -299,6 +320,42 @@ TEST_F(FileStoreTest, CreatesAPrivateStoreWithItsMarker) {
   const std::string name = fnv1a64_hex("k");
   EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2)), 0700u);
   EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2) + "/" + name), 0600u);
+}
+
+// A path given explicitly (NXLOCK_STORE, file://) is made as mkdir(1) makes
+// it: the umask decides, and a setgid parent's group is inherited.
+TEST_F(FileStoreTest, AnExplicitStoreHonoursTheUmaskAndTheParentsGroup) {
+  const std::string parent = m_dir.path() + "/shared";
+  ASSERT_EQ(::mkdir(parent.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(parent.c_str(), 02770), 0);
+  const std::string path = parent + "/store";
+  const mode_t old_umask = ::umask(007);
+  {
+    FileStore store(path, {});
+    EXPECT_TRUE(store.set_if_absent_fenced("k", "v", "c").has_value());
+  }
+  ::umask(old_umask);
+  EXPECT_EQ(mode_of(path), 02770u);
+  const std::string name = fnv1a64_hex("k");
+  EXPECT_EQ(mode_of(path + "/data/" + name.substr(0, 2) + "/" + name), 0660u);
+  EXPECT_EQ(mode_of(path + "/fence"), 0660u);
+}
+
+// Issue 28 finding 8: opening a store that is not there makes nothing; reads
+// find every key absent, and the first write makes it.
+TEST_F(FileStoreTest, OpeningAndReadingAMissingStoreCreatesNothing) {
+  const std::string path = m_dir.path() + "/not/yet";
+  {
+    FileStore store(path, {});
+    EXPECT_EQ(store.get("k"), std::nullopt);
+    EXPECT_EQ(store.del({"k"}), 0u);
+    EXPECT_FALSE(store.compare_and_delete("k", "v"));
+    EXPECT_FALSE(store.compare_and_set("k", "v", "w"));
+  }
+  EXPECT_FALSE(fs::exists(m_dir.path() + "/not"));
+  FileStore store(path, {});
+  EXPECT_TRUE(store.set_if_absent("k", "v"));
+  EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 2\n");
 }
 
 TEST_F(FileStoreTest, NewFilesTakeTheStoreDirectorysBits) {
@@ -328,7 +385,7 @@ TEST_F(FileStoreTest, RecordsAreExactlyTheDocumentedFormat) {
 }
 
 TEST_F(FileStoreTest, ReadsARecordWrittenByHandToTheDocumentedFormat) {
-  { FileStore store(store_path(), {}); }
+  create_store();
   fs::create_directories(stripe_path("hand"));
   write_file(bucket_path("hand"), documented_record({{"hand", "made"}}));
   FileStore store(store_path(), {});
@@ -348,7 +405,7 @@ TEST_F(FileStoreTest, ReopensAnExistingStore) {
 TEST_F(FileStoreTest, InitializesAnExistingEmptyDirectory) {
   ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
   FileStore store(store_path(), {});
-  EXPECT_EQ(read_file(store_path() + "/nxlock-store"), "nxlock-store 1\n");
+  EXPECT_EQ(read_file(store_path() + "/nxlock-store"), "nxlock-store 2\n");
 }
 
 TEST_F(FileStoreTest, AMissingStoreIsNotCreatedWhenAskedNotTo) {
@@ -408,7 +465,7 @@ TEST_F(FileStoreTest, RefusesAForeignDirectoryAndLeavesItAlone) {
 }
 
 TEST_F(FileStoreTest, RefusesAWrongMarker) {
-  for (const std::string marker : {"nxlock-store 2\n", "nxlock-store 1", "hello\n", ""}) {
+  for (const std::string marker : {"nxlock-store 3\n", "nxlock-store 1", "hello\n", ""}) {
     SCOPED_TRACE(marker);
     fs::create_directories(store_path());
     write_file(store_path() + "/nxlock-store", marker);
@@ -538,6 +595,7 @@ TEST_F(FileStoreTest, AFifoAsABucketIsAnErrorNotAHang) {
 }
 
 TEST_F(FileStoreTest, AStaleTemporaryFileDoesNotMatter) {
+  create_store();
   FileStore store(store_path(), {});
   fs::create_directories(stripe_path("k"));
   const std::string temp = stripe_path("k") + "/." + fnv1a64_hex("k") + ".tmp";
@@ -558,7 +616,7 @@ TEST_F(FileStoreTest, AStaleTemporaryFileDoesNotMatter) {
 TEST_F(FileStoreTest, RequireOwnerRefusesSomeoneElsesDirectory) {
   FileStore::Options options;
   options.require_owner = true;
-  { FileStore mine(store_path(), options); }
+  create_store(options);
 
   std::string foreign = "/";  // owned by root: someone else's unless we are root
   if (::geteuid() == 0) {
@@ -765,7 +823,7 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
   constexpr int k_processes = 4;
   constexpr int k_operations = 500;
   constexpr int k_keys = 8;
-  { FileStore store(store_path(), {}); }
+  create_store();
 
   // Each child reports, per key, how many times it made the key present
   // (set_if_absent true, get_and_set of nothing) and absent (del). With atomic
@@ -834,7 +892,7 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
 }
 
 TEST_F(FileStoreTest, KillingAWriterAtAnyInstantLeavesAWholeRecord) {
-  { FileStore store(store_path(), {}); }
+  create_store();
   for (int round = 0; round < 20; ++round) {
     int ready[2];
     ASSERT_EQ(::pipe(ready), 0);
@@ -952,6 +1010,235 @@ TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
   EXPECT_TRUE(store.set_if_absent("", "v"));
   EXPECT_EQ(store.get(""), "v");
   EXPECT_EQ(store.del({""}), 1u);
+}
+
+// ---- issue 28: tokens, liveness, nothing left behind --------------------------------
+
+// A key other than `avoid` whose bucket lies in `stripe` (two hex digits).
+std::string key_in_stripe(const std::string& stripe, const std::string& prefix) {
+  for (int i = 0;; ++i) {
+    std::string key = prefix + std::to_string(i);
+    if (fnv1a64_hex(key).substr(0, 2) == stripe) {
+      return key;
+    }
+  }
+}
+
+std::size_t files_in(const std::string& dir) {
+  std::size_t n = 0;
+  if (fs::exists(dir)) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      n += entry.is_directory() ? 0 : 1;
+    }
+  }
+  return n;
+}
+
+// A child process that takes lock `key` (value `value`) in the store at `path`,
+// writes beside it what run-locked writes, and then waits to be killed; or
+// exits at once with `exit_at_once`. Returns its pid once the lock is taken.
+pid_t owner_process(const std::string& path, const std::string& key, const std::string& value,
+                    bool exit_at_once) {
+  int ready[2];
+  if (::pipe(ready) != 0) {
+    return -1;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    int status = 0;
+    try {
+      FileStore store(path, {});
+      status = store.set_if_absent_fenced(key, value, "{" + key + "}:fence") ? 0 : 1;
+      store.set("{" + key + "}:holder", "{\"acquired_at\":1,\"value\":\"" + value + "\"}");
+    } catch (const std::exception& e) {
+      child_failed(e);
+      status = 98;
+    }
+    (void)!::write(ready[1], "x", 1);
+    if (!exit_at_once) {
+      for (;;) {
+        ::pause();
+      }
+    }
+    ::_exit(status);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  (void)!::read(ready[0], &byte, 1);
+  ::close(ready[0]);
+  return pid;
+}
+
+void reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// Finding 1: one counter for the whole store, tokens at or above the clock in
+// microseconds, and none lower after the counter is deleted.
+TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
+  FileStore store(store_path(), {});
+  std::int64_t last = 0;
+  for (int i = 0; i < 6; ++i) {
+    const std::int64_t before = util::wall_now().count();
+    const auto token = store.set_if_absent_fenced("k" + std::to_string(i % 2), "v", "c");
+    ASSERT_TRUE(token.has_value());
+    EXPECT_GE(*token, before);
+    EXPECT_GT(*token, last);
+    last = *token;
+    ASSERT_TRUE(store.compare_and_delete_fenced("k" + std::to_string(i % 2), "v", "c", *token));
+    if (i == 3) {
+      fs::remove(store_path() + "/fence");
+    }
+  }
+  // A released lock leaves nothing: no counter per key, no record.
+  EXPECT_EQ(files_in(store_path() + "/data"), 0u);
+  EXPECT_EQ(fs::file_size(store_path() + "/fence"), 20u);
+  // A counter that is not one is refused, never overwritten.
+  write_file(store_path() + "/fence", "garbage");
+  EXPECT_EQ(error_kind([&] { store.set_if_absent_fenced("k", "v", "c"); }), ErrorKind::data);
+  EXPECT_EQ(store.get("k"), std::nullopt);
+  EXPECT_EQ(read_file(store_path() + "/fence"), "garbage");
+}
+
+// The lock layer reads the per-lock counter Redis keeps: here it is the token
+// in the lock's record, while the lock is there.
+TEST_F(FileStoreTest, TheCounterBesideALockReadsAsItsToken) {
+  FileStore store(store_path(), {});
+  for (const std::string key : {"k", "{tag}rest"}) {
+    const std::string counter = key == "k" ? "{k}:fence" : "{tag}rest:fence";
+    const auto token = store.set_if_absent_fenced(key, "v", counter);
+    ASSERT_TRUE(token.has_value());
+    EXPECT_EQ(store.get(counter), std::to_string(*token));
+    ASSERT_TRUE(store.compare_and_delete_fenced(key, "v", counter, *token));
+    EXPECT_EQ(store.get(counter), std::nullopt);
+  }
+  // A key of that name (a format 1 store's counter) shows while no lock is there.
+  store.set("{k}:fence", "41");
+  EXPECT_EQ(store.get("{k}:fence"), "41");
+  const auto token = store.set_if_absent_fenced("k", "v", "{k}:fence");
+  EXPECT_EQ(store.get("{k}:fence"), std::to_string(*token));
+  store.set("x", "not a lock");
+  EXPECT_EQ(store.get("{x}:fence"), std::nullopt);
+}
+
+// Finding 7: while the process that took (or renewed) a lock runs, a caller
+// whose clock says it expired does not take it; once the owner is stopped or
+// gone, the timestamp decides as before.
+TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
+  create_store();
+  const std::int64_t now = util::whole_seconds(util::wall_now());
+  const std::string value = std::to_string(now + 5);
+  const pid_t owner = owner_process(store_path(), "k", value, false);
+  ASSERT_GT(owner, 0);
+  FileStore store(store_path(), {});
+  const std::int64_t an_hour_ahead = now + 3600;
+  auto swap = store.get_and_set_fenced("k", "mine", "{k}:fence", an_hour_ahead);
+  EXPECT_EQ(swap.fence, std::nullopt);
+  EXPECT_EQ(swap.old, std::to_string(an_hour_ahead)) << "held, as of the caller's now";
+  EXPECT_EQ(store.get("k"), value) << "nothing written";
+
+  // Stopped: it renews nothing, its timestamp alone counts.
+  ASSERT_EQ(::kill(owner, SIGSTOP), 0);
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 500; ++i) {
+      std::ifstream stat("/proc/" + std::to_string(owner) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      if (text.find(") T ") != std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }());
+  swap = store.get_and_set_fenced("k", "mine", "{k}:fence", an_hour_ahead);
+  EXPECT_TRUE(swap.fence.has_value());
+  EXPECT_EQ(swap.old, value);
+  reap(owner);
+
+  // Gone (a `lock` whose process exited): the timestamp decides.
+  const pid_t gone = owner_process(store_path(), "g", value, true);
+  reap(gone);
+  swap = store.get_and_set_fenced("g", "mine", "{g}:fence", an_hour_ahead);
+  EXPECT_TRUE(swap.fence.has_value());
+  // Liveness never ends a lock sooner: a fresh lock of a dead owner is held.
+  const pid_t dead = owner_process(store_path(), "d", std::to_string(now + 60), true);
+  reap(dead);
+  swap = store.get_and_set_fenced("d", "mine", "{d}:fence", now);
+  EXPECT_EQ(swap.fence, std::nullopt);
+}
+
+// Finding 4: an owning step removes, from its stripe, the records of expired
+// locks that nobody alive owns, and the details written beside them; never a
+// plain key, never a lock whose owner lives.
+TEST_F(FileStoreTest, AnOwningStepRemovesAbandonedExpiredLocksBesideIt) {
+  create_store();
+  const std::string stripe = fnv1a64_hex("{abandoned}:holder").substr(0, 2);
+  const std::string abandoned = key_in_stripe(stripe, "abandoned-");
+  const std::string held = key_in_stripe(stripe, "held-");
+  const std::string plain = key_in_stripe(stripe, "plain-");
+  const std::string expired = "1000000000";
+  reap(owner_process(store_path(), abandoned, expired, true));
+  const pid_t live = owner_process(store_path(), held, expired, false);
+  FileStore store(store_path(), {});
+  store.set(plain, expired);
+  const std::string holder = "{" + abandoned + "}:holder";
+  ASSERT_TRUE(store.get(holder).has_value());
+
+  // An owning step elsewhere in the stripe.
+  const std::string later = key_in_stripe(stripe, "later-");
+  ASSERT_TRUE(store.set_if_absent_fenced(later, "v", "c").has_value());
+  // Its own holder record's stripe may differ: sweep that one too.
+  const std::string holder_stripe = fnv1a64_hex(holder).substr(0, 2);
+  const std::string beside = key_in_stripe(holder_stripe, "beside-");
+  ASSERT_TRUE(store.set_if_absent_fenced(beside, "v", "c").has_value());
+
+  EXPECT_EQ(store.get(abandoned), std::nullopt);
+  EXPECT_EQ(store.get(holder), std::nullopt);
+  EXPECT_EQ(store.get(held), expired) << "its owner lives";
+  EXPECT_EQ(store.get(plain), expired) << "not nxlock's lock: never removed";
+  reap(live);
+}
+
+// Finding 4: a FIFO of a waiter that died goes when a release meets it, even
+// after its place in line lapsed; FIFOs take the store's bits, not the umask's.
+TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
+  ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(store_path().c_str(), 02770), 0);
+  FileStore holder(store_path(), {});
+  const auto taken = holder.set_if_absent_fenced("k", "v", "c");
+  ASSERT_TRUE(taken.has_value());
+  const std::string wait_dir = store_path() + "/wait";
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t waiter = ::fork();
+  if (waiter == 0) {
+    ::close(ready[0]);
+    ::umask(077);  // its FIFO still takes the store's bits
+    FileStore store(store_path(), {});
+    store.set_if_absent_queued("k", "w", "c", "q", "qdead", true, 1ms);
+    auto watch = store.watch_queued("k", "qdead");
+    watch->wait(1ms, -1);  // the FIFO is made and held
+    (void)!::write(ready[1], "x", 1);
+    for (;;) {
+      ::pause();
+    }
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(files_in(wait_dir), 1u);
+  EXPECT_EQ(mode_of(wait_dir + "/qdead"), 0660u);
+  reap(waiter);  // killed: its FIFO stays on disk, open by nobody
+  std::this_thread::sleep_for(5ms);  // and its place in line (a 1 ms lease) lapses
+  ASSERT_EQ(files_in(wait_dir), 1u);
+  ASSERT_TRUE(holder.compare_and_delete_queued("k", "v", "c", *taken, "q"));
+  EXPECT_EQ(files_in(wait_dir), 0u);
+  EXPECT_EQ(holder.get("q"), std::nullopt) << "the line goes with it";
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "store/file/counter.hpp"
+#include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
 #include "store/file/record.hpp"
 #include "store/file/watcher.hpp"
@@ -38,7 +40,12 @@ using record::Entry;
 using util::ErrorKind;
 
 constexpr const char* k_marker_name = "nxlock-store";
-constexpr std::string_view k_marker_content = "nxlock-store 1\n";
+// Format 2: lock records carry their token and owner, and tokens come from one
+// store-wide counter. A format 1 store is read as it is, and marked 2 before its
+// first token of the new kind, so that an older nxlock refuses it from then on
+// (its per-key counters would issue tokens below ours).
+constexpr std::string_view k_marker_content = "nxlock-store 2\n";
+constexpr std::string_view k_marker_v1 = "nxlock-store 1\n";
 constexpr const char* k_data_name = "data";
 constexpr const char* k_wait_name = "wait";
 
@@ -120,13 +127,24 @@ FileStore::FileStore(std::string path, Options options)
   while (m_path.size() > 1 && m_path.back() == '/') {
     m_path.pop_back();
   }
-  open_root();
+  // A store that does not exist yet is made by the first write, not here:
+  // `get` and `status` on it create nothing.
+  ensure_root(false);
+}
 
+bool FileStore::ensure_root(bool create) {
+  if (m_root) {
+    return true;
+  }
+  if (!open_root(create && m_options.create)) {
+    return false;
+  }
   struct stat st {};
   if (::fstat(m_root.get(), &st) != 0) {
     fail(errno, m_path, "stat");
   }
   if (m_options.require_owner && st.st_uid != ::geteuid()) {
+    m_root.reset();
     throw util::Error(ErrorKind::permission, util::escape(m_path),
                       "owned by uid " + std::to_string(st.st_uid) + ", not you");
   }
@@ -135,9 +153,15 @@ FileStore::FileStore(std::string path, Options options)
   m_file_mode = st.st_mode & 0666;
   m_dir_mode = st.st_mode & (S_ISGID | 0777);
 
-  check_marker();
-  m_data =
-      open_subdir(m_root.get(), k_data_name, m_path + "/" + k_data_name, false, m_dir_mode, false);
+  try {
+    check_marker();
+    m_data = open_subdir(m_root.get(), k_data_name, m_path + "/" + k_data_name, false, m_dir_mode,
+                         false);
+  } catch (...) {
+    m_root.reset();  // never used unchecked
+    throw;
+  }
+  return true;
 }
 
 FileStore::~FileStore() {
@@ -148,25 +172,29 @@ std::string FileStore::describe() const {
   return util::escape(m_path);
 }
 
-void FileStore::open_root() {
+bool FileStore::open_root(bool create) {
   constexpr int k_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   int fd = ::open(m_path.c_str(), k_flags);
-  if (fd < 0 && errno == ENOENT && m_options.create) {
-    // Missing parents get 0700 too: the default store's parents are the user's own.
+  if (fd < 0 && errno == ENOENT && create) {
+    // The default store is the user's own, parents too (0700). A path given
+    // explicitly honours the umask, and the kernel gives new directories a
+    // setgid parent's group: a group can share it.
+    const bool private_store = m_options.require_owner;
+    const mode_t mode = private_store ? 0700 : 0777;
     for (std::size_t slash = m_path.find('/', 1); slash != std::string::npos;
          slash = m_path.find('/', slash + 1)) {
       const std::string parent = m_path.substr(0, slash);
-      if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+      if (::mkdir(parent.c_str(), mode) != 0 && errno != EEXIST) {
         fail(errno, parent, "create directory");
       }
     }
-    const bool made = ::mkdir(m_path.c_str(), 0700) == 0;
+    const bool made = ::mkdir(m_path.c_str(), mode) == 0;
     if (!made && errno != EEXIST) {
       fail(errno, m_path, "create store directory");
     }
     fd = ::open(m_path.c_str(), k_flags);
-    // The umask must not leave us a store we cannot write.
-    if (fd >= 0 && made && ::fchmod(fd, 0700) != 0) {
+    // The umask must not leave us a private store we cannot write.
+    if (fd >= 0 && made && private_store && ::fchmod(fd, 0700) != 0) {
       const int err = errno;
       ::close(fd);
       fail(err, m_path, "chmod");
@@ -175,7 +203,10 @@ void FileStore::open_root() {
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) {
-      throw util::Error(ErrorKind::unavailable, util::escape(m_path), "no nxlock store here");
+      if (!m_options.create) {
+        throw util::Error(ErrorKind::unavailable, util::escape(m_path), "no nxlock store here");
+      }
+      return false;  // nothing there yet: every key is absent
     }
     if (err == ELOOP || err == ENOTDIR) {
       struct stat st {};
@@ -187,6 +218,7 @@ void FileStore::open_root() {
     fail(err, m_path, "open store directory");
   }
   m_root.reset(fd);
+  return true;
 }
 
 void FileStore::check_marker() {
@@ -207,12 +239,15 @@ void FileStore::check_marker() {
       if (content == k_marker_content) {
         return;
       }
+      if (content == k_marker_v1) {
+        m_marker_v1 = true;  // marked 2 before its first token (issue_fence)
+        return;
+      }
       if (content.starts_with("nxlock-store ")) {
         throw util::Error(ErrorKind::data, util::escape(m_path),
                           "unsupported store format (marker says '" +
                               util::escape(content.substr(0, content.find('\n'))) +
-                              "', this nxlock reads '" +
-                              std::string(k_marker_content.substr(0, 14)) + "')");
+                              "', this nxlock reads 'nxlock-store 1' and 'nxlock-store 2')");
       }
       throw util::Error(ErrorKind::data, util::escape(m_path),
                         "not an nxlock store (unexpected nxlock-store marker)");
@@ -291,6 +326,9 @@ void FileStore::write_marker() {
 }
 
 int FileStore::data_dir(bool create) {
+  if (!ensure_root(create)) {
+    return -1;
+  }
   if (!m_data) {
     m_data = open_subdir(m_root.get(), k_data_name, m_path + "/" + k_data_name, create, m_dir_mode,
                          m_options.durable);
@@ -314,10 +352,27 @@ FileStore::Stripe FileStore::open_stripe(std::string_view key, bool create) {
 
 namespace {
 
-const std::string* find_value(const std::vector<Entry>& entries, std::string_view key) {
+const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key) {
   const auto it =
       std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
-  return it == entries.end() ? nullptr : &it->value;
+  return it == entries.end() ? nullptr : &*it;
+}
+
+const std::string* value_of(const Entry* entry) {
+  return entry == nullptr ? nullptr : &entry->value;
+}
+
+// An owning step's or a renewal's owner, this process (if /proc says who it is).
+std::optional<record::Owner> owner_for(bool owned) {
+  return owned ? owner::self() : std::nullopt;
+}
+
+// True if `entry` is a lock that this host's clock may call expired but whose
+// owner still runs: a live run-locked renews it, and only its timestamp is
+// behind (a clock step, a caller's skewed clock). Liveness only keeps a lock.
+// A caller that is the owner itself is not kept out by its own liveness.
+bool kept_by_live_owner(const Entry& entry) {
+  return entry.fence && entry.owner && entry.owner != owner::self() && owner::alive(*entry.owner);
 }
 
 }  // namespace
@@ -355,13 +410,24 @@ bool FileStore::apply(std::vector<Entry>& entries, std::string_view key, const C
   switch (change.kind) {
     case Change::Kind::keep:
       return false;
-    case Change::Kind::put:
+    case Change::Kind::put: {
+      Entry* entry = nullptr;
       if (it == entries.end()) {
-        entries.push_back({std::string(key), std::string(change.value)});
+        entry = &entries.emplace_back(Entry{std::string(key), {}, {}, {}});
       } else {
-        it->value = change.value;
+        entry = &*it;
+      }
+      entry->value = change.value;
+      if (!change.keep_meta) {
+        entry->fence = change.fence;
+        entry->until = change.fence ? change.until : std::nullopt;
+        entry->owner.reset();
+      }
+      if (change.owned && entry->fence) {
+        entry->owner = owner_for(true);
       }
       return true;
+    }
     case Change::Kind::erase:
       if (it == entries.end()) {
         return false;
@@ -381,64 +447,78 @@ void FileStore::mutate(std::string_view key, bool may_insert, const Decide& deci
   }
   lock_stripe(stripe);
   std::vector<Entry> entries = load(stripe);
-  const Change change = decide(find_value(entries, key));
+  const Change change = decide(find_entry(entries, key));
+  const bool owning = change.kind == Change::Kind::put && !change.keep_meta && change.fence;
   if (apply(entries, key, change)) {
     save(stripe, entries);
   }
+  if (owning) {
+    // Under the stripe lock we hold anyway: an abandoned lock beside ours goes.
+    sweep_stripe(stripe);
+  }
 }
 
-void FileStore::mutate_pair(std::string_view key, std::string_view counter, bool may_insert,
-                            const DecidePair& decide) {
-  leave_queue_now();
-  const Stripe stripe = open_stripe(key, may_insert);
-  if (!stripe.fd) {
-    decide(nullptr, nullptr);  // the key is absent, and nothing can be inserted
+void FileStore::sweep_stripe(const Stripe& stripe) {
+  // Bounded: a few buckets per owning step, so its cost does not grow with the
+  // store. Only entries written by nxlock's owning steps are ever removed (a
+  // token in their metadata): never a key of the page's clients or of `set`.
+  constexpr int k_budget = 8;
+  const int fd = ::openat(stripe.fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
     return;
   }
-  const Stripe counter_stripe = open_stripe(counter, may_insert);
-  const bool one_stripe = counter_stripe.bucket.stripe == stripe.bucket.stripe;
-  // Locks in stripe name order: another pair step takes them in the same order,
-  // and single-key steps hold one and wait for none, so nobody waits in a cycle.
-  // One stripe is locked once: a second flock on another descriptor of the same
-  // directory would wait for ourselves.
-  if (one_stripe || !counter_stripe.fd) {
-    lock_stripe(stripe);
-  } else if (stripe.bucket.stripe < counter_stripe.bucket.stripe) {
-    lock_stripe(stripe);
-    lock_stripe(counter_stripe);
-  } else {
-    lock_stripe(counter_stripe);
-    lock_stripe(stripe);
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    ::close(fd);
+    return;
   }
-
-  if (counter_stripe.fd && counter_stripe.bucket.name == stripe.bucket.name) {
-    // One bucket holds both: one record, one write, atomic as any other.
-    std::vector<Entry> entries = load(stripe);
-    const Changes changes = decide(find_value(entries, key), find_value(entries, counter));
-    const bool changed = apply(entries, counter, changes.counter);
-    if (apply(entries, key, changes.key) || changed) {
-      save(stripe, entries);
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name.size() == 16 && name != stripe.bucket.name &&
+        name.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+      names.emplace_back(name);
     }
-    return;
   }
-  std::vector<Entry> entries = load(stripe);
-  std::vector<Entry> counter_entries;
-  if (counter_stripe.fd) {
-    counter_entries = load(counter_stripe);
+  ::closedir(dir);
+  if (names.size() > static_cast<std::size_t>(k_budget)) {
+    // A different few each time.
+    const auto start = static_cast<std::size_t>(util::mono_now().count()) % names.size();
+    std::rotate(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(start), names.end());
+    names.resize(k_budget);
   }
-  const Changes changes = decide(find_value(entries, key), find_value(counter_entries, counter));
-  // The counter first: a crash between the two writes then leaves a counter
-  // that moved without an owner (harmless: tokens need only grow), never an
-  // owner whose token the counter does not hold.
-  if (changes.counter.kind != Change::Kind::keep && !counter_stripe.fd) {
-    throw util::Error(ErrorKind::internal, m_path, "fencing counter's stripe missing");
+  const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
+  for (const auto& name : names) {
+    Stripe other{record::Bucket{stripe.bucket.stripe, name}, stripe.path,
+                 stripe.path + "/" + name, util::UniqueFd(::dup(stripe.fd.get()))};
+    if (!other.fd) {
+      return;
+    }
+    try {
+      std::vector<Entry> entries = load(other);
+      const auto before = entries.size();
+      std::erase_if(entries, [&](const Entry& e) {
+        const auto expires = e.until ? e.until : parse_lock_timestamp(e.value);
+        return e.fence && expires && *expires < now_seconds && !kept_by_live_owner(e);
+      });
+      if (entries.size() != before) {
+        util::trace("removing an abandoned expired lock in " + other.record_path);
+        save(other, entries);
+      }
+    } catch (const util::Error& e) {
+      // A corrupt record is the user's to look at; it is not ours to clean.
+      util::trace(std::string("sweep skipped: ") + e.what());
+    }
   }
-  if (apply(counter_entries, counter, changes.counter)) {
-    save(counter_stripe, counter_entries);
+}
+
+std::int64_t FileStore::issue_fence(std::int64_t at_least) {
+  if (m_marker_v1) {
+    write_marker();  // format 2 from now on: an older nxlock's counters would go back
+    m_marker_v1 = false;
   }
-  if (apply(entries, key, changes.key)) {
-    save(stripe, entries);
-  }
+  FenceCounter counter(m_root.get(), m_path, m_file_mode, m_options.durable);
+  return counter.issue(std::max(at_least, util::wall_now().count()));
 }
 
 void FileStore::write_record(const Stripe& stripe, std::string_view bytes) {
@@ -479,14 +559,14 @@ void FileStore::remove_record(const Stripe& stripe) {
 
 bool FileStore::set_if_absent(std::string_view key, std::string_view value) {
   bool inserted = false;
-  mutate(key, true, [&](const std::string* current) {
+  mutate(key, true, [&](const Entry* current) {
     inserted = current == nullptr;
     return inserted ? Change{Change::Kind::put, value} : Change{};
   });
   return inserted;
 }
 
-std::optional<std::string> FileStore::get(std::string_view key) {
+std::optional<std::string> FileStore::get_entry_value(std::string_view key) {
   // No lock: every write is a rename, so this sees a whole old or new bucket.
   const Stripe stripe = open_stripe(key, false);
   if (!stripe.fd) {
@@ -504,11 +584,52 @@ std::optional<std::string> FileStore::get(std::string_view key) {
   return std::nullopt;
 }
 
+std::optional<std::string> FileStore::get(std::string_view key) {
+  // The per-lock counter the lock layer reads (`status`, and run-locked telling
+  // "taken over" from "expired") is no key here: it answers with the token in
+  // the lock's record while the lock is there, as Redis's counter would (and
+  // before a format 1 store's own counter key of that name, which is stale).
+  // The names are lock::fence_key's: "{KEY}:fence", or "KEY:fence" for a KEY
+  // with a hash tag.
+  if (const auto token = token_of_counter(key)) {
+    return std::to_string(*token);
+  }
+  return get_entry_value(key);
+}
+
+std::optional<std::int64_t> FileStore::token_of_counter(std::string_view counter) {
+  constexpr std::string_view k_suffix = ":fence";
+  if (!counter.ends_with(k_suffix)) {
+    return std::nullopt;
+  }
+  const std::string_view stem = counter.substr(0, counter.size() - k_suffix.size());
+  std::vector<std::string_view> candidates{stem};
+  if (stem.size() > 2 && stem.front() == '{' && stem.back() == '}') {
+    candidates.push_back(stem.substr(1, stem.size() - 2));
+  }
+  for (const auto lock_key : candidates) {
+    const Stripe stripe = open_stripe(lock_key, false);
+    if (!stripe.fd) {
+      continue;
+    }
+    const auto bytes = read_record(stripe.fd.get(), stripe.bucket.name, stripe.record_path);
+    if (!bytes) {
+      continue;
+    }
+    for (const auto& entry : record::parse(*bytes, stripe.bucket.name, stripe.record_path)) {
+      if (entry.key == lock_key && entry.fence && !entry.until) {
+        return entry.fence;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> FileStore::get_and_set(std::string_view key, std::string_view value) {
   std::optional<std::string> old;
-  mutate(key, true, [&](const std::string* current) {
+  mutate(key, true, [&](const Entry* current) {
     if (current != nullptr) {
-      old = *current;
+      old = current->value;
     }
     return Change{Change::Kind::put, value};
   });
@@ -516,7 +637,29 @@ std::optional<std::string> FileStore::get_and_set(std::string_view key, std::str
 }
 
 void FileStore::set(std::string_view key, std::string_view value) {
-  mutate(key, true, [&](const std::string*) { return Change{Change::Kind::put, value}; });
+  const Change change = tagged_put(value);
+  mutate(key, true, [&](const Entry*) { return change; });
+}
+
+void FileStore::remember_own(std::string_view value, std::int64_t fence) {
+  if (m_own_values.size() >= 8) {
+    m_own_values.erase(m_own_values.begin());
+  }
+  m_own_values.emplace_back(value, fence);
+}
+
+FileStore::Change FileStore::tagged_put(std::string_view value) {
+  Change change{Change::Kind::put, value};
+  for (auto it = m_own_values.rbegin(); it != m_own_values.rend(); ++it) {
+    const auto until = parse_lock_timestamp(it->first);
+    if (until && value.find("\"value\":\"" + it->first + "\"") != std::string_view::npos) {
+      change.fence = it->second;
+      change.until = until;
+      change.owned = true;
+      break;
+    }
+  }
+  return change;
 }
 
 std::size_t FileStore::del(const std::vector<std::string>& keys) {
@@ -524,7 +667,7 @@ std::size_t FileStore::del(const std::vector<std::string>& keys) {
   // locks would buy nothing, since get() takes none and may look between two keys.
   std::size_t removed = 0;
   for (const auto& key : keys) {
-    mutate(key, false, [&](const std::string* current) {
+    mutate(key, false, [&](const Entry* current) {
       if (current == nullptr) {
         return Change{};
       }
@@ -537,8 +680,8 @@ std::size_t FileStore::del(const std::vector<std::string>& keys) {
 
 bool FileStore::compare_and_delete(std::string_view key, std::string_view expected) {
   bool deleted = false;
-  mutate(key, false, [&](const std::string* current) {
-    deleted = current != nullptr && *current == expected;
+  mutate(key, false, [&](const Entry* current) {
+    deleted = current != nullptr && current->value == expected;
     return deleted ? Change{Change::Kind::erase, {}} : Change{};
   });
   return deleted;
@@ -547,69 +690,104 @@ bool FileStore::compare_and_delete(std::string_view key, std::string_view expect
 bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
                                 std::string_view value) {
   bool replaced = false;
-  mutate(key, false, [&](const std::string* current) {
-    replaced = current != nullptr && *current == expected;
-    return replaced ? Change{Change::Kind::put, value} : Change{};
+  Change change = tagged_put(value);
+  // By value, as the page's clients renew: the same acquisition goes on, so
+  // its token and owner stay (unless these are details beside our own lock).
+  change.keep_meta = !change.fence;
+  mutate(key, false, [&](const Entry* current) {
+    replaced = current != nullptr && current->value == expected;
+    return replaced ? change : Change{};
   });
   return replaced;
 }
 
+// The counter argument of the fenced steps names Redis's per-lock counter; the
+// embedded store keeps one counter for all its keys (FenceCounter) and each
+// lock's token in the lock's own entry, so nothing stays behind a released lock.
+
 std::optional<std::int64_t> FileStore::set_if_absent_fenced(std::string_view key,
                                                             std::string_view value,
                                                             std::string_view counter) {
+  (void)counter;
   std::optional<std::int64_t> fence;
-  std::string token;
-  mutate_pair(key, counter, true, [&](const std::string* current, const std::string* count) {
-    const std::int64_t next = next_fence(count, counter);  // a bad counter: nothing written
+  mutate(key, true, [&](const Entry* current) {
     if (current != nullptr) {
-      return Changes{};
+      return Change{};
     }
-    fence = next;
-    token = std::to_string(next);
-    return Changes{{Change::Kind::put, value}, {Change::Kind::put, token}};
+    // The counter before the lock: a crash between them skips a token, never
+    // issues one twice.
+    fence = issue_fence(0);
+    Change change{Change::Kind::put, value};
+    change.fence = fence;
+    change.owned = true;
+    return change;
   });
+  if (fence) {
+    remember_own(value, *fence);
+  }
   return fence;
 }
 
 Store::FencedSwap FileStore::get_and_set_fenced(std::string_view key, std::string_view value,
                                                 std::string_view counter,
                                                 std::int64_t now_seconds) {
+  (void)counter;
   FencedSwap swap;
-  std::string token;
-  mutate_pair(key, counter, true, [&](const std::string* current, const std::string* count) {
-    const std::int64_t next = next_fence(count, counter);
+  mutate(key, true, [&](const Entry* current) {
     if (current != nullptr) {
-      swap.old = *current;
+      swap.old = current->value;
     }
-    if (!getset_owns(swap.old, now_seconds)) {
-      return Changes{{Change::Kind::put, value}, {}};
+    const bool expired = getset_owns(swap.old, now_seconds);
+    if (expired && current != nullptr && kept_by_live_owner(*current)) {
+      // Its owner runs on this host and renews it: the caller's clock is wrong
+      // (stepped, skewed), not the lock. Nothing is written, and the answer is
+      // what GETSET returns from a lock renewed this very second: held.
+      swap.old = std::to_string(now_seconds);
+      return Change{};
     }
-    swap.fence = next;
-    token = std::to_string(next);
-    return Changes{{Change::Kind::put, value}, {Change::Kind::put, token}};
+    Change change{Change::Kind::put, value};
+    if (expired) {
+      // Above the old lock's own token too, whatever the counter says.
+      const std::int64_t previous = current != nullptr && current->fence ? *current->fence : 0;
+      swap.fence = issue_fence(previous + 1);
+      change.fence = swap.fence;
+      change.owned = true;
+    }
+    return change;
   });
+  if (swap.fence) {
+    remember_own(value, *swap.fence);
+  }
   return swap;
 }
 
 bool FileStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
                                        std::string_view value, std::string_view counter,
                                        std::int64_t fence) {
+  (void)counter;
   bool replaced = false;
-  const std::string token = std::to_string(fence);
-  mutate_pair(key, counter, false, [&](const std::string* current, const std::string* count) {
-    replaced = current != nullptr && *current == expected && count != nullptr && *count == token;
-    return replaced ? Changes{{Change::Kind::put, value}, {}} : Changes{};
+  mutate(key, false, [&](const Entry* current) {
+    replaced = current != nullptr && current->value == expected && current->fence == fence;
+    // A renewal (or run-locked --hold's last write) by the owner: it says who
+    // it is again, so a lock taken before the owner was known is kept too.
+    Change change{Change::Kind::put, value};
+    change.keep_meta = true;
+    change.owned = true;
+    return replaced ? change : Change{};
   });
+  if (replaced) {
+    remember_own(value, fence);
+  }
   return replaced;
 }
 
 bool FileStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
                                           std::string_view counter, std::int64_t fence) {
+  (void)counter;
   bool deleted = false;
-  const std::string token = std::to_string(fence);
-  mutate_pair(key, counter, false, [&](const std::string* current, const std::string* count) {
-    deleted = current != nullptr && *current == expected && count != nullptr && *count == token;
-    return deleted ? Changes{{Change::Kind::erase, {}}, {}} : Changes{};
+  mutate(key, false, [&](const Entry* current) {
+    deleted = current != nullptr && current->value == expected && current->fence == fence;
+    return deleted ? Change{Change::Kind::erase, {}} : Change{};
   });
   return deleted;
 }
@@ -621,6 +799,9 @@ util::Micros FileStore::now() {
 // ---- the waiters' queue -----------------------------------------------------
 
 int FileStore::wait_dir(bool create) {
+  if (!ensure_root(create)) {
+    return -1;
+  }
   if (!m_wait) {
     m_wait = open_subdir(m_root.get(), k_wait_name, m_path + "/" + k_wait_name, create, m_dir_mode,
                          false);
@@ -645,6 +826,8 @@ util::UniqueFd FileStore::make_fifo(const std::string& ticket) {
       ::unlinkat(dir, ticket.c_str(), 0);
       return {};
     }
+    // mkfifo() honours the umask: the store's bits, so the group's releasers can wake us.
+    (void)::fchmod(fd, m_file_mode);
     return util::UniqueFd(fd);
   } catch (const util::Error&) {
     return {};  // no FIFO: this waiter is woken by the key's changes instead
@@ -657,12 +840,14 @@ void FileStore::remove_fifo(const std::string& ticket) {
   }
 }
 
-void FileStore::drop_from_queue(std::string_view queue, std::string_view ticket) {
+void FileStore::drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets) {
   std::string encoded;
-  mutate(queue, false, [&](const std::string* current) {
-    auto waiters = parse_queue(current);
+  mutate(queue, false, [&](const Entry* current) {
+    auto waiters = parse_queue(value_of(current));
     const auto before = waiters.size();
-    std::erase_if(waiters, [&](const QueuedWaiter& w) { return w.ticket == ticket; });
+    std::erase_if(waiters, [&](const QueuedWaiter& w) {
+      return std::find(tickets.begin(), tickets.end(), w.ticket) != tickets.end();
+    });
     if (waiters.size() == before) {
       return Change{};
     }
@@ -681,43 +866,72 @@ void FileStore::leave_queue_now() {
   const Leaving leaving = std::move(*m_leaving);
   m_leaving.reset();
   try {
-    drop_from_queue(leaving.queue, leaving.ticket);
+    drop_from_queue(leaving.queue, {leaving.ticket});
   } catch (const util::Error& e) {
     util::trace(std::string("queue not left (the lease lapses): ") + e.what());
   }
 }
 
+bool FileStore::reap_fifo(const std::string& ticket) {
+  if (!ticket_name_ok(ticket) || wait_dir(false) < 0) {
+    return false;
+  }
+  const int fd =
+      ::openat(m_wait.get(), ticket.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return false;  // its waiter holds it open: alive
+  }
+  if (errno == ENXIO) {  // nobody holds it open: that waiter died
+    ::unlinkat(m_wait.get(), ticket.c_str(), 0);
+    return true;
+  }
+  return errno == ENOENT;
+}
+
 void FileStore::wake_first(std::string_view queue) {
-  // Bounded: each round drops one dead waiter.
-  for (int round = 0; round < 64; ++round) {
-    const auto text = get(queue);
-    if (!text) {
-      return;
+  const auto text = get(queue);
+  if (!text || wait_dir(false) < 0) {
+    return;
+  }
+  const std::int64_t now = util::wall_now().count();
+  std::vector<std::string> dead;
+  // In arrival order: waiters that died (their FIFO open by nobody) are dropped
+  // with their FIFOs, lapsed ones that live are passed over (their next look
+  // renews them), and the first live one gets the wake-up.
+  for (const auto& waiter : parse_queue(&*text)) {
+    if (!ticket_name_ok(waiter.ticket)) {
+      continue;
     }
-    const std::int64_t now = util::wall_now().count();
-    const auto waiters = parse_queue(&*text);
-    const auto first = std::find_if(waiters.begin(), waiters.end(),
-                                    [&](const QueuedWaiter& w) { return w.lease_until >= now; });
-    if (first == waiters.end() || !ticket_name_ok(first->ticket) || wait_dir(false) < 0) {
-      return;
-    }
-    const int fd = ::openat(m_wait.get(), first->ticket.c_str(),
+    const int fd = ::openat(m_wait.get(), waiter.ticket.c_str(),
                             O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
-      if (errno == ENXIO) {  // nobody holds it open: that waiter died
-        ::unlinkat(m_wait.get(), first->ticket.c_str(), 0);
-        drop_from_queue(queue, first->ticket);
+      if (errno == ENXIO) {
+        ::unlinkat(m_wait.get(), waiter.ticket.c_str(), 0);
+        dead.push_back(waiter.ticket);
         continue;
       }
-      return;  // not watching yet: it looks again by itself once it does
+      if (waiter.lease_until < now) {
+        if (errno == ENOENT) {
+          dead.push_back(waiter.ticket);
+        }
+        continue;
+      }
+      break;  // not watching yet: it looks again by itself once it does
     }
     util::UniqueFd fifo(fd);
+    if (waiter.lease_until < now) {
+      continue;
+    }
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) {
       const char byte = '1';
       (void)!::write(fd, &byte, 1);  // full (EAGAIN): it has been woken already
     }
-    return;
+    break;
+  }
+  if (!dead.empty()) {
+    drop_from_queue(queue, dead);
   }
 }
 
@@ -762,11 +976,17 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   std::string first;
   bool pruned = false;
   std::string encoded;
-  mutate(queue, waiting, [&](const std::string* current) {
-    auto waiters = parse_queue(current);
+  std::vector<std::string> lapsed;
+  mutate(queue, waiting, [&](const Entry* current) {
+    auto waiters = parse_queue(value_of(current));
     const auto before = waiters.size();
-    std::erase_if(waiters,
-                  [&](const QueuedWaiter& w) { return w.lease_until < now && w.ticket != ticket; });
+    std::erase_if(waiters, [&](const QueuedWaiter& w) {
+      const bool gone = w.lease_until < now && w.ticket != ticket;
+      if (gone) {
+        lapsed.push_back(w.ticket);
+      }
+      return gone;
+    });
     pruned = waiters.size() != before;
     bool changed = pruned;
     if (waiting) {
@@ -795,6 +1015,9 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
     return Change{Change::Kind::put, encoded};
   });
 
+  for (const auto& gone : lapsed) {
+    reap_fifo(gone);  // a dead waiter's FIFO goes with its place in line
+  }
   if (!first.empty() && first != ticket) {
     result.outcome = QueuedSet::Outcome::behind;
     result.current = get(key);
@@ -823,7 +1046,7 @@ bool FileStore::compare_and_delete_queued(std::string_view key, std::string_view
 }
 
 void FileStore::leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
-  drop_from_queue(queue, ticket);
+  drop_from_queue(queue, {std::string(ticket)});
   if (!get(key)) {
     wake_first(queue);  // we may have been the one woken
   }

@@ -19,7 +19,10 @@ class FileWatcher;
 class FileStore final : public Store {
  public:
   struct Options {
-    bool create = true;          // create the store directory (0700) if it is missing
+    // Create the store directory at the first write if it is missing (the
+    // default store 0700, an explicit path as the umask says); without it, a
+    // missing store is an error (69) at once.
+    bool create = true;
     bool durable = false;        // fsync records and directories (power-loss durability)
     bool require_owner = false;  // refuse a directory owned by another user (default store)
   };
@@ -62,18 +65,28 @@ class FileStore final : public Store {
   std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override;
 
  private:
-  // What a mutation does to its key, decided after seeing the current value.
+  // What a mutation does to its key, decided after seeing the current entry.
   struct Change {
     enum class Kind { keep, put, erase };
+    Change() = default;
+    Change(Kind k, std::string_view v) : kind(k), value(v) {}
     Kind kind = Kind::keep;
     std::string_view value;  // the new value, for put
+    // put: the lock's token and owner stay (a compare-and-set), else they are
+    // replaced by `fence` (none: a plain write, which no owner made).
+    bool keep_meta = false;
+    std::optional<std::int64_t> fence;
+    std::optional<std::int64_t> until;  // put: details beside the lock, until it expires
+    bool owned = false;  // put: this process is recorded as the lock's owner
   };
-  using Decide = std::function<Change(const std::string* current)>;
-  struct Changes {
-    Change key;
-    Change counter;
-  };
-  using DecidePair = std::function<Changes(const std::string* current, const std::string* counter)>;
+  // A plain write of the details nxlock keeps beside a lock this process holds
+  // (run-locked's holder record names the lock's value): tagged with the
+  // lock's token and expiry, so that they go with the lock once it expired
+  // abandoned. Nothing else is ever tagged.
+  Change tagged_put(std::string_view value);
+  // Remembers a lock value this process wrote with its token (bounded).
+  void remember_own(std::string_view value, std::int64_t fence);
+  using Decide = std::function<Change(const record::Entry* current)>;
 
   // A key's stripe directory (STORE/data/XY) and where its bucket lives in it.
   struct Stripe {
@@ -83,7 +96,12 @@ class FileStore final : public Store {
     util::UniqueFd fd;        // opened without following symlinks; invalid if it does not exist
   };
 
-  void open_root();
+  // GET of an entry of the store itself.
+  std::optional<std::string> get_entry_value(std::string_view key);
+  // The token of the lock whose per-lock counter (as Redis names it) is `counter`.
+  std::optional<std::int64_t> token_of_counter(std::string_view counter);
+  // Opens the store directory (with `create`, makes it). False if it does not exist.
+  bool open_root(bool create);
   void check_marker();
   bool directory_is_empty();
   void write_marker();
@@ -95,17 +113,21 @@ class FileStore final : public Store {
   // sees the current value (nullptr if absent). `may_insert` false lets an
   // operation on an absent key finish without creating directories.
   void mutate(std::string_view key, bool may_insert, const Decide& decide);
-  // mutate() for a lock key and its fencing counter as one atomic step: both
-  // stripes locked, in name order (or once, when they are one stripe), so no
-  // writer of either key comes in between, and no two such steps deadlock.
-  void mutate_pair(std::string_view key, std::string_view counter, bool may_insert,
-                   const DecidePair& decide);
+  // The next fencing token, from the store-wide counter (locked only for this
+  // call, after the caller's stripe lock); above `at_least` too.
+  std::int64_t issue_fence(std::int64_t at_least);
+  // Removes, from the stripe whose lock the caller holds, a few records of
+  // other keys that only hold expired locks nobody alive owns (and the
+  // details written beside them): a lock nobody releases does not stay forever.
+  void sweep_stripe(const Stripe& stripe);
   void lock_stripe(const Stripe& stripe);
   std::vector<record::Entry> load(const Stripe& stripe);
   // Writes `entries` as the stripe's bucket (removes it when empty).
   void save(const Stripe& stripe, const std::vector<record::Entry>& entries);
   static bool apply(std::vector<record::Entry>& entries, std::string_view key,
                     const Change& change);
+  // Whether the store directory exists yet (it is made by the first write).
+  bool ensure_root(bool create);
   void write_record(const Stripe& stripe, std::string_view bytes);
 
   // The waiters' queue: an entry of the store like any other (`queue`), one
@@ -120,7 +142,10 @@ class FileStore final : public Store {
   void remove_fifo(const std::string& ticket);
   // Wakes the first live waiter of `queue`, dropping the dead ones it meets.
   void wake_first(std::string_view queue);
-  void drop_from_queue(std::string_view queue, std::string_view ticket);
+  void drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets);
+  // Removes `ticket`'s FIFO if nobody holds it open (its waiter died). True if
+  // it is gone.
+  bool reap_fifo(const std::string& ticket);
   // The queue a SETNX took the lock from, left at the next write (mutate(),
   // mutate_pair()) or close: see set_if_absent_queued().
   struct Leaving {
@@ -141,8 +166,10 @@ class FileStore final : public Store {
   util::UniqueFd m_inotify;
   bool m_inotify_lent = false;
   std::optional<Leaving> m_leaving;
+  std::vector<std::pair<std::string, std::int64_t>> m_own_values;  // lock value, its token
   mode_t m_file_mode = 0600;  // permission bits for new files: the store directory's, minus x
   mode_t m_dir_mode = 0700;   // permission bits (and setgid) for new directories
+  bool m_marker_v1 = false;   // a format 1 store, not yet marked 2 (see issue_fence)
 };
 
 }  // namespace nxlock::store

@@ -3,6 +3,7 @@
 #include "store/file/record.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 
 #include "util/crc32c.hpp"
@@ -16,7 +17,8 @@ namespace {
 using util::ErrorKind;
 
 constexpr std::string_view k_record_magic = "NXLR";
-constexpr std::uint8_t k_record_version = 1;
+constexpr std::uint8_t k_plain_version = 1;  // key and value per entry
+constexpr std::uint8_t k_fenced_version = 2;  // and the entry's metadata (a lock's token, owner)
 constexpr std::size_t k_header_size = 12;  // magic, version, 3 reserved bytes, entry count
 constexpr std::size_t k_checksum_size = 4;
 
@@ -55,6 +57,91 @@ std::uint32_t length_u32(std::size_t size, std::string_view what) {
   return static_cast<std::uint32_t>(size);
 }
 
+template <typename Int>
+bool parse_int(std::string_view text, Int& out) {
+  if (text.empty() || text[0] == '+' || (text.size() > 1 && text[0] == '0')) {
+    return false;
+  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool boot_id_ok(std::string_view boot) {
+  return !boot.empty() && boot.size() <= 64 &&
+         std::all_of(boot.begin(), boot.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-';
+         });
+}
+
+// An entry's metadata: "" (none), or "fence=N", then " until=T" and
+// " owner=PID:START:BOOT_ID" where there are.
+std::string encode_meta(const Entry& entry) {
+  if (!entry.fence) {
+    return {};
+  }
+  std::string meta = "fence=" + std::to_string(*entry.fence);
+  if (entry.until) {
+    meta += " until=" + std::to_string(*entry.until);
+  }
+  if (entry.owner) {
+    meta += " owner=" + std::to_string(entry.owner->pid) + ":" +
+            std::to_string(entry.owner->start) + ":" + entry.owner->boot;
+  }
+  return meta;
+}
+
+// False if `meta` is not exactly what encode_meta() writes.
+bool parse_meta(std::string_view meta, Entry& entry) {
+  if (meta.empty()) {
+    return true;
+  }
+  if (!meta.starts_with("fence=")) {
+    return false;
+  }
+  meta.remove_prefix(6);
+  const auto space = meta.find(' ');
+  std::int64_t fence = 0;
+  if (!parse_int(meta.substr(0, space), fence) || fence <= 0) {
+    return false;
+  }
+  entry.fence = fence;
+  if (space == std::string_view::npos) {
+    return true;
+  }
+  std::string_view owner = meta.substr(space + 1);
+  if (owner.starts_with("until=")) {
+    owner.remove_prefix(6);
+    const auto next = owner.find(' ');
+    std::int64_t until = 0;
+    if (!parse_int(owner.substr(0, next), until) || until < 0) {
+      return false;
+    }
+    entry.until = until;
+    if (next == std::string_view::npos) {
+      return true;
+    }
+    owner.remove_prefix(next + 1);
+  }
+  if (!owner.starts_with("owner=")) {
+    return false;
+  }
+  owner.remove_prefix(6);
+  const auto first = owner.find(':');
+  const auto second = first == std::string_view::npos ? first : owner.find(':', first + 1);
+  if (second == std::string_view::npos) {
+    return false;
+  }
+  Owner parsed;
+  parsed.boot = std::string(owner.substr(second + 1));
+  if (!parse_int(owner.substr(0, first), parsed.pid) || parsed.pid <= 0 ||
+      !parse_int(owner.substr(first + 1, second - first - 1), parsed.start) ||
+      !boot_id_ok(parsed.boot)) {
+    return false;
+  }
+  entry.owner = std::move(parsed);
+  return true;
+}
+
 }  // namespace
 
 std::string bucket_file_name(std::string_view key) {
@@ -74,9 +161,11 @@ Bucket bucket_of(std::string_view key) {
 }
 
 std::string encode(const std::vector<Entry>& entries) {
+  const bool fenced = std::any_of(entries.begin(), entries.end(),
+                                  [](const Entry& e) { return e.fence.has_value(); });
   std::string out;
   out.append(k_record_magic);
-  out.push_back(static_cast<char>(k_record_version));
+  out.push_back(static_cast<char>(fenced ? k_fenced_version : k_plain_version));
   out.append(3, '\0');
   put_u32(out, length_u32(entries.size(), "bucket"));
   for (const auto& entry : entries) {
@@ -84,6 +173,11 @@ std::string encode(const std::vector<Entry>& entries) {
     out.append(entry.key);
     put_u32(out, length_u32(entry.value.size(), "value"));
     out.append(entry.value);
+    if (fenced) {
+      const std::string meta = encode_meta(entry);
+      put_u32(out, length_u32(meta.size(), "metadata"));
+      out.append(meta);
+    }
   }
   put_u32(out, util::crc32c(out));
   return out;
@@ -96,7 +190,8 @@ std::vector<Entry> parse(std::string_view bytes, const std::string& name, const 
   if (bytes.substr(0, 4) != k_record_magic) {
     corrupt(path, "bad magic");
   }
-  if (static_cast<unsigned char>(bytes[4]) != k_record_version) {
+  const auto version = static_cast<unsigned char>(bytes[4]);
+  if (version != k_plain_version && version != k_fenced_version) {
     corrupt(path, "unknown version " + std::to_string(static_cast<unsigned char>(bytes[4])));
   }
   if (bytes[5] != '\0' || bytes[6] != '\0' || bytes[7] != '\0') {
@@ -128,15 +223,19 @@ std::vector<Entry> parse(std::string_view bytes, const std::string& name, const 
   for (std::uint32_t i = 0; i < count; ++i) {
     std::string key = field(i);
     std::string value = field(i);
-    if (bucket_file_name(key) != name) {
+    Entry entry{std::move(key), std::move(value), {}, {}};
+    if (version == k_fenced_version && !parse_meta(field(i), entry)) {
+      corrupt(path, "entry " + std::to_string(i) + " has bad metadata");
+    }
+    if (bucket_file_name(entry.key) != name) {
       corrupt(path, "entry " + std::to_string(i) + " does not belong in this bucket");
     }
     for (const auto& earlier : entries) {
-      if (earlier.key == key) {
+      if (earlier.key == entry.key) {
         corrupt(path, "duplicate key");
       }
     }
-    entries.push_back({std::move(key), std::move(value)});
+    entries.push_back(std::move(entry));
   }
   if (at != body.size()) {
     corrupt(path, "trailing bytes");

@@ -1,0 +1,20 @@
+// Who wrote a lock, and whether that process still runs: the embedded store keeps a
+// lock held past its timestamp while its owner lives (docs/STORE-FORMAT.md, "Owners").
+#pragma once
+
+#include <optional>
+
+#include "store/file/record.hpp"
+
+namespace nxlock::store::owner {
+
+// This process, as a lock's owner; nullopt where /proc does not say (then
+// nothing is recorded, and the lock's timestamp alone decides, as before).
+const std::optional<record::Owner>& self();
+
+// True if `owner` is running now on this boot: the same pid, started at the
+// same tick, and not stopped (a stopped or traced holder renews nothing: its
+// lock keeps its timestamp's meaning). Anything /proc does not confirm is not alive.
+bool alive(const record::Owner& owner);
+
+}  // namespace nxlock::store::owner

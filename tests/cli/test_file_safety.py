@@ -1,0 +1,268 @@
+"""The embedded store under production faults (issue 28): tokens that never go back,
+nothing left behind, a live holder never taken over because of a clock, no store
+made by a read."""
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+import unittest
+
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, read, wait_for
+
+# FAKETIME_DONT_FAKE_MONOTONIC: only the wall clock is off, as after a clock step.
+FAKE_ENV = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+def fnv1a64_hex(key):
+    """The documented bucket name of a key (docs/STORE-FORMAT.md)."""
+    h = 0xcbf29ce484222325
+    for byte in key.encode():
+        h ^= byte
+        h = (h * 0x100000001b3) % (1 << 64)
+    return "%016x" % h
+
+
+def key_in_stripe(stripe, prefix):
+    """A key whose bucket lies in stripe directory `stripe` (two hex digits)."""
+    for i in range(100000):
+        key = "%s-%d" % (prefix, i)
+        if fnv1a64_hex(key)[:2] == stripe:
+            return key
+    raise AssertionError("no key found for stripe " + stripe)
+
+
+def files_under(root):
+    """Every non-directory entry under `root`, as paths relative to it."""
+    found = set()
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            found.add(os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
+class FileSafetyCase(NxlockTestCase):
+    def faked(self, offset, *args, **kwargs):
+        """nxlock under libfaketime, its wall clock `offset` ('+1h', '-2h') off."""
+        asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+        env = dict(self.env, ASAN_OPTIONS=asan, **FAKE_ENV)
+        return subprocess.run(["faketime", "-f", offset, BIN, *args], capture_output=True,
+                              env=env, timeout=kwargs.get("timeout", COMMAND_TIMEOUT))
+
+    def lock_json(self, *args):
+        r = self.nx("--json", "lock", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def start_run_locked(self, key, *options):
+        """A run-locked whose job says it started, then sleeps; (process, job pid file)."""
+        started = os.path.join(self.tmp, "started-" + key)
+        p = self.popen("run-locked", *options, key, "sh", "-c",
+                       'echo $$ > "$0"; exec sleep 60', started,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self.stop, p)
+        self.assertTrue(wait_for(lambda: read(started).strip() != "", timeout=20),
+                        "the job of run-locked %s did not start" % key)
+        return p
+
+    @staticmethod
+    def stop(process):
+        """Kills a process this test started (if it still runs) and reaps it."""
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=COMMAND_TIMEOUT)
+
+
+class TestTokens(FileSafetyCase):
+    """Finding 1: a lost counter or lost records never make a token go back."""
+
+    def test_tokens_increase_after_the_counter_and_the_store_are_lost(self):
+        tokens = []
+        for loss in ("none", "counter", "counter", "store", "store"):
+            if loss == "counter":
+                subprocess.run(["rm", "-f", os.path.join(self.store_path, "fence")], check=True)
+            elif loss == "store":
+                subprocess.run(["rm", "-rf", self.store_path], check=True)
+            got = self.lock_json("-n", "k")
+            tokens.append(got["fence"])
+            r = self.nx("unlock", "k", got["value"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.nx("run-locked", "-n", "k", "sh", "-c", 'echo "$NXLOCK_FENCE"')
+            self.assertEqual(r.returncode, 0, r.stderr)
+            tokens.append(int(r.stdout))
+        for earlier, later in zip(tokens, tokens[1:]):
+            self.assertGreater(later, earlier, tokens)
+        # Tokens are microseconds since the epoch at least: up to 16 digits.
+        self.assertLessEqual(len(str(tokens[-1])), 16)
+
+
+class TestNothingPilesUp(FileSafetyCase):
+    """Finding 4: released locks leave nothing; abandoned ones and dead waiters go."""
+
+    def test_released_locks_leave_a_bounded_number_of_files(self):
+        got = self.lock_json("-n", "first")
+        self.assertEqual(self.nx("unlock", "first", got["value"]).returncode, 0)
+        before = files_under(self.store_path)
+        for i in range(100):
+            got = self.lock_json("-n", "lock-%d" % i)
+            r = self.nx("unlock", "lock-%d" % i, got["value"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for i in range(100):
+            r = self.nx("run-locked", "-n", "run-%d" % i, "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        after = files_under(self.store_path)
+        self.assertLessEqual(len(after - before), 2, sorted(after - before))
+
+    def test_an_abandoned_expired_lock_goes_after_a_later_command(self):
+        before = files_under(self.store_path)
+        # A `lock` taken two hours ago that nobody released...
+        r = self.faked("-2h", "lock", "-t", "1", "crashed-lock")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # ...and a run-locked killed with its job (its holder details stay too).
+        p = self.start_run_locked("crashed-run", "-t", "1")
+        os.kill(p.pid, signal.SIGKILL)
+        p.communicate(timeout=COMMAND_TIMEOUT)
+        left = files_under(self.store_path) - before
+        buckets = sorted(f for f in left if f.startswith("data/"))
+        self.assertGreaterEqual(len(buckets), 3, left)
+        # Until it expired (1 s, and the second it ends in).
+        self.assertTrue(wait_for(lambda: self.nx("status", "crashed-run").returncode == 1,
+                                 timeout=10))
+        time.sleep(1.1)
+        # Later commands on other keys of the same stripes clean up as they go.
+        for bucket in buckets:
+            stripe = bucket.split("/")[1]
+            key = key_in_stripe(stripe, "later")
+            got = self.lock_json("-n", key)
+            self.assertEqual(self.nx("unlock", key, got["value"]).returncode, 0)
+        left = files_under(self.store_path) - before
+        self.assertEqual(sorted(f for f in left if f.startswith("data/")), [])
+        self.assertEqual(self.nx("get", "crashed-lock").returncode, 1)
+
+    def test_a_killed_waiters_fifo_goes(self):
+        got = self.lock_json("-n", "-t", "60", "busy")
+        waiter = self.popen("lock", "-w", "30", "busy",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self.stop, waiter)
+        wait_dir = os.path.join(self.store_path, "wait")
+        self.assertTrue(wait_for(lambda: os.path.isdir(wait_dir) and os.listdir(wait_dir),
+                                 timeout=10), "the waiter made no FIFO")
+        os.kill(waiter.pid, signal.SIGKILL)
+        waiter.communicate(timeout=COMMAND_TIMEOUT)
+        time.sleep(1.5)  # its place in line lapses
+        r = self.nx("unlock", "busy", got["value"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(wait_dir), [])
+        # Nor does the line stay behind.
+        self.assertEqual(files_under(os.path.join(self.store_path, "data")), set())
+
+    def test_files_follow_a_group_shared_stores_bits(self):
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o2770)
+        env = dict(self.env, NXLOCK_STORE=os.path.join(shared, "store"))
+        umask = os.umask(0o077)  # a user's private umask must not lock the group out
+        try:
+            holder = subprocess.run([BIN, "lock", "-t", "60", "g"], capture_output=True, env=env,
+                                    timeout=COMMAND_TIMEOUT)
+            self.assertEqual(holder.returncode, 0, holder.stderr)
+            store = os.path.join(shared, "store")
+            # An explicit path is made as mkdir(1) makes it...
+            os.chmod(store, 0o2770)  # ...and a group that shares it sets its bits once
+            waiter = subprocess.Popen([BIN, "lock", "-w", "20", "g"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.addCleanup(self.stop, waiter)
+            wait_dir = os.path.join(store, "wait")
+            self.assertTrue(wait_for(lambda: os.path.isdir(wait_dir) and os.listdir(wait_dir),
+                                     timeout=10))
+            fifo = os.path.join(wait_dir, os.listdir(wait_dir)[0])
+            self.assertEqual(stat.S_IMODE(os.stat(fifo).st_mode), 0o660)
+            r = subprocess.run([BIN, "unlock", "g", holder.stdout.decode().strip()], env=env,
+                               capture_output=True, timeout=COMMAND_TIMEOUT)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            waiter.communicate(timeout=COMMAND_TIMEOUT)
+            self.assertEqual(waiter.returncode, 0)
+        finally:
+            os.umask(umask)
+        for name in files_under(os.path.join(store, "data")):
+            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(store, "data", name)).st_mode),
+                             0o660, name)
+
+
+class TestClockSteps(FileSafetyCase):
+    """Finding 7: a live run-locked on this host is not taken over because a caller's
+    clock says its lock expired; liveness never ends a lock sooner than its timestamp."""
+
+    def test_a_caller_an_hour_ahead_does_not_take_a_live_run_locked(self):
+        p = self.start_run_locked("live", "-t", "5")
+        r = self.faked("+1h", "lock", "-n", "live")
+        self.assertEqual(r.returncode, 75, r.stderr)
+        r = self.faked("+1h", "run-locked", "-w", "2", "live", "true")
+        self.assertEqual(r.returncode, 75, r.stderr)
+        r = self.faked("+1h", "lock", "-n", "live")
+        self.assertEqual(r.returncode, 75, r.stderr)
+        # The holder kept its lock throughout, and ends normally.
+        os.kill(p.pid, signal.SIGTERM)
+        _, err = p.communicate(timeout=COMMAND_TIMEOUT)
+        self.assertNotIn(b"lost", err)
+        self.assertEqual(self.nx("get", "live").returncode, 1)
+
+    def test_a_stopped_holder_keeps_only_its_timestamp(self):
+        p = self.start_run_locked("stopped", "-t", "30", "--kill-after", "1")
+        os.kill(p.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(wait_for(lambda: read("/proc/%d/stat" % p.pid)
+                                     .rsplit(")", 1)[1].split()[0] == "T", timeout=5))
+            r = self.faked("+1h", "lock", "-n", "stopped")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        p.communicate(timeout=COMMAND_TIMEOUT)
+        self.assertEqual(p.returncode, 79)
+
+    def test_locks_of_processes_that_exited_keep_their_timestamps_meaning(self):
+        # `lock`: its process exits at once.
+        r = self.nx("lock", "-t", "60", "plain")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.faked("+1h", "lock", "-n", "plain")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # run-locked --hold: the hold's write is made by an nxlock that then exits.
+        r = self.nx("run-locked", "--hold", "60", "held", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.nx("status", "held").returncode, 0)
+        r = self.faked("+1h", "lock", "-n", "held")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # An abandoned lock whose timestamp says expired, for a caller whose clock is right.
+        r = self.faked("-2h", "lock", "-t", "10", "old")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.nx("lock", "-n", "old")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class TestMissingStore(FileSafetyCase):
+    """Finding 8: `status` and `get` on a store that does not exist create nothing."""
+
+    def test_reads_of_a_missing_store_create_nothing(self):
+        missing = os.path.join(self.tmp, "not", "there")
+        for args, env in (((), dict(self.env, NXLOCK_STORE=missing)),
+                          (("-u", "file://" + missing), self.env)):
+            with self.subTest(args=args):
+                r = self.nx(*args, "status", "k", env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(b"free", r.stdout)
+                r = self.nx(*args, "--json", "status", "k", env=env)
+                self.assertEqual(json.loads(r.stdout)["state"], "free")
+                r = self.nx(*args, "get", "k", env=env)
+                self.assertEqual((r.returncode, r.stdout), (1, b""), r.stderr)
+                r = self.nx(*args, "unlock", "--force", "k", env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "not")))
+        # The first write makes it.
+        r = self.nx("setnx", "k", "v", env=dict(self.env, NXLOCK_STORE=missing))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.isdir(missing))
+
+
+if __name__ == "__main__":
+    unittest.main()
