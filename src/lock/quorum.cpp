@@ -19,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "lock/keys.hpp"
 #include "lock/pacing.hpp"
 #include "util/fd.hpp"
 #include "util/trace.hpp"
@@ -356,6 +357,7 @@ QuorumLock::QuorumLock(std::vector<QuorumServer> servers, Clock& clock, std::str
   if (servers.size() < 2) {
     throw Error(ErrorKind::internal, "quorum", "needs at least two servers");
   }
+  check_lock_key(m_key);  // as Lock does, before any server is asked
   // The workers never take a signal: they start with every signal blocked that
   // may be blocked (they inherit this thread's mask), whether or not the caller
   // has blocked them yet for its signalfd (run-locked forwards them to the job).

@@ -54,7 +54,7 @@ class Quorum(NxlockTestCase):
         self.assertEqual(self.values("job"), [value] * 3)
         # The holder's details beside it, on every server (written before `lock` exits).
         for server in self.servers:
-            holder = json.loads(server.cli("GET", "{job}:holder"))
+            holder = json.loads(server.cli("GET", "{job}:holder:job"))
             self.assertEqual(holder["value"], value)
         # The key/value commands read one server: each of them has it.
         for server in self.servers:
@@ -318,7 +318,7 @@ class Quorum(NxlockTestCase):
     # ---- fencing tokens ----
 
     def counter(self, server, key):
-        out = server.cli("GET", "{%s}:fence" % key).strip()
+        out = server.cli("GET", "{%s}:fence:%s" % (key, key)).strip()
         return int(out) if out else None
 
     def test_tokens_strictly_increase_over_quorum_runs_with_servers_down(self):
@@ -381,7 +381,7 @@ class Quorum(NxlockTestCase):
         self.assertGreater(a_fence, 0)
         # Stopped between exchanges: once its holder records are written, well
         # before its first renewal (a second in).
-        self.assertTrue(wait_for(lambda: all(s.cli("GET", "{paused}:holder").strip()
+        self.assertTrue(wait_for(lambda: all(s.cli("GET", "{paused}:holder:paused").strip()
                                              for s in self.servers), timeout=20))
         time.sleep(0.15)
         os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -651,14 +652,52 @@ TEST(LockFencing, ALockThatTookNothingGoesByTheValue) {
 }
 
 TEST(LockFencing, CompanionKeysShareTheLockKeysHashTag) {
-  EXPECT_EQ(lock::fence_key("backup"), "{backup}:fence");
-  EXPECT_EQ(lock::holder_key("backup"), "{backup}:holder");
+  EXPECT_EQ(lock::fence_key("backup"), "{backup}:fence:backup");
+  EXPECT_EQ(lock::holder_key("backup"), "{backup}:holder:backup");
   // A key with a valid tag keeps it; an empty or unclosed tag is no tag.
-  EXPECT_EQ(lock::fence_key("{jobs}.backup"), "{jobs}.backup:fence");
-  EXPECT_EQ(lock::fence_key("a{b}c"), "a{b}c:fence");
-  EXPECT_EQ(lock::fence_key("a{}b"), "{a{}b}:fence");
-  EXPECT_EQ(lock::fence_key("a{b"), "{a{b}:fence");
-  EXPECT_EQ(lock::fence_key("a}b"), "{a}b}:fence");  // no slot to share: see keys.hpp
+  EXPECT_EQ(lock::fence_key("{jobs}.backup"), "{jobs}:fence:{jobs}.backup");
+  EXPECT_EQ(lock::fence_key("a{b}c"), "{b}:fence:a{b}c");
+  EXPECT_EQ(lock::fence_key("a{b"), "{a{b}:fence:a{b");
+  // A '}' and no tag: named apart, in no particular slot (see keys.hpp).
+  EXPECT_EQ(lock::fence_key("a{}b"), "}fence:a{}b");
+  EXPECT_EQ(lock::fence_key("a}b"), "}fence:a}b");
+}
+
+// No two lock keys share a companion: "x" and "{x}" (the same hash tag) above all.
+TEST(LockFencing, CompanionKeysOfDifferentLocksNeverCollide) {
+  const std::vector<std::string> keys = {"x", "{x}", "{x}:fence", "{x}:fence:x", "x:fence",
+                                         "{x}x", "x{x}", "a}b", "}fence:a}b", "{", "}", "{}",
+                                         "{x}:queue:x:lease", "{x}:lease:{x}:queue:x", ""};
+  std::set<std::string> seen;
+  for (const auto& key : keys) {
+    for (const char* suffix : {"fence", "holder", "queue"}) {
+      EXPECT_TRUE(seen.insert(lock::companion_key(key, suffix)).second) << key << " " << suffix;
+    }
+  }
+}
+
+// A lock named like a companion would write another lock's counter, details or
+// queue: it is refused (64); any other name is a lock like any other.
+TEST(LockFencing, ALockNamedLikeACompanionIsRefused) {
+  for (const std::string key : {"x", "{x}", "a}b", "{b}", "a{b}c"}) {
+    for (const char* suffix : {"fence", "holder", "queue"}) {
+      const std::string companion = lock::companion_key(key, suffix);
+      EXPECT_TRUE(lock::is_companion_key(companion)) << companion;
+      EXPECT_TRUE(lock::is_companion_key(lock::companion_key(companion, "lease"))) << companion;
+      store::MemoryStore store;
+      FakeClock clock(k_t0);
+      try {
+        Lock refused(store, clock, companion);
+        ADD_FAILURE() << companion << " was taken as a lock name";
+      } catch (const util::Error& e) {
+        EXPECT_EQ(e.kind(), util::ErrorKind::usage) << e.what();
+      }
+    }
+  }
+  for (const std::string key : {"{x}:fence", "{x}:fence:y", "{y}:holder:x", "}fence:", "{x}",
+                                "x:fence:x", "{x}:other:x", "{x}:fence:{y}x"}) {
+    EXPECT_FALSE(lock::is_companion_key(key)) << key;
+  }
 }
 
 }  // namespace
