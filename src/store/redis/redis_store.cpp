@@ -13,6 +13,7 @@
 #include "lock/keys.hpp"
 #include "store/redis/cluster.hpp"
 #include "store/redis/connection.hpp"
+#include "store/redis/fitness.hpp"
 #include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
@@ -459,7 +460,9 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
       m_password(options.password ? options.password : url.password),
       m_cap(std::make_shared<std::optional<util::Micros>>()),
       m_replicas(options.replicas),
-      m_timeout_seconds(options.timeout_seconds) {
+      m_timeout_seconds(options.timeout_seconds),
+      m_for_locks(options.for_locks),
+      m_warn(options.warn) {
   auto setup = auth_setup(m_url, m_password);
   if (url.db != 0) {
     setup.push_back({"SELECT", std::to_string(url.db)});
@@ -467,6 +470,7 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
   // Cluster seed nodes: the first that answers is the one we talk to first.
   for (std::size_t i = 0;; ++i) {
     m_connection = std::make_unique<Connection>(*m_endpoint, setup);
+    check_fitness(*m_connection);
     try {
       m_connection->ensure_connected();
       return;
@@ -488,6 +492,14 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
 
 RedisStore::~RedisStore() = default;
 
+void RedisStore::check_fitness(Connection& connection) {
+  // Only where locks are taken: unlock and the key/value commands must still
+  // work on a server that may evict (unlock above all, to free a lock).
+  if (m_for_locks) {
+    redis::add_fitness_checks(connection, m_url.redacted, m_warn, m_warned);
+  }
+}
+
 Connection& RedisStore::node(const std::string& address) {
   auto& slot = m_nodes[address];
   if (!slot) {
@@ -500,6 +512,7 @@ Connection& RedisStore::node(const std::string& address) {
     endpoint.name = m_url.redacted + " (node " + address + ")";
     slot = std::make_unique<Connection>(std::move(endpoint), auth_setup(m_url, m_password));
     slot->set_cap(*m_cap);
+    check_fitness(*slot);  // every node that may hold a lock
   }
   return *slot;
 }
