@@ -30,17 +30,20 @@ class LocalClock final : public Clock {
 // the time. The server read its clock somewhere within the exchange; the
 // reading is taken to belong to the exchange's end, so the carried estimate
 // can only run late (by up to the exchange's duration, lag()), never ahead:
-// an estimate ahead of the server could call a live lock expired. The store
-// also decides takeovers with its own clock at that instant
+// an estimate ahead of the server could call a live lock expired. A reading
+// whose exchange took longer than k_max_carried_lag serves one decision and
+// is read again for the next, so values written from it are not carried short.
+// The store also decides takeovers with its own clock at that instant
 // (Store::decide_on_own_clock).
 class StoreClock final : public Clock {
  public:
   static constexpr util::Micros k_resync{10'000'000};
+  static constexpr util::Micros k_max_carried_lag{250'000};
 
   explicit StoreClock(store::Store& store) : m_store(store) { m_store.decide_on_own_clock(true); }
   util::Micros now() override {
     const util::Micros mono = util::mono_now();
-    if (!m_read_at || mono - *m_read_at >= k_resync) {
+    if (!m_read_at || mono - *m_read_at >= k_resync || m_lag > k_max_carried_lag) {
       m_reading = m_store.now();
       m_read_at = util::mono_now();
       m_lag = *m_read_at - mono;

@@ -1,9 +1,11 @@
 // The SETNX page's story (C1…C5) replayed step by step with an injected clock.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lock/keys.hpp"
@@ -366,6 +368,27 @@ TEST(LockAlgorithm, StoreClockReadsTheStoreOnceAndCarriesItForward) {
   EXPECT_GE(first, server_time);
   EXPECT_LE(second - server_time, util::Micros(1'000'000));  // far from a second away
   EXPECT_GE(second, first);
+}
+
+// Issue 28 finding 9: the server read its clock somewhere within a slow
+// exchange (at its end, when the request was held up). The reading is taken to
+// belong to the exchange's end, so the estimate never runs ahead of the
+// server; lag() says by how much it may run late, and a reading that slow is
+// not carried to the next decision.
+TEST(LockAlgorithm, StoreClockNeverRunsAheadOfASlowReading) {
+  int reads = 0;
+  const util::Micros server_time(k_t0 * 1'000'000);
+  store::MemoryStore store([&] {
+    ++reads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the request, held up
+    return server_time;  // read as the request arrives, at the exchange's end
+  });
+  lock::StoreClock clock(store);
+  const util::Micros first = clock.now();
+  EXPECT_EQ(first, server_time);  // not server_time + half the exchange
+  EXPECT_GE(clock.lag(), util::Micros(300'000));
+  clock.now();
+  EXPECT_EQ(reads, 2);  // too slow a reading to carry
 }
 
 TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
