@@ -225,6 +225,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
 
 Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
   return [args](Context& ctx) {
+    ctx.takes_locks = true;
     CliLock cli_lock(ctx, args->key, args->lock);
     if (!cli_lock.acquire()) {
       return cli_lock.exit_status();
@@ -289,6 +290,7 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
 
 Runner renew_runner(std::shared_ptr<RenewArgs> args) {
   return [args](Context& ctx) {
+    ctx.takes_locks = true;
     auto clock = make_clock(ctx, args->clock);
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
     lock::Lockable& lock = *lock_ptr;

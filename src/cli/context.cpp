@@ -93,6 +93,8 @@ std::pair<store::Url, store::ConnectOptions> Context::prepare(const std::string&
     options.sentinel_password = env("NXLOCK_SENTINEL_PASSWORD");
   }
   options.replicas = globals.replicas;
+  options.for_locks = takes_locks;
+  options.warn = [this](const std::string& text) { out.note(text); };
   options.tls.cacert = globals.cacert;
   options.tls.cacertdir = globals.cacertdir;
   options.tls.cert = globals.cert;

@@ -40,6 +40,9 @@ class Context {
   Output out;
   // run-locked: the child's command line, everything after KEY.
   std::vector<std::string> child_command;
+  // The command takes locks (lock, run-locked, renew): set before the backend
+  // is opened, it refuses a Redis that may evict them (exit 78).
+  bool takes_locks = false;
 
   // The backend, opened on first use so --help and usage errors touch nothing.
   // Throws usage (64) when several URLs were given: see quorum_servers().

@@ -13,6 +13,7 @@ inline constexpr int k_exit_unavailable = 69;  // EX_UNAVAILABLE
 inline constexpr int k_exit_internal = 70;     // EX_SOFTWARE
 inline constexpr int k_exit_busy = 75;         // EX_TEMPFAIL: lock busy or wait timed out
 inline constexpr int k_exit_permission = 77;   // EX_NOPERM
+inline constexpr int k_exit_config = 78;       // EX_CONFIG: a Redis that may evict locks
 // run-locked stopped its child because the lock was lost. Outside sysexits(3)
 // and the shell's 126-165, so it is never confused with busy (75) or a signal.
 inline constexpr int k_exit_lock_lost = 79;
@@ -27,6 +28,8 @@ inline int exit_status_for(util::ErrorKind kind) {
       return k_exit_unavailable;
     case util::ErrorKind::permission:
       return k_exit_permission;
+    case util::ErrorKind::config:
+      return k_exit_config;
     case util::ErrorKind::internal:
       break;
   }

@@ -13,6 +13,9 @@ class Clock {
   virtual ~Clock() = default;
   // Unix time in microseconds.
   virtual util::Micros now() = 0;
+  // How far the clock now() follows may be ahead of now()'s reading (it never
+  // runs ahead of it): a value computed from now() may be that much short.
+  virtual util::Micros lag() const { return util::Micros(0); }
 };
 
 // The caller's own real-time clock (the SETNX page's original behaviour).
@@ -24,28 +27,37 @@ class LocalClock final : public Clock {
 // The backend's clock: Redis TIME, so hosts with skewed clocks agree. Read once
 // and carried forward on the monotonic clock, read again every `k_resync`: a
 // waiter woken by a release goes straight to SETNX, without a round trip for
-// the time. The carried reading is off by half a round trip at most, plus the
-// drift of two clocks over seconds; expiry is decided to the second.
+// the time. The server read its clock somewhere within the exchange; the
+// reading is taken to belong to the exchange's end, so the carried estimate
+// can only run late (by up to the exchange's duration, lag()), never ahead:
+// an estimate ahead of the server could call a live lock expired. A reading
+// whose exchange took longer than k_max_carried_lag serves one decision and
+// is read again for the next, so values written from it are not carried short.
+// The store also decides takeovers with its own clock at that instant
+// (Store::decide_on_own_clock).
 class StoreClock final : public Clock {
  public:
   static constexpr util::Micros k_resync{10'000'000};
+  static constexpr util::Micros k_max_carried_lag{250'000};
 
-  explicit StoreClock(store::Store& store) : m_store(store) {}
+  explicit StoreClock(store::Store& store) : m_store(store) { m_store.decide_on_own_clock(true); }
   util::Micros now() override {
     const util::Micros mono = util::mono_now();
-    if (!m_read_at || mono - *m_read_at >= k_resync) {
+    if (!m_read_at || mono - *m_read_at >= k_resync || m_lag > k_max_carried_lag) {
       m_reading = m_store.now();
-      const util::Micros after = util::mono_now();
-      m_read_at = mono + (after - mono) / 2;  // the server read its clock mid-way
-      return m_reading + (after - *m_read_at);
+      m_read_at = util::mono_now();
+      m_lag = *m_read_at - mono;
+      return m_reading;
     }
     return m_reading + (mono - *m_read_at);
   }
+  util::Micros lag() const override { return m_lag; }
 
  private:
   store::Store& m_store;
   util::Micros m_reading{0};              // the store's clock...
-  std::optional<util::Micros> m_read_at;  // ...at this monotonic time (none yet)
+  std::optional<util::Micros> m_read_at;  // ...at this monotonic time at the latest (none yet)
+  util::Micros m_lag{0};                  // the exchange that read it took this long
 };
 
 }  // namespace nxlock::lock

@@ -1,35 +1,49 @@
-// Companion keys beside a lock, named into the lock key's Redis Cluster hash slot.
+// Companion keys beside a lock: injective names in the lock key's Redis Cluster hash slot.
 #include "lock/keys.hpp"
+
+#include <array>
+#include <optional>
+
+#include "util/error.hpp"
+#include "util/escape.hpp"
 
 namespace nxlock::lock {
 
 namespace {
 
-// The Cluster specification's rule: the first '{', the first '}' after it, and
-// at least one byte between them.
-bool has_hash_tag(std::string_view key) {
+// Every suffix nxlock uses; "lease" is the Redis queue's own companion.
+constexpr std::array<std::string_view, 4> k_suffixes = {"fence", "holder", "queue", "lease"};
+
+// The Cluster specification's rule: the text between the first '{' and the
+// first '}' after it, if there is at least one byte between them.
+std::optional<std::string_view> hash_tag(std::string_view key) {
   const auto open = key.find('{');
   if (open == std::string_view::npos) {
-    return false;
+    return std::nullopt;
   }
   const auto close = key.find('}', open + 1);
-  return close != std::string_view::npos && close > open + 1;
+  if (close == std::string_view::npos || close == open + 1) {
+    return std::nullopt;
+  }
+  return key.substr(open + 1, close - open - 1);
 }
 
 }  // namespace
 
 std::string companion_key(std::string_view key, std::string_view suffix) {
   std::string out;
-  out.reserve(key.size() + suffix.size() + 3);
-  if (has_hash_tag(key)) {
-    out += key;
-  } else {
+  out.reserve(2 * key.size() + suffix.size() + 4);
+  const std::string_view tag = hash_tag(key).value_or(key);
+  if (tag.find('}') == std::string_view::npos) {
     out += '{';
-    out += key;
-    out += '}';
+    out += tag;
+    out += "}:";
+  } else {
+    out += '}';  // no tag and a '}': see keys.hpp
   }
-  out += ':';
   out += suffix;
+  out += ':';
+  out += key;
   return out;
 }
 
@@ -39,6 +53,41 @@ std::string fence_key(std::string_view key) {
 
 std::string queue_key(std::string_view key) {
   return companion_key(key, "queue");
+}
+
+bool is_companion_key(std::string_view name) {
+  // Parse as companion_key writes, then check that it writes exactly this.
+  std::string_view rest;
+  if (name.starts_with('{')) {
+    const auto close = name.find('}');
+    if (close == std::string_view::npos || name.substr(close + 1, 1) != ":") {
+      return false;
+    }
+    rest = name.substr(close + 2);
+  } else if (name.starts_with('}')) {
+    rest = name.substr(1);
+  } else {
+    return false;
+  }
+  const auto colon = rest.find(':');
+  if (colon == std::string_view::npos) {
+    return false;
+  }
+  const std::string_view suffix = rest.substr(0, colon);
+  for (const auto known : k_suffixes) {
+    if (suffix == known) {
+      return companion_key(rest.substr(colon + 1), suffix) == name;
+    }
+  }
+  return false;
+}
+
+void check_lock_key(std::string_view key) {
+  if (is_companion_key(key)) {
+    throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
+                      "this name is another lock's companion key (its fencing counter, holder "
+                      "details or queue); name the lock otherwise");
+  }
 }
 
 }  // namespace nxlock::lock

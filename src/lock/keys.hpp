@@ -1,4 +1,4 @@
-// The keys nxlock keeps beside a lock (holder details, fencing counter), and how they are named.
+// The keys nxlock keeps beside a lock (holder details, fencing counter, queue), and how they are named.
 #pragma once
 
 #include <string>
@@ -6,15 +6,24 @@
 
 namespace nxlock::lock {
 
-// The key named `suffix` beside the lock `key`, in the lock key's Redis Cluster
-// hash slot: a key with a hash tag (a '{' followed later by a '}' with something
-// between, as the Cluster specification says) keeps it, and gets ":suffix"
-// ("{jobs}.backup" → "{jobs}.backup:holder"); any other key becomes the tag
-// ("backup" → "{backup}:holder"). The same on every backend.
+// The key named `suffix` ("fence", "holder", "queue"; never holds ':') beside
+// the lock `key`, the same on every backend:
 //
-// A key that holds a '}' but no valid tag ("a}b") cannot be given a companion in
-// its slot: the wrapped name's tag ends at its first '}'. Only a cluster minds;
-// it refuses the fenced scripts with CROSSSLOT, which the Redis backend reports.
+//   "{" TAG "}:" suffix ":" key
+//
+// where TAG is the key's Redis Cluster hash tag (the text between its first '{'
+// and the first '}' after it, when not empty), or the key itself when it has
+// none: "backup" → "{backup}:fence:backup", "{jobs}.backup" →
+// "{jobs}:fence:{jobs}.backup". The companion lands in the key's hash slot, and
+// the name is injective: TAG ends at the first '}' (it holds none), the suffix
+// at the next ':', the rest is the key. So no two lock keys share a companion
+// ("x" and "{x}" do not), and a lock named like a companion is refused
+// (check_lock_key).
+//
+// A key without a tag that holds a '}' ("a}b") cannot be wrapped so; it gets
+// "}" suffix ":" key, still injective (it is the only form that starts with
+// '}'), but in no particular slot: a cluster refuses the fenced scripts with
+// CROSSSLOT, which the Redis backend reports.
 std::string companion_key(std::string_view key, std::string_view suffix);
 
 // The fencing counter of `key`: companion_key(key, "fence").
@@ -22,5 +31,13 @@ std::string fence_key(std::string_view key);
 
 // The waiters' queue of `key`: companion_key(key, "queue").
 std::string queue_key(std::string_view key);
+
+// Whether `name` is the companion ("fence", "holder", "queue", "lease") of some
+// key, or of a companion: a lock must not be named so, or taking it would
+// write another lock's counter, details or queue.
+bool is_companion_key(std::string_view name);
+
+// Throws util::Error(usage, 64) when `key` may not name a lock (is_companion_key).
+void check_lock_key(std::string_view key);
 
 }  // namespace nxlock::lock

@@ -32,6 +32,17 @@ constexpr Micros k_queue_tick_min{250'000};
 constexpr Micros k_queue_tick_max{400'000};
 // A value quoted in a message is cut after this many bytes.
 constexpr std::size_t k_quoted_bytes = 40;
+// Every key a lock step writes expires this long after the lock's own expiry
+// (Store::keep_keys_for): nothing piles up, and no clock mode can see a live
+// lock vanish. The holder's belief in its lock ends when the server's clock
+// reaches the lock value (plus a second) whatever clock wrote the value, so a
+// few seconds would do; an hour also covers a holder's clock stepped by an hour.
+constexpr Micros k_expiry_margin{3'600'000'000};
+
+// How long the keys of a lock that expires `held_for` from now are kept.
+Micros lifetime_for(Micros held_for) {
+  return std::max(held_for, Micros(0)) + std::chrono::seconds(2) + k_expiry_margin;
+}
 
 Micros jittered_queue_tick() {
   return pacing::random_between(k_queue_tick_min, k_queue_tick_max);
@@ -118,7 +129,10 @@ Lock::Lock(store::Store& store, Clock& clock, std::string key)
       m_key(std::move(key)),
       m_fence_key(fence_key(m_key)),
       m_queue_key(queue_key(m_key)),
-      m_holder(m_store, m_key) {}
+      m_holder(m_store, m_key) {
+  // A lock named like another lock's counter, details or queue would write them.
+  check_lock_key(m_key);
+}
 
 std::int64_t Lock::now_seconds() {
   return util::whole_seconds(m_clock.now());
@@ -132,11 +146,19 @@ std::int64_t Lock::parse_or_throw(std::string_view text) {
   return *value;
 }
 
+Micros Lock::held_from(Micros before_reading) const {
+  // The clock may lag the backend's by lag(): the value written from it then
+  // expires that much earlier than `before_reading` + ttl would say.
+  return std::min(before_reading, util::mono_now() - m_clock.lag());
+}
+
 Attempt Lock::try_once(std::int64_t ttl) {
   // One clock reading per decision: the value we write and the expiry test agree.
-  const Micros valid_from = util::mono_now();
+  const Micros before = util::mono_now();
   const std::int64_t now = now_seconds();
+  const Micros valid_from = held_from(before);
   const std::string value = std::to_string(expiry_for(now, ttl));
+  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
 
   const auto acquired = [&](std::int64_t fence) {
     m_fence = fence;
@@ -157,9 +179,11 @@ Attempt Lock::try_once(std::int64_t ttl) {
 }
 
 Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting) {
-  const Micros valid_from = util::mono_now();
+  const Micros before = util::mono_now();
   const std::int64_t now = now_seconds();
+  const Micros valid_from = held_from(before);
   const std::string value = std::to_string(expiry_for(now, ttl));
+  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
 
   // The gate, the SETNX (with its token) and the GET of a busy lock, in one step.
   const auto step = m_store.set_if_absent_queued(m_key, value, m_fence_key, m_queue_key, ticket,
@@ -208,34 +232,28 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
   // Expired. Never DEL-then-SETNX (two clients could both succeed): GETSET tells
   // us atomically whether we replaced the expired value or a fresh one. The
   // store takes the token in the same step exactly when the old value says we
-  // own the lock, by the same rule (store::getset_owns) and clock reading.
+  // own the lock (store::getset_owns), with our clock reading or, on the
+  // backend's own clock, the backend's at that instant: the token is the verdict.
   const auto swap = m_store.get_and_set_fenced(m_key, value, m_fence_key, now);
   const auto& old = swap.old;
-  const auto owned = [&] {
-    if (!swap.fence) {
-      throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
-                        "the store issued no fencing token for a takeover");
-    }
-    return acquired(*swap.fence);
-  };
+  if (swap.fence) {
+    return acquired(*swap.fence);  // expired, or deleted meanwhile
+  }
   if (!old) {
-    return owned();  // deleted meanwhile: our write created it
+    throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
+                      "the store issued no fencing token for a takeover");
+  }
+  // Not ours. A store that wrote as GETSET does left our value: give the old
+  // one back while the key still holds ours, so that its holder, which renews
+  // and releases by compare-and-set of its own value, does not find its lock
+  // "taken over" (the page calls the overwrite harmless; C5 won). A store that
+  // compares first wrote nothing.
+  if (swap.written && *old != value) {
+    m_store.compare_and_set(m_key, value, *old);
   }
   const auto old_value = parse_lock_value(*old);
   if (!old_value) {
-    // Someone stored data here between our GET and GETSET: put it back.
-    m_store.compare_and_set(m_key, value, *old);
-    refuse_non_timestamp(m_key, *old);
-  }
-  if (*old_value < now) {
-    return owned();
-  }
-  // Another client (C5) won the GETSET. The page calls our overwrite harmless
-  // (it only moved the expiry a little), but the winner renews and releases by
-  // compare-and-set of its own value: give that value back while the key still
-  // holds ours, so the winner does not find its lock "taken over". Start over.
-  if (*old != value) {
-    m_store.compare_and_set(m_key, value, *old);
+    refuse_non_timestamp(m_key, *old);  // someone stored data here since our GET
   }
   return {Attempt::Outcome::busy, {}, *old_value, now};
 }
@@ -353,9 +371,13 @@ Verdict Lock::why_not(std::string_view value) {
     return Verdict::taken_over;
   }
   // Our value, but is it our acquisition? A newer one wrote the same timestamp
-  // if the counter moved on.
-  if (m_fence != 0 && m_store.get(m_fence_key) != std::to_string(m_fence)) {
-    return Verdict::taken_over;
+  // if the counter moved on. An absent counter did not move: every acquisition
+  // writes it (the fenced steps count it as ours, and write it back).
+  if (m_fence != 0) {
+    const auto counter = m_store.get(m_fence_key);
+    if (counter && *counter != std::to_string(m_fence)) {
+      return Verdict::taken_over;
+    }
   }
   return Verdict::expired;
 }
@@ -440,6 +462,7 @@ Verdict Lock::release_after(std::string_view value, Micros not_before, std::stri
   }
   // not_before > now, so this value is >= now in whole seconds: never already expired.
   const std::string next = std::to_string(expiry_holding_until(not_before));
+  m_store.keep_keys_for(lifetime_for(not_before - now));
   // Not a DEL: waiters are left asleep (a compare-and-set wakes none on Redis, and
   // a file-store watcher woken by it finds the lock still held) until the new
   // expiry, where their wait ends by itself.
@@ -462,6 +485,7 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
   }
   const std::string next = std::to_string(expiry_for(now, ttl));
   new_value = next;  // before the write: see the contract in lock.hpp
+  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
   const bool swapped = swap_value(value, next);
   if (!swapped) {
     return why_not(value);

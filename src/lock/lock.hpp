@@ -100,6 +100,8 @@ struct Status {
 class Lock final : public Lockable {
  public:
   // `key` is the full store key (prefix included). `ttl` is in whole seconds.
+  // Throws util::Error(usage) for a key named like another lock's companion
+  // (check_lock_key in keys.hpp).
   Lock(store::Store& store, Clock& clock, std::string key);
 
   // One pass of the documented steps: SETNX; on 0, GET; if expired, GETSET and
@@ -177,6 +179,9 @@ class Lock final : public Lockable {
 
  private:
   std::int64_t now_seconds();
+  // The monotonic instant from which a lock whose value was computed from a
+  // clock reading taken after `before_reading` is held at least ttl seconds.
+  util::Micros held_from(util::Micros before_reading) const;
   std::int64_t parse_or_throw(std::string_view text);
   // The documented steps after a SETNX that found `current` there: busy, or the
   // GETSET takeover of an expired lock.

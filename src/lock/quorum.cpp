@@ -19,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "lock/keys.hpp"
 #include "lock/pacing.hpp"
 #include "util/fd.hpp"
 #include "util/trace.hpp"
@@ -356,6 +357,7 @@ QuorumLock::QuorumLock(std::vector<QuorumServer> servers, Clock& clock, std::str
   if (servers.size() < 2) {
     throw Error(ErrorKind::internal, "quorum", "needs at least two servers");
   }
+  check_lock_key(m_key);  // as Lock does, before any server is asked
   // The workers never take a signal: they start with every signal blocked that
   // may be blocked (they inherit this thread's mask), whether or not the caller
   // has blocked them yet for its signalfd (run-locked forwards them to the job).
@@ -1080,17 +1082,24 @@ Status QuorumLock::status() {
     }
     return std::optional<std::string>();
   };
-  // The quorum's token: the highest counter among the servers that hold `value`
-  // (a holder's acquisition left its token on a majority of them, and nothing
-  // above it), or among all that answered (the latest token issued anywhere).
+  // The quorum's token: the highest that a majority of the servers holding
+  // `value` carry (a holder's acquisition left its token on a majority of them;
+  // a server that took the lock after the majority had it issued a token of its
+  // own, above it, since tokens follow each server's clock), or the highest
+  // among all that answered (the latest token issued anywhere).
   const auto highest_fence = [&](const std::string* value) {
-    std::optional<std::int64_t> fence;
+    std::vector<std::int64_t> fences;
     for (std::size_t i = 0; i < n; ++i) {
       if (statuses[i] && statuses[i]->fence && (!value || statuses[i]->value == *value)) {
-        fence = std::max(fence.value_or(0), *statuses[i]->fence);
+        fences.push_back(*statuses[i]->fence);
       }
     }
-    return fence;
+    if (fences.empty()) {
+      return std::optional<std::int64_t>();
+    }
+    std::sort(fences.begin(), fences.end(), std::greater<>());
+    const std::size_t at = value ? std::min(majority_of(n), fences.size()) - 1 : 0;
+    return std::optional<std::int64_t>(fences[at]);
   };
   Status out;
   out.now_seconds = util::whole_seconds(reading);

@@ -1,6 +1,7 @@
 // make_store: picks the backend for a URL (the factory that hides the backends).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,11 @@ struct ConnectOptions {
   redis::TlsConfig tls;                 // rediss://: how to verify, what to present
   int replicas = 0;  // lock writes (SETNX, GETSET, compare-and-set) wait for this many replicas
   std::optional<std::string> sentinel_password;  // redis+sentinel://: the Sentinels' own
+  // The command takes locks (lock, run-locked, renew): Redis refuses a server
+  // that may evict them, or too old for the lock scripts (util::ErrorKind::config).
+  bool for_locks = false;
+  // Where a warning for the user goes (stderr, unless -q).
+  std::function<void(const std::string&)> warn;
 };
 
 // Opens the backend a URL names. Throws util::Error as Store does.

@@ -44,6 +44,11 @@ class Watcher {
 
 class Store {
  public:
+  // How long a fencing counter outlives its last use (keep_keys_for): long
+  // enough that a failover or a quorum server's clock skew cannot make tokens
+  // of back-to-back holders go back.
+  static constexpr util::Micros k_fence_keep{7LL * 24 * 3600 * 1'000'000};
+
   virtual ~Store() = default;
 
   // The backend as a user would name it (URL with password redacted, or path).
@@ -91,21 +96,30 @@ class Store {
   struct FencedSwap {
     std::optional<std::string> old;     // as get_and_set() returns it
     std::optional<std::int64_t> fence;  // the token, if getset_owns(old, now_seconds)
+    // Whether `value` was written. A backend that compares first writes only
+    // when it owns (fence); one that writes as GETSET does may leave the value
+    // of a step that did not own, for the caller to give back.
+    bool written = true;
   };
   // GETSET key value and, only if the old value was absent or a lock timestamp
   // older than `now_seconds` (getset_owns in lock_value.hpp), INCR counter,
-  // atomically. `now_seconds` is the clock reading the caller's own decision uses.
+  // atomically. `now_seconds` is the clock reading the caller's own decision uses;
+  // after decide_on_own_clock(true) the backend may decide with its own clock at
+  // the instant of the step instead. The caller owns the lock exactly when
+  // `fence` is set.
   virtual FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
                                         std::string_view counter, std::int64_t now_seconds) = 0;
 
-  // compare_and_set(), only if the counter also still holds `fence`: two
-  // acquisitions that wrote the same value are told apart by their tokens.
+  // compare_and_set(), only if the counter also still holds `fence`, or is
+  // absent (lost: every acquisition writes it, so none came since it went; the
+  // step writes it back as `fence`): two acquisitions that wrote the same value
+  // are told apart by their tokens.
   virtual bool compare_and_set_fenced(std::string_view key, std::string_view expected,
                                       std::string_view value, std::string_view counter,
                                       std::int64_t fence) = 0;
 
   // compare_and_delete() (waking the key's watchers), only if the counter also
-  // still holds `fence`.
+  // still holds `fence` (or is absent, and is then written back as `fence`).
   virtual bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
                                          std::string_view counter, std::int64_t fence) = 0;
 
@@ -176,6 +190,22 @@ class Store {
     (void)ticket;
     return watch(key);
   }
+
+  // ---- How the lock layer uses the backend (optional; defaults do nothing) ----
+
+  // From now on every lock step's write (the lock, its holder details, its
+  // counter) keeps its key at least `lifetime` from the write, and then lets it
+  // expire: Redis sets the expiry in the same script as the write (SET and
+  // GETSET drop one). A fencing counter is kept k_fence_keep (or `lifetime`, if
+  // longer) after each step that uses it. Zero (the default): the lock and holder
+  // keys get no expiry (the key/value commands never call this).
+  virtual void keep_keys_for(util::Micros lifetime) { (void)lifetime; }
+
+  // The lock layer's "now" is this backend's own clock (the default clock, not
+  // --clock local): get_and_set_fenced may then decide expiry with the
+  // backend's clock at the instant of the step, rather than on a carried
+  // estimate of it.
+  virtual void decide_on_own_clock(bool yes) { (void)yes; }
 
   // Bounds every later operation by a monotonic deadline (util::mono_now()
   // time), on top of the backend's own per-command timeout, until called

@@ -140,7 +140,9 @@ Store::FencedSwap TracingStore::get_and_set_fenced(std::string_view key, std::st
       step_text("GETSET", {key, value}),
       [&] { return m_inner->get_and_set_fenced(key, value, counter, now_seconds); },
       [&](const FencedSwap& swap) {
-        return optional_text(swap.old) + (swap.fence ? incr_text(counter, *swap.fence) : "");
+        // A backend that compares first wrote nothing: the lock was not expired.
+        return optional_text(swap.old) + (swap.fence ? incr_text(counter, *swap.fence) : "") +
+               (swap.written ? "" : " (not expired: nothing written)");
       });
 }
 

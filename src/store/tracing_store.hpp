@@ -47,6 +47,8 @@ class TracingStore final : public Store {
   std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override {
     return m_inner->watch_queued(key, std::move(ticket));
   }
+  void keep_keys_for(util::Micros lifetime) override { m_inner->keep_keys_for(lifetime); }
+  void decide_on_own_clock(bool yes) override { m_inner->decide_on_own_clock(yes); }
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_inner->set_deadline(monotonic_deadline);
   }

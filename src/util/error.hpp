@@ -13,6 +13,7 @@ enum class ErrorKind {
   unavailable,  // backend refused, timed out or went away (EX_UNAVAILABLE)
   internal,     // a bug or an unexpected system failure (EX_SOFTWARE)
   permission,   // authentication failed, store not accessible (EX_NOPERM)
+  config,       // the backend is set up so that it cannot keep a lock (EX_CONFIG)
 };
 
 // Thrown for every failure a user should see as `nxlock: <what>: <why>`.

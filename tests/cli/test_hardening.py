@@ -152,7 +152,7 @@ class PasswordsStayPrivate(NxlockTestCase):
         trace = os.path.join(self.tmp, "trace")
         subprocess.run(["bash", "-c", script, BIN, trace], env=self.env, check=True,
                        timeout=COMMAND_TIMEOUT)
-        record = self.locked.cli("GET", "{k}:holder")
+        record = self.locked.cli("GET", "{k}:holder:k")
         self.assertIn(b"lock -t 60 k", record)  # the record is there, and is the shell's
         shown = {
             "record": record,
@@ -183,7 +183,7 @@ class PasswordsStayPrivate(NxlockTestCase):
         r = self.nx("-u", self.url, "lock", "-t", "60", "k")
         self.assertEqual(r.returncode, 0, r.stderr)
         value = r.stdout.decode().strip()
-        self.locked.cli("SET", "{k}:holder", json.dumps({
+        self.locked.cli("SET", "{k}:holder:k", json.dumps({
             "value": value, "host": "h", "pid": 1, "acquired_at": 1,
             "command": "job redis://:%s@db --token=%s" % (self.password, self.password)}))
         for args in (["status", "k"], ["--json", "status", "k"], ["lock", "-n", "k"]):
@@ -309,7 +309,7 @@ class SignalAfterTakingTheLock(NxlockTestCase):
     def test_sigterm_before_lock_prints(self):
         # `lock` writes the lock, then the holder details under {k}:holder, then
         # prints. Holding the stripe lock of {k}:holder's bucket stops it in between.
-        stripe, _ = bucket_of("{k}:holder")
+        stripe, _ = bucket_of("{k}:holder:k")
         self.assertNotEqual(stripe, bucket_of("k")[0])
         neighbour = next("n%d" % i for i in range(100000) if bucket_of("n%d" % i)[0] == stripe)
         self.assertEqual(self.nx("setnx", neighbour, "x").returncode, 0)  # creates the stripe
@@ -339,7 +339,7 @@ class ForceUnlockCorruptHolder(NxlockTestCase):
 
     def test_corrupt_holder_record(self):
         self.assertEqual(self.nx("lock", "k").returncode, 0)
-        stripe, name = bucket_of("{k}:holder")
+        stripe, name = bucket_of("{k}:holder:k")
         record = os.path.join(self.store_path, "data", stripe, name)
         with open(record, "r+b") as f:
             data = bytearray(f.read())
@@ -450,10 +450,10 @@ class WakeUpIsBestEffort(NxlockTestCase):
     def test_unlock_without_publish_permission(self):
         taken = self.nx("-u", self.url, "lock", "k")
         self.assertEqual(taken.returncode, 0, taken.stderr)
-        self.assertNotEqual(self.redis.cli("EXISTS", "{k}:holder").strip(), b"0")
+        self.assertNotEqual(self.redis.cli("EXISTS", "{k}:holder:k").strip(), b"0")
         released = self.nx("-u", self.url, "unlock", "k", taken.stdout.strip())
         self.assertEqual(released.returncode, 0, released.stderr)
-        self.assertEqual(self.redis.cli("EXISTS", "k", "{k}:holder").strip(), b"0")
+        self.assertEqual(self.redis.cli("EXISTS", "k", "{k}:holder:k").strip(), b"0")
 
     def test_forced_unlock_without_publish_permission(self):
         self.assertEqual(self.nx("-u", self.url, "lock", "k").returncode, 0)
@@ -465,7 +465,7 @@ class WakeUpIsBestEffort(NxlockTestCase):
         r = self.nx("-u", self.url, "run-locked", "k", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn(b"not released", r.stderr)
-        self.assertEqual(self.redis.cli("EXISTS", "k", "{k}:holder").strip(), b"0")
+        self.assertEqual(self.redis.cli("EXISTS", "k", "{k}:holder:k").strip(), b"0")
 
 if __name__ == "__main__":
     unittest.main()

@@ -91,7 +91,7 @@ class LockCommands(NxlockTestCase):
                 self.assertEqual(self.nx(*u, "status", "job").returncode, 1)
                 self.assertEqual(self.nx(*u, "unlock", "job", renewed).returncode, 1)
                 # Nothing left behind: neither the lock nor its holder details.
-                self.assertEqual(self.nx(*u, "get", "{job}:holder").returncode, 1)
+                self.assertEqual(self.nx(*u, "get", "{job}:holder:job").returncode, 1)
 
                 self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)

@@ -66,7 +66,7 @@ class TraceEachStepOnce(NxlockTestCase):
                 r = self.nx(*u, "-v", "lock", "-t", "60", "k")
                 self.assertEqual(r.returncode, 0, r.stderr)
                 value = r.stdout.decode().strip()
-                acquired = "nxlock: SETNX k V → 1, INCR {k}:fence → N"
+                acquired = "nxlock: SETNX k V → 1, INCR {k}:fence:k → N"
                 self.assertEqual(steps(r.stderr, value).count(acquired), 1,
                                  r.stderr.decode())
                 r = self.nx(*u, "-v", "unlock", "k", value)

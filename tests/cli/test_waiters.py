@@ -14,7 +14,7 @@ import unittest
 from harness import NxlockTestCase, wait_for
 
 KEY = "job"
-QUEUE = "{job}:queue"
+QUEUE = "{job}:queue:job"
 # A dead waiter's lease is 1 s and the others look at least every 0.4 s; a
 # bound far above that, far below "never" (the lock would otherwise wait for the
 # waiters' own -w 60).

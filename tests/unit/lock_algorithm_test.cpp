@@ -1,8 +1,11 @@
 // The SETNX page's story (C1…C5) replayed step by step with an injected clock.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lock/keys.hpp"
@@ -367,6 +370,27 @@ TEST(LockAlgorithm, StoreClockReadsTheStoreOnceAndCarriesItForward) {
   EXPECT_GE(second, first);
 }
 
+// Issue 28 finding 9: the server read its clock somewhere within a slow
+// exchange (at its end, when the request was held up). The reading is taken to
+// belong to the exchange's end, so the estimate never runs ahead of the
+// server; lag() says by how much it may run late, and a reading that slow is
+// not carried to the next decision.
+TEST(LockAlgorithm, StoreClockNeverRunsAheadOfASlowReading) {
+  int reads = 0;
+  const util::Micros server_time(k_t0 * 1'000'000);
+  store::MemoryStore store([&] {
+    ++reads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the request, held up
+    return server_time;  // read as the request arrives, at the exchange's end
+  });
+  lock::StoreClock clock(store);
+  const util::Micros first = clock.now();
+  EXPECT_EQ(first, server_time);  // not server_time + half the exchange
+  EXPECT_GE(clock.lag(), util::Micros(300'000));
+  clock.now();
+  EXPECT_EQ(reads, 2);  // too slow a reading to carry
+}
+
 TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
   ScriptedStore store;
   FakeClock clock(k_t0);
@@ -651,14 +675,52 @@ TEST(LockFencing, ALockThatTookNothingGoesByTheValue) {
 }
 
 TEST(LockFencing, CompanionKeysShareTheLockKeysHashTag) {
-  EXPECT_EQ(lock::fence_key("backup"), "{backup}:fence");
-  EXPECT_EQ(lock::holder_key("backup"), "{backup}:holder");
+  EXPECT_EQ(lock::fence_key("backup"), "{backup}:fence:backup");
+  EXPECT_EQ(lock::holder_key("backup"), "{backup}:holder:backup");
   // A key with a valid tag keeps it; an empty or unclosed tag is no tag.
-  EXPECT_EQ(lock::fence_key("{jobs}.backup"), "{jobs}.backup:fence");
-  EXPECT_EQ(lock::fence_key("a{b}c"), "a{b}c:fence");
-  EXPECT_EQ(lock::fence_key("a{}b"), "{a{}b}:fence");
-  EXPECT_EQ(lock::fence_key("a{b"), "{a{b}:fence");
-  EXPECT_EQ(lock::fence_key("a}b"), "{a}b}:fence");  // no slot to share: see keys.hpp
+  EXPECT_EQ(lock::fence_key("{jobs}.backup"), "{jobs}:fence:{jobs}.backup");
+  EXPECT_EQ(lock::fence_key("a{b}c"), "{b}:fence:a{b}c");
+  EXPECT_EQ(lock::fence_key("a{b"), "{a{b}:fence:a{b");
+  // A '}' and no tag: named apart, in no particular slot (see keys.hpp).
+  EXPECT_EQ(lock::fence_key("a{}b"), "}fence:a{}b");
+  EXPECT_EQ(lock::fence_key("a}b"), "}fence:a}b");
+}
+
+// No two lock keys share a companion: "x" and "{x}" (the same hash tag) above all.
+TEST(LockFencing, CompanionKeysOfDifferentLocksNeverCollide) {
+  const std::vector<std::string> keys = {"x", "{x}", "{x}:fence", "{x}:fence:x", "x:fence",
+                                         "{x}x", "x{x}", "a}b", "}fence:a}b", "{", "}", "{}",
+                                         "{x}:queue:x:lease", "{x}:lease:{x}:queue:x", ""};
+  std::set<std::string> seen;
+  for (const auto& key : keys) {
+    for (const char* suffix : {"fence", "holder", "queue"}) {
+      EXPECT_TRUE(seen.insert(lock::companion_key(key, suffix)).second) << key << " " << suffix;
+    }
+  }
+}
+
+// A lock named like a companion would write another lock's counter, details or
+// queue: it is refused (64); any other name is a lock like any other.
+TEST(LockFencing, ALockNamedLikeACompanionIsRefused) {
+  for (const std::string key : {"x", "{x}", "a}b", "{b}", "a{b}c"}) {
+    for (const char* suffix : {"fence", "holder", "queue"}) {
+      const std::string companion = lock::companion_key(key, suffix);
+      EXPECT_TRUE(lock::is_companion_key(companion)) << companion;
+      EXPECT_TRUE(lock::is_companion_key(lock::companion_key(companion, "lease"))) << companion;
+      store::MemoryStore store;
+      FakeClock clock(k_t0);
+      try {
+        Lock refused(store, clock, companion);
+        ADD_FAILURE() << companion << " was taken as a lock name";
+      } catch (const util::Error& e) {
+        EXPECT_EQ(e.kind(), util::ErrorKind::usage) << e.what();
+      }
+    }
+  }
+  for (const std::string key : {"{x}:fence", "{x}:fence:y", "{y}:holder:x", "}fence:", "{x}",
+                                "x:fence:x", "{x}:other:x", "{x}:fence:{y}x"}) {
+    EXPECT_FALSE(lock::is_companion_key(key)) << key;
+  }
 }
 
 }  // namespace

@@ -455,7 +455,7 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
   }
   m_socket = std::move(socket);
 
-  if (m_setup.empty() && !check_role) {
+  if (m_setup.empty() && m_checks.empty() && !check_role) {
     return "";
   }
   // AUTH, SELECT (or SUBSCRIBE), ROLE in one round trip: start-up time is most
@@ -476,12 +476,26 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
     role_index = commands.size();
     commands.push_back({{"ROLE"}, {}});
   }
+  const std::size_t checks_from = commands.size();
+  for (const auto& [args, check] : m_checks) {
+    Command command;
+    command.args.assign(args.begin(), args.end());
+    commands.push_back(std::move(command));
+  }
   const auto replies = run(commands, deadline, true);
-  for (std::size_t i = 0; i < replies.size(); ++i) {
+  for (std::size_t i = 0; i < checks_from; ++i) {
     if (replies[i]->type == REDIS_REPLY_ERROR) {
       close();
       throw_reply_error(*replies[i], commands[i], m_endpoint.name);
     }
+  }
+  try {
+    for (std::size_t i = checks_from; i < replies.size(); ++i) {
+      m_checks[i - checks_from].second(*replies[i]);
+    }
+  } catch (...) {
+    close();
+    throw;
   }
   if (role_index == SIZE_MAX) {
     return "";

@@ -85,6 +85,14 @@ class Connection {
   // connection is closed: a late reply would put the stream out of step.
   std::vector<Reply> exchange(const std::vector<Command>& commands);
 
+  // Also runs `command` in the setup's round trip after every connect, and
+  // hands its reply, an error reply included (an ACL may refuse INFO), to
+  // `check`, which may throw: the connect then fails with that error.
+  using SetupCheck = std::function<void(const redisReply&)>;
+  void add_setup_check(std::vector<std::string> command, SetupCheck check) {
+    m_checks.emplace_back(std::move(command), std::move(check));
+  }
+
   // Caps every later deadline at this monotonic instant (nullopt: no cap).
   void set_cap(std::optional<util::Micros> cap) { m_cap = cap; }
 
@@ -141,6 +149,7 @@ class Connection {
 
   Endpoint m_endpoint;
   std::vector<std::vector<std::string>> m_setup;
+  std::vector<std::pair<std::vector<std::string>, SetupCheck>> m_checks;
   std::optional<util::Micros> m_cap;
   std::unique_ptr<Socket> m_socket;
   // With a locator: where the connected master is, the cap under which it was

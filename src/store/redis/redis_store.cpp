@@ -10,8 +10,10 @@
 #include <climits>
 #include <cstring>
 
+#include "lock/keys.hpp"
 #include "store/redis/cluster.hpp"
 #include "store/redis/connection.hpp"
+#include "store/redis/fitness.hpp"
 #include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
@@ -50,61 +52,115 @@ constexpr std::string_view k_turn_prefix = NXLOCK_TURN_PREFIX;
 constexpr std::string_view k_compare_and_delete_script =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
     "redis.pcall('PUBLISH', ARGV[2], '1') return 1 else return 0 end";
+// ARGV[3]: how long the key is kept at least (ms; '0': no expiry is set). SET
+// drops an expiry: the key keeps the longer of the one it had and ARGV[3] (a
+// counter raised by the quorum keeps its week, a holder record its lock's).
 constexpr std::string_view k_compare_and_set_script =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) "
-    "return 1 else return 0 end";
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local left = redis.call('PTTL', KEYS[1]) "
+    "redis.call('SET', KEYS[1], ARGV[2]) "
+    "local keep = tonumber(ARGV[3]) "
+    "if keep > 0 then if left > keep then keep = left end "
+    "redis.call('PEXPIRE', KEYS[1], string.format('%.0f', keep)) end "
+    "return 1";
+
+// What every fenced script starts with. Scripts that read TIME and then write
+// need effects replication: the default since Redis 5, asked for on older
+// servers. `now` is the server's clock in microseconds (exact in a double, below
+// 2^53), `now_text` the same as decimal text (a number passed to redis.call is
+// formatted as a float, which could lose digits). keep(k, ms) sets an expiry,
+// relative to now, unless ms is '0'.
+#define NXLOCK_TIME_PRELUDE                                                  \
+  "if redis.replicate_commands then redis.replicate_commands() end "         \
+  "local t = redis.call('TIME') "                                            \
+  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "                   \
+  "local now_text = t[1] .. string.sub('00000' .. t[2], -6) "                \
+  "local function keep(k, ms) if ms ~= '0' then redis.call('PEXPIRE', k, ms) end end "
+// issue(c, ms): the next fencing token from counter c, kept ms after. A token is
+// the larger of the counter plus one (INCR: exact integers) and the server's
+// clock in microseconds, so tokens go on rising when the counter was evicted,
+// flushed, expired or lost in a restart (as long as the clock does not step
+// back). Returns the INCR's error (a counter that holds no integer) as is.
+#define NXLOCK_ISSUE                                                          \
+  "local function issue(c, ms) "                                              \
+  "local token = redis.pcall('INCR', c) "                                     \
+  "if type(token) == 'table' then return token end "                          \
+  "if token < now then redis.call('SET', c, now_text) token = now end "      \
+  "redis.call('PEXPIRE', c, ms) return token end "
 
 // The fenced steps (Store's "Fenced steps") are scripts for the same reason,
-// and one more: the owning write and the counter's INCR must be one step, or a
+// and one more: the owning write and the counter's step must be one step, or a
 // holder paused between them could be handed a token above its successor's, or
 // the counter could move without an owner. Redis runs a script whole, with no
 // other client's command in between, and replicates its effects together; on
-// a cluster both keys share a hash slot (the caller names the counter so), so
-// one node runs it. Only an owning step increments: SETNX that set the key, or
-// GETSET whose old value was absent or an expired timestamp. An INCR that fails
+// a cluster all keys share a hash slot (the caller names the counter so), so
+// one node runs it. Only an owning step issues a token: SETNX that set the key,
+// or a takeover of an absent or expired lock. A token that cannot be issued
 // (the counter holds no integer) undoes the script's own write and returns the
-// error, so a failed step leaves nothing behind.
+// error, so a failed step leaves nothing behind. Every key written gets its
+// expiry in the same script (keep_keys_for).
 //
-// The expiry test must be the lock layer's (store/lock_value.hpp): 1 to 18
-// decimal digits, older than the caller's clock reading ARGV[2]. tonumber()
-// is a double, exact below 2^53; above it the value is far beyond any `now`.
+// KEYS: lock, counter. ARGV: value, lock keep (ms), counter keep (ms).
 constexpr std::string_view k_set_if_absent_fenced_script =
+    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return false end "
-    "local token = redis.pcall('INCR', KEYS[2]) "
-    "if type(token) == 'table' then redis.call('DEL', KEYS[1]) end "
-    "return token";
+    "local token = issue(KEYS[2], ARGV[3]) "
+    "if type(token) == 'table' then redis.call('DEL', KEYS[1]) return token end "
+    "keep(KEYS[1], ARGV[2]) return token";
+// KEYS: lock, counter. ARGV: value, now (Unix seconds; '' for the server's
+// own clock), lock keep, counter keep. The page's GETSET, but compare first:
+// a lock that is not expired is left untouched (GETSET would write and the
+// loser give the value back, a moment in which the holder's renewal finds
+// another value and calls its lock taken over). To every other client it is
+// still one GETSET: atomic, returning the old value. The expiry test must be
+// the lock layer's (store/lock_value.hpp): 1 to 18 decimal digits, older than
+// now. tonumber() is a double, exact below 2^53; above it the value is far
+// beyond any `now`.
 constexpr std::string_view k_get_and_set_fenced_script =
-    "local old = redis.call('GETSET', KEYS[1], ARGV[1]) "
+    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+    "local limit = tonumber(t[1]) "
+    "if ARGV[2] ~= '' then limit = tonumber(ARGV[2]) end "
+    "local old = redis.call('GET', KEYS[1]) "
     "if old and not (#old <= 18 and string.match(old, '^%d+$') and "
-    "tonumber(old) < tonumber(ARGV[2])) then return {old, false} end "
-    "local token = redis.pcall('INCR', KEYS[2]) "
-    "if type(token) == 'table' then "
-    "if old then redis.call('SET', KEYS[1], old) else redis.call('DEL', KEYS[1]) end "
-    "return token end "
+    "tonumber(old) < limit) then return {old, false} end "
+    "local token = issue(KEYS[2], ARGV[4]) "
+    "if type(token) == 'table' then return token end "
+    "redis.call('SET', KEYS[1], ARGV[1]) keep(KEYS[1], ARGV[3]) "
     "return {old, token}";
-// As the unfenced ones, and the counter must still hold the holder's token:
-// a lock deleted (unlock --force) and taken again with the same timestamp has
-// a higher token, and is not ours.
+// As the unfenced ones, and the counter must still hold the holder's token: a
+// lock deleted (unlock --force) and taken again with the same timestamp has a
+// higher token, and is not ours. An absent counter (evicted, deleted) counts as
+// ours: every acquisition writes it, so none came since it went; it is written
+// back with our token. Either way it is kept a week more.
+// KEYS: lock, counter. ARGV: expected, value, token, lock keep, counter keep.
 constexpr std::string_view k_compare_and_set_fenced_script =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[3] then "
-    "redis.call('SET', KEYS[1], ARGV[2]) return 1 else return 0 end";
+    "local function keep(k, ms) if ms ~= '0' then redis.call('PEXPIRE', k, ms) end end "
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local c = redis.call('GET', KEYS[2]) "
+    "if c and c ~= ARGV[3] then return 0 end "
+    "redis.call('SET', KEYS[1], ARGV[2]) keep(KEYS[1], ARGV[4]) "
+    "if not c then redis.call('SET', KEYS[2], ARGV[3]) end "
+    "redis.call('PEXPIRE', KEYS[2], ARGV[5]) return 1";
+// KEYS: lock, counter. ARGV: expected, token, channel, counter keep.
 constexpr std::string_view k_compare_and_delete_fenced_script =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then "
-    "redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', ARGV[3], '1') return 1 else return 0 end";
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local c = redis.call('GET', KEYS[2]) "
+    "if c and c ~= ARGV[2] then return 0 end "
+    "redis.call('DEL', KEYS[1]) "
+    "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "
+    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) "
+    "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
 
 // The waiters' queue (Store's "waiters' queue"): two sorted sets in the lock
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
-// QUEUE:lease (the same tickets scored by the instant their lease lapses). A
-// release PUBLISHes the first live ticket on that waiter's own turn channel
-// (turn()), which only it receives. The server's own TIME decides
+// QUEUE's lease companion (the same tickets scored by the instant their lease
+// lapses). A release PUBLISHes the first live ticket on that waiter's own turn
+// channel (turn()), which only it receives. The server's own TIME decides
 // leases, so the waiters' clocks need not agree. `head()` drops the lapsed
 // entries it meets at the front: a waiter killed while queued holds the others
-// up for one lease at most. Scripts that call TIME and then write need effects
-// replication: the default since Redis 5, asked for on older servers.
+// up for one lease at most.
 constexpr std::string_view k_queue_prelude =
-    "if redis.replicate_commands then redis.replicate_commands() end "
-    "local t = redis.call('TIME') "
-    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
     "local pruned = false "
     "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX "' .. h, h) end "
     "local function head(q, l) "
@@ -116,13 +172,13 @@ constexpr std::string_view k_queue_prelude =
     "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true "
     "end end ";
 // KEYS: lock, counter, queue, lease. ARGV: value, ticket, waiting, lease (us),
-// keep (ms). A waiter behind a live head tries nothing; one that may go first
-// does the SETNX (and INCR) of k_set_if_absent_fenced_script, and leaves the
-// queue when it sets. A waiter that did not set joins (ZADD NX keeps its place)
-// and renews its lease; one that sets never writes the queue it leaves (an
-// uncontended lock: 5 commands in the server, not 12). If it dropped a dead
-// head while the lock is free, the new head (when it is another) is woken: it
-// may be waiting for a wake-up that the dead one took with it.
+// queue keep (ms), lock keep (ms), counter keep (ms). A waiter behind a live
+// head tries nothing; one that may go first does the SETNX (and token) of
+// k_set_if_absent_fenced_script, and leaves the queue when it sets. A waiter
+// that did not set joins (ZADD NX keeps its place) and renews its lease; one
+// that sets never writes the queue it leaves. If it dropped a dead head while
+// the lock is free, the new head (when it is another) is woken: it may be
+// waiting for a wake-up that the dead one took with it.
 const std::string k_set_if_absent_queued_script =
     std::string(k_queue_prelude) +
     "local ticket = ARGV[2] "
@@ -139,20 +195,25 @@ const std::string k_set_if_absent_queued_script =
     "return {0, current} end "
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then "
     "join() return {1, redis.call('GET', KEYS[1])} end "
-    "local token = redis.pcall('INCR', KEYS[2]) "
+    "local token = issue(KEYS[2], ARGV[7]) "
     "if type(token) == 'table' then redis.call('DEL', KEYS[1]) return token end "
+    "keep(KEYS[1], ARGV[6]) "
     "if h then redis.call('ZREM', KEYS[3], ticket) redis.call('ZREM', KEYS[4], ticket) end "
     "return {2, token}";
-// KEYS: lock, counter, queue, lease. ARGV: expected, token, channel. As
-// k_compare_and_delete_fenced_script, but the wake-up goes to the first live
-// waiter alone; with none queued, '1' on the key's channel wakes every watcher
-// (waiters of older versions, which are not queued).
+// KEYS: lock, counter, queue, lease. ARGV: expected, token, channel, counter
+// keep. As k_compare_and_delete_fenced_script, but the wake-up goes to the
+// first live waiter alone; with none queued, '1' on the key's channel wakes
+// every watcher (waiters of older versions, which are not queued).
 const std::string k_compare_and_delete_queued_script =
     std::string(k_queue_prelude) +
-    "if redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2] then "
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local c = redis.call('GET', KEYS[2]) "
+    "if c and c ~= ARGV[2] then return 0 end "
     "redis.call('DEL', KEYS[1]) "
+    "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "
+    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) "
     "local h = head(KEYS[3], KEYS[4]) "
-    "if h then turn(h) else redis.pcall('PUBLISH', ARGV[3], '1') end return 1 else return 0 end";
+    "if h then turn(h) else redis.pcall('PUBLISH', ARGV[3], '1') end return 1";
 // KEYS: lock, queue, lease. ARGV: ticket. Leaving while the lock is
 // free hands the wake-up on to the next live waiter (the leaver may have been
 // the one woken).
@@ -181,10 +242,10 @@ bool queue_forbidden(const Error& e) {
           why.find("can't run this command") != std::string::npos);
 }
 
+// The queue's lease set: the queue's own companion (lock/keys.hpp names them
+// all, so that no other lock's key is ever one of them).
 std::string lease_key(std::string_view queue) {
-  std::string key(queue);
-  key += ":lease";
-  return key;
+  return lock::companion_key(queue, "lease");
 }
 
 bool is_script(const Command& command) {
@@ -399,7 +460,9 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
       m_password(options.password ? options.password : url.password),
       m_cap(std::make_shared<std::optional<util::Micros>>()),
       m_replicas(options.replicas),
-      m_timeout_seconds(options.timeout_seconds) {
+      m_timeout_seconds(options.timeout_seconds),
+      m_for_locks(options.for_locks),
+      m_warn(options.warn) {
   auto setup = auth_setup(m_url, m_password);
   if (url.db != 0) {
     setup.push_back({"SELECT", std::to_string(url.db)});
@@ -407,6 +470,7 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
   // Cluster seed nodes: the first that answers is the one we talk to first.
   for (std::size_t i = 0;; ++i) {
     m_connection = std::make_unique<Connection>(*m_endpoint, setup);
+    check_fitness(*m_connection);
     try {
       m_connection->ensure_connected();
       return;
@@ -428,6 +492,14 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
 
 RedisStore::~RedisStore() = default;
 
+void RedisStore::check_fitness(Connection& connection) {
+  // Only where locks are taken: unlock and the key/value commands must still
+  // work on a server that may evict (unlock above all, to free a lock).
+  if (m_for_locks) {
+    redis::add_fitness_checks(connection, m_url.redacted, m_warn, m_warned);
+  }
+}
+
 Connection& RedisStore::node(const std::string& address) {
   auto& slot = m_nodes[address];
   if (!slot) {
@@ -440,6 +512,7 @@ Connection& RedisStore::node(const std::string& address) {
     endpoint.name = m_url.redacted + " (node " + address + ")";
     slot = std::make_unique<Connection>(std::move(endpoint), auth_setup(m_url, m_password));
     slot->set_cap(*m_cap);
+    check_fitness(*slot);  // every node that may hold a lock
   }
   return *slot;
 }
@@ -636,6 +709,12 @@ std::optional<std::string> RedisStore::get_and_set(std::string_view key, std::st
 }
 
 void RedisStore::set(std::string_view key, std::string_view value) {
+  // A lock's holder details expire with it (keep_keys_for); SET PX is one step.
+  if (m_keep > util::Micros(0)) {
+    const std::string ms = lock_keep_ms();
+    run({{"SET", key, value, "PX", ms}, key});
+    return;
+  }
   run({{"SET", key, value}, key});
 }
 
@@ -700,13 +779,16 @@ bool RedisStore::compare_and_set(std::string_view key, std::string_view expected
   // A script, not GET then SET: see k_compare_and_set_script.
   bool confirmed = true;
   long long acknowledged = 0;
-  const auto reply = write({{"EVAL", k_compare_and_set_script, "1", key, expected, value}, key},
-                           confirmed, acknowledged);
+  const std::string keep = lock_keep_ms();
+  const auto reply =
+      write({{"EVAL", k_compare_and_set_script, "1", key, expected, value, keep}, key}, confirmed,
+            acknowledged);
   const bool swapped = integer_of(*reply, m_url.redacted) == 1;
   if (swapped && !confirmed) {
     // Back to `expected`: the caller (a renewal) retries from the value it knows.
     unconfirmed(key, acknowledged, [&] {
-      const auto back = run({{"EVAL", k_compare_and_set_script, "1", key, value, expected}, key});
+      const auto back =
+          run({{"EVAL", k_compare_and_set_script, "1", key, value, expected, keep}, key});
       (void)back;
     });
   }
@@ -719,8 +801,11 @@ std::optional<std::int64_t> RedisStore::set_if_absent_fenced(std::string_view ke
   // A script, not SETNX then INCR: see k_set_if_absent_fenced_script.
   bool confirmed = true;
   long long acknowledged = 0;
-  const auto reply = write({{"EVAL", k_set_if_absent_fenced_script, "2", key, counter, value}, key},
-                           confirmed, acknowledged);
+  const std::string keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
+  const auto reply = write(
+      {{"EVAL", k_set_if_absent_fenced_script, "2", key, counter, value, keep, counter_keep}, key},
+      confirmed, acknowledged);
   const auto fence = fence_of(*reply, m_url.redacted);
   if (fence && !confirmed) {
     // The counter keeps its step: tokens need only grow, never be dense.
@@ -735,16 +820,23 @@ Store::FencedSwap RedisStore::get_and_set_fenced(std::string_view key, std::stri
   // A script, not GETSET then INCR: see k_set_if_absent_fenced_script.
   bool confirmed = true;
   long long acknowledged = 0;
-  const std::string now = std::to_string(now_seconds);
-  const auto reply =
-      write({{"EVAL", k_get_and_set_fenced_script, "2", key, counter, value, now}, key}, confirmed,
-            acknowledged);
+  // On the server's own clock the script decides with TIME at the instant of
+  // the step: never on an estimate carried from an earlier reply, which a slow
+  // exchange can leave running ahead of the server.
+  const std::string now = m_own_clock ? std::string() : std::to_string(now_seconds);
+  const std::string keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
+  const auto reply = write(
+      {{"EVAL", k_get_and_set_fenced_script, "2", key, counter, value, now, keep, counter_keep},
+       key},
+      confirmed, acknowledged);
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
     throw_unexpected(*reply, m_url.redacted);
   }
   FencedSwap swap{string_of(*reply->element[0], m_url.redacted),
                   fence_of(*reply->element[1], m_url.redacted)};
-  if (!confirmed) {
+  swap.written = swap.fence.has_value();  // the script compares first
+  if (swap.written && !confirmed) {
     unconfirmed(key, acknowledged, [&] {
       if (swap.old) {
         compare_and_set(key, value, *swap.old);
@@ -763,14 +855,18 @@ bool RedisStore::compare_and_set_fenced(std::string_view key, std::string_view e
   bool confirmed = true;
   long long acknowledged = 0;
   const std::string token = std::to_string(fence);
-  const auto reply = write(
-      {{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, expected, value, token}, key},
-      confirmed, acknowledged);
+  const std::string keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
+  const auto reply = write({{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, expected,
+                             value, token, keep, counter_keep},
+                            key},
+                           confirmed, acknowledged);
   const bool swapped = integer_of(*reply, m_url.redacted) == 1;
   if (swapped && !confirmed) {
     unconfirmed(key, acknowledged, [&] {
       const auto back =
-          run({{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, value, expected, token},
+          run({{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, value, expected, token,
+                keep, counter_keep},
                key});
       (void)back;
     });
@@ -783,9 +879,10 @@ bool RedisStore::compare_and_delete_fenced(std::string_view key, std::string_vie
   // A script: see k_compare_and_set_fenced_script.
   const std::string token = std::to_string(fence);
   const std::string channel = wake_channel(key);
-  const auto reply = run(
-      {{"EVAL", k_compare_and_delete_fenced_script, "2", key, counter, expected, token, channel},
-       key});
+  const std::string counter_keep = counter_keep_ms();
+  const auto reply = run({{"EVAL", k_compare_and_delete_fenced_script, "2", key, counter, expected,
+                           token, channel, counter_keep},
+                          key});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
@@ -800,14 +897,15 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
   const std::string leases = lease_key(queue);
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
-  const std::string channel = wake_channel(key);
+  const std::string lock_keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
   Reply reply;
   try {
     if (m_queue_forbidden) {
       throw Error(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)");
     }
     reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
-                    ticket, waiting ? "1" : "0", lease_us, keep},
+                    ticket, waiting ? "1" : "0", lease_us, keep, lock_keep, counter_keep},
                    key},
                   confirmed, acknowledged);
   } catch (const Error& e) {
@@ -851,8 +949,9 @@ bool RedisStore::compare_and_delete_queued(std::string_view key, std::string_vie
   const std::string channel = wake_channel(key);
   const std::string leases = lease_key(queue);
   try {
+    const std::string counter_keep = counter_keep_ms();
     const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, counter, queue,
-                             leases, expected, token, channel},
+                             leases, expected, token, channel, counter_keep},
                             key});
     return integer_of(*reply, m_url.redacted) == 1;
   } catch (const Error& e) {
@@ -874,6 +973,15 @@ void RedisStore::leave_queue(std::string_view key, std::string_view queue,
     }
     // The entry's lease lapses instead.
   }
+}
+
+std::string RedisStore::lock_keep_ms() const {
+  return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(m_keep).count());
+}
+
+std::string RedisStore::counter_keep_ms() const {
+  const util::Micros keep = std::max(m_keep, k_fence_keep);
+  return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(keep).count());
 }
 
 util::Micros RedisStore::now() {

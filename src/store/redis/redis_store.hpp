@@ -54,6 +54,8 @@ class RedisStore final : public Store {
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
+  void keep_keys_for(util::Micros lifetime) override { m_keep = lifetime; }
+  void decide_on_own_clock(bool yes) override { m_own_clock = yes; }
 
  private:
   // A subscriber connection on key's wake channel, and on the ticket's turn
@@ -73,6 +75,16 @@ class RedisStore final : public Store {
   int m_replicas = 0;
   bool m_queue_forbidden = false;  // the ACL refused the queue's script once: no more tries
   double m_timeout_seconds = 2.0;
+  bool m_for_locks = false;                            // ConnectOptions::for_locks
+  std::function<void(const std::string&)> m_warn;      // ConnectOptions::warn
+  std::shared_ptr<bool> m_warned = std::make_shared<bool>(false);  // INFO refused: said once
+  util::Micros m_keep{0};    // keep_keys_for: 0 sets no expiry on the lock and holder keys
+  bool m_own_clock = false;  // decide_on_own_clock
+
+  // keep_keys_for's lifetime, and the counter's (at least k_fence_keep), as
+  // PEXPIRE arguments: whole milliseconds, rounded up; "0" for none.
+  std::string lock_keep_ms() const;
+  std::string counter_keep_ms() const;
 
   // Runs `commands` on the node that serves `key` (the URL's node if there is
   // no key or its slot is not known yet), following MOVED and ASK redirects.
@@ -80,6 +92,9 @@ class RedisStore final : public Store {
   // One command, routed by its key; an error reply becomes util::Error.
   redis::Reply run(const redis::Command& command);
   redis::Connection& node(const std::string& address);
+  // With ConnectOptions::for_locks, adds the INFO checks (redis/fitness.hpp)
+  // to a connection's setup.
+  void check_fitness(redis::Connection& connection);
 
   // Runs a lock write and, with --replicas, WAIT in the same round trip.
   // Returns the write's reply; `confirmed` says whether enough replicas had it.
