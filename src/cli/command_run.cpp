@@ -83,6 +83,7 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
 Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
+    ctx.renews_while_alive = !args->no_renew;
     const std::vector<std::string>& command = ctx.child_command;
     if (command.empty()) {
       throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");

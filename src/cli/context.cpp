@@ -94,6 +94,7 @@ std::pair<store::Url, store::ConnectOptions> Context::prepare(const std::string&
   }
   options.replicas = globals.replicas;
   options.for_locks = takes_locks;
+  options.renews_while_alive = renews_while_alive;
   options.warn = [this](const std::string& text) { out.note(text); };
   options.tls.cacert = globals.cacert;
   options.tls.cacertdir = globals.cacertdir;

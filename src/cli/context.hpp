@@ -43,6 +43,9 @@ class Context {
   // The command takes locks (lock, run-locked, renew): set before the backend
   // is opened, it refuses a Redis that may evict them (exit 78).
   bool takes_locks = false;
+  // The command keeps the locks it takes while it lives, renewing them
+  // (run-locked without --no-renew): see ConnectOptions::renews_while_alive.
+  bool renews_while_alive = false;
 
   // The backend, opened on first use so --help and usage errors touch nothing.
   // Throws usage (64) when several URLs were given: see quorum_servers().

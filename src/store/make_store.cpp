@@ -22,6 +22,7 @@ std::unique_ptr<Store> make_backend(const Url& url, const ConnectOptions& option
   FileStore::Options file_options;
   file_options.durable = url.durable;
   file_options.require_owner = url.is_default_store;
+  file_options.record_owner = options.renews_while_alive;
   return std::make_unique<FileStore>(url.path, file_options);
 }
 

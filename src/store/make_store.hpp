@@ -21,6 +21,10 @@ struct ConnectOptions {
   // The command takes locks (lock, run-locked, renew): Redis refuses a server
   // that may evict them, or too old for the lock scripts (util::ErrorKind::config).
   bool for_locks = false;
+  // This process renews the locks it takes for as long as it lives (run-locked):
+  // the embedded store records it as their owner, and a caller whose clock
+  // says such a lock expired does not take it while the owner runs.
+  bool renews_while_alive = false;
   // Where a warning for the user goes (stderr, unless -q).
   std::function<void(const std::string&)> warn;
 };

@@ -341,7 +341,7 @@ TEST_F(FileStoreTest, AnExplicitStoreHonoursTheUmaskAndTheParentsGroup) {
   EXPECT_EQ(mode_of(path + "/fence"), 0660u);
 }
 
-// Issue 28 finding 8: opening a store that is not there makes nothing; reads
+// Opening a store that is not there makes nothing; reads
 // find every key absent, and the first write makes it.
 TEST_F(FileStoreTest, OpeningAndReadingAMissingStoreCreatesNothing) {
   const std::string path = m_dir.path() + "/not/yet";
@@ -1048,7 +1048,9 @@ pid_t owner_process(const std::string& path, const std::string& key, const std::
     ::close(ready[0]);
     int status = 0;
     try {
-      FileStore store(path, {});
+      FileStore::Options options;
+      options.record_owner = true;  // as run-locked opens it
+      FileStore store(path, options);
       status = store.set_if_absent_fenced(key, value, "{" + key + "}:fence") ? 0 : 1;
       store.set("{" + key + "}:holder", "{\"acquired_at\":1,\"value\":\"" + value + "\"}");
     } catch (const std::exception& e) {
@@ -1077,7 +1079,7 @@ void reap(pid_t pid) {
   }
 }
 
-// Finding 1: one counter for the whole store, tokens at or above the clock in
+// One counter for the whole store, tokens at or above the clock in
 // microseconds, and none lower after the counter is deleted.
 TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
   FileStore store(store_path(), {});
@@ -1108,24 +1110,28 @@ TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
 // in the lock's record, while the lock is there.
 TEST_F(FileStoreTest, TheCounterBesideALockReadsAsItsToken) {
   FileStore store(store_path(), {});
-  for (const std::string key : {"k", "{tag}rest"}) {
-    const std::string counter = key == "k" ? "{k}:fence" : "{tag}rest:fence";
+  // The lock layer's names (lock/keys.hpp), with and without a hash tag, and
+  // for a key that holds a '}' but no tag.
+  for (const auto& [key, counter] : std::vector<std::pair<std::string, std::string>>{
+           {"k", "{k}:fence:k"}, {"{tag}rest", "{tag}:fence:{tag}rest"}, {"a}b", "}fence:a}b"}}) {
     const auto token = store.set_if_absent_fenced(key, "v", counter);
     ASSERT_TRUE(token.has_value());
-    EXPECT_EQ(store.get(counter), std::to_string(*token));
+    EXPECT_EQ(store.get(counter), std::to_string(*token)) << key;
     ASSERT_TRUE(store.compare_and_delete_fenced(key, "v", counter, *token));
-    EXPECT_EQ(store.get(counter), std::nullopt);
+    EXPECT_EQ(store.get(counter), std::nullopt) << key;
   }
-  // A key of that name (a format 1 store's counter) shows while no lock is there.
-  store.set("{k}:fence", "41");
-  EXPECT_EQ(store.get("{k}:fence"), "41");
-  const auto token = store.set_if_absent_fenced("k", "v", "{k}:fence");
-  EXPECT_EQ(store.get("{k}:fence"), std::to_string(*token));
+  // A key of that name (an older store's counter) shows while no lock is there.
+  store.set("{k}:fence:k", "41");
+  EXPECT_EQ(store.get("{k}:fence:k"), "41");
+  const auto token = store.set_if_absent_fenced("k", "v", "{k}:fence:k");
+  EXPECT_EQ(store.get("{k}:fence:k"), std::to_string(*token));
   store.set("x", "not a lock");
-  EXPECT_EQ(store.get("{x}:fence"), std::nullopt);
+  EXPECT_EQ(store.get("{x}:fence:x"), std::nullopt);
+  // Names of other shapes are plain keys.
+  EXPECT_EQ(store.get("{k}:fence"), std::nullopt);
 }
 
-// Finding 7: while the process that took (or renewed) a lock runs, a caller
+// While the process that took (or renewed) a lock runs, a caller
 // whose clock says it expired does not take it; once the owner is stopped or
 // gone, the timestamp decides as before.
 TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
@@ -1171,7 +1177,32 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
   EXPECT_EQ(swap.fence, std::nullopt);
 }
 
-// Finding 4: an owning step removes, from its stripe, the records of expired
+// A process that does not renew while it lives (lock, run-locked --no-renew)
+// is not recorded as the owner: its lock's timestamp alone decides.
+TEST_F(FileStoreTest, ALockTakenWithoutRecordingTheOwnerEndsAtItsTimestamp) {
+  create_store();
+  const std::int64_t now = util::whole_seconds(util::wall_now());
+  FileStore unrecorded(store_path(), {});
+  ASSERT_TRUE(unrecorded.set_if_absent_fenced("k", std::to_string(now + 5), "{k}:fence:k"));
+  // This very process lives on, but is not the lock's recorded owner.
+  const pid_t caller = ::fork();
+  if (caller == 0) {
+    int status = 0;
+    try {
+      FileStore store(store_path(), {});
+      status = store.get_and_set_fenced("k", "mine", "{k}:fence:k", now + 3600).fence ? 0 : 1;
+    } catch (const std::exception& e) {
+      child_failed(e);
+      status = 98;
+    }
+    ::_exit(status);
+  }
+  int status = -1;
+  ASSERT_EQ(::waitpid(caller, &status, 0), caller);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the lock was kept";
+}
+
+// An owning step removes, from its stripe, the records of expired
 // locks that nobody alive owns, and the details written beside them; never a
 // plain key, never a lock whose owner lives.
 TEST_F(FileStoreTest, AnOwningStepRemovesAbandonedExpiredLocksBesideIt) {
@@ -1203,7 +1234,7 @@ TEST_F(FileStoreTest, AnOwningStepRemovesAbandonedExpiredLocksBesideIt) {
   reap(live);
 }
 
-// Finding 4: a FIFO of a waiter that died goes when a release meets it, even
+// A FIFO of a waiter that died goes when a release meets it, even
 // after its place in line lapsed; FIFOs take the store's bits, not the umask's.
 TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);

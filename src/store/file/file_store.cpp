@@ -362,11 +362,6 @@ const std::string* value_of(const Entry* entry) {
   return entry == nullptr ? nullptr : &entry->value;
 }
 
-// An owning step's or a renewal's owner, this process (if /proc says who it is).
-std::optional<record::Owner> owner_for(bool owned) {
-  return owned ? owner::self() : std::nullopt;
-}
-
 // True if `entry` is a lock that this host's clock may call expired but whose
 // owner still runs: a live run-locked renews it, and only its timestamp is
 // behind (a clock step, a caller's skewed clock). Liveness only keeps a lock.
@@ -424,7 +419,7 @@ bool FileStore::apply(std::vector<Entry>& entries, std::string_view key, const C
         entry->owner.reset();
       }
       if (change.owned && entry->fence) {
-        entry->owner = owner_for(true);
+        entry->owner = owner::self();  // none if /proc cannot say who we are
       }
       return true;
     }
@@ -589,40 +584,78 @@ std::optional<std::string> FileStore::get(std::string_view key) {
   // "taken over" from "expired") is no key here: it answers with the token in
   // the lock's record while the lock is there, as Redis's counter would (and
   // before a format 1 store's own counter key of that name, which is stale).
-  // The names are lock::fence_key's: "{KEY}:fence", or "KEY:fence" for a KEY
-  // with a hash tag.
+  // The names are lock::fence_key's (token_of_counter).
   if (const auto token = token_of_counter(key)) {
     return std::to_string(*token);
   }
   return get_entry_value(key);
 }
 
+namespace {
+
+// The lock whose counter the lock layer names `counter` (lock/keys.hpp):
+// "{TAG}:fence:KEY", or "}fence:KEY" for a key that holds a '}' but no tag.
+std::optional<std::string_view> lock_of_counter(std::string_view counter) {
+  constexpr std::string_view k_infix = "fence:";
+  if (counter.starts_with('{')) {
+    const auto close = counter.find('}');
+    if (close == std::string_view::npos || close < 2 ||
+        !counter.substr(close + 1).starts_with(":") ||
+        !counter.substr(close + 2).starts_with(k_infix)) {
+      return std::nullopt;
+    }
+    return counter.substr(close + 2 + k_infix.size());
+  }
+  if (counter.starts_with("}") && counter.substr(1).starts_with(k_infix)) {
+    return counter.substr(1 + k_infix.size());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::int64_t> FileStore::token_of_counter(std::string_view counter) {
-  constexpr std::string_view k_suffix = ":fence";
-  if (!counter.ends_with(k_suffix)) {
+  const auto lock_key = lock_of_counter(counter);
+  if (!lock_key) {
     return std::nullopt;
   }
-  const std::string_view stem = counter.substr(0, counter.size() - k_suffix.size());
-  std::vector<std::string_view> candidates{stem};
-  if (stem.size() > 2 && stem.front() == '{' && stem.back() == '}') {
-    candidates.push_back(stem.substr(1, stem.size() - 2));
+  const Stripe stripe = open_stripe(*lock_key, false);
+  if (!stripe.fd) {
+    return std::nullopt;
   }
-  for (const auto lock_key : candidates) {
-    const Stripe stripe = open_stripe(lock_key, false);
-    if (!stripe.fd) {
-      continue;
-    }
-    const auto bytes = read_record(stripe.fd.get(), stripe.bucket.name, stripe.record_path);
-    if (!bytes) {
-      continue;
-    }
-    for (const auto& entry : record::parse(*bytes, stripe.bucket.name, stripe.record_path)) {
-      if (entry.key == lock_key && entry.fence && !entry.until) {
-        return entry.fence;
-      }
+  const auto bytes = read_record(stripe.fd.get(), stripe.bucket.name, stripe.record_path);
+  if (!bytes) {
+    return std::nullopt;
+  }
+  for (const auto& entry : record::parse(*bytes, stripe.bucket.name, stripe.record_path)) {
+    if (entry.key == *lock_key && entry.fence && !entry.until) {
+      return entry.fence;
     }
   }
   return std::nullopt;
+}
+
+bool FileStore::raise_token(std::string_view lock_key, std::string_view expected,
+                            std::string_view raised) {
+  const auto from = parse_fence(expected);
+  const auto to = parse_fence(raised);
+  if (!from || !to || *to < *from) {
+    return false;
+  }
+  bool done = false;
+  mutate(lock_key, false, [&](const Entry* current) {
+    if (current == nullptr || current->fence != from || current->until) {
+      return Change{};
+    }
+    // The store's counter goes up to it too: later tokens are above it.
+    (void)issue_fence(*to);
+    Change change{Change::Kind::put, current->value};
+    change.fence = to;
+    change.owned = m_options.record_owner;
+    done = true;
+    return change;
+  });
+  return done;
 }
 
 std::optional<std::string> FileStore::get_and_set(std::string_view key, std::string_view value) {
@@ -655,7 +688,7 @@ FileStore::Change FileStore::tagged_put(std::string_view value) {
     if (until && value.find("\"value\":\"" + it->first + "\"") != std::string_view::npos) {
       change.fence = it->second;
       change.until = until;
-      change.owned = true;
+      change.owned = m_options.record_owner;
       break;
     }
   }
@@ -689,6 +722,12 @@ bool FileStore::compare_and_delete(std::string_view key, std::string_view expect
 
 bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
                                 std::string_view value) {
+  // A quorum raises its lock's token on every server to the quorum's
+  // (Lock::raise_fence) by compare-and-set of the counter the lock layer names:
+  // here that is the token in the lock's own entry.
+  if (const auto lock_key = lock_of_counter(key)) {
+    return raise_token(*lock_key, expected, value);
+  }
   bool replaced = false;
   Change change = tagged_put(value);
   // By value, as the page's clients renew: the same acquisition goes on, so
@@ -719,7 +758,7 @@ std::optional<std::int64_t> FileStore::set_if_absent_fenced(std::string_view key
     fence = issue_fence(0);
     Change change{Change::Kind::put, value};
     change.fence = fence;
-    change.owned = true;
+    change.owned = m_options.record_owner;
     return change;
   });
   if (fence) {
@@ -751,7 +790,7 @@ Store::FencedSwap FileStore::get_and_set_fenced(std::string_view key, std::strin
       const std::int64_t previous = current != nullptr && current->fence ? *current->fence : 0;
       swap.fence = issue_fence(previous + 1);
       change.fence = swap.fence;
-      change.owned = true;
+      change.owned = m_options.record_owner;
     }
     return change;
   });
@@ -772,7 +811,7 @@ bool FileStore::compare_and_set_fenced(std::string_view key, std::string_view ex
     // it is again, so a lock taken before the owner was known is kept too.
     Change change{Change::Kind::put, value};
     change.keep_meta = true;
-    change.owned = true;
+    change.owned = m_options.record_owner;
     return replaced ? change : Change{};
   });
   if (replaced) {

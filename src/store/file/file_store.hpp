@@ -25,6 +25,11 @@ class FileStore final : public Store {
     bool create = true;
     bool durable = false;        // fsync records and directories (power-loss durability)
     bool require_owner = false;  // refuse a directory owned by another user (default store)
+    // Record this process as the owner of the locks it takes and renews: it
+    // renews them while it lives (run-locked), so its liveness keeps them
+    // held against a caller's clock. Without it (lock, --no-renew), only the
+    // timestamp decides.
+    bool record_owner = false;
   };
 
   // Opens (or creates) the store at `path`, an absolute directory path.
@@ -100,6 +105,10 @@ class FileStore final : public Store {
   std::optional<std::string> get_entry_value(std::string_view key);
   // The token of the lock whose per-lock counter (as Redis names it) is `counter`.
   std::optional<std::int64_t> token_of_counter(std::string_view counter);
+  // Moves the token of the lock `lock_key` from `expected` to `raised` (not
+  // lower), and the store's counter up to it; false if the lock's token is not
+  // `expected` (another acquisition came first).
+  bool raise_token(std::string_view lock_key, std::string_view expected, std::string_view raised);
   // Opens the store directory (with `create`, makes it). False if it does not exist.
   bool open_root(bool create);
   void check_marker();
