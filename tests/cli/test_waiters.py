@@ -11,7 +11,7 @@ import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase, wait_for
+from harness import BIN, NxlockTestCase, die_with_parent, wait_for
 
 KEY = "job"
 QUEUE = "{job}:queue:job"
@@ -39,12 +39,22 @@ class WaitersQueue(NxlockTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.decode().strip()
 
-    def start_waiter(self, backend, name, *options):
-        """A queued `run-locked` that appends `name` to the grants file when it gets the lock."""
+    def start_waiter(self, backend, name, *options, clock=None):
+        """A queued `run-locked` that appends `name` to the grants file when it gets the lock;
+        with `clock` ('-2h'), its wall clock is that far off (libfaketime)."""
         grants = os.path.join(self.tmp, "grants")
         before = self.queued(backend)
-        p = self.popen(*backend.args(), "run-locked", "-t", "60", *options, KEY, "sh", "-c",
-                       'echo "$0" >> "$1"', name, grants, stderr=subprocess.PIPE)
+        args = [*backend.args(), "run-locked", "-t", "60", *options, KEY, "sh", "-c",
+                'echo "$0" >> "$1"', name, grants]
+        if clock is None:
+            p = self.popen(*args, stderr=subprocess.PIPE)
+        else:
+            # Under AddressSanitizer libfaketime is preloaded ahead of its runtime.
+            asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"),
+                                          "verify_asan_link_order=0"]))
+            env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1", ASAN_OPTIONS=asan)
+            p = subprocess.Popen(["faketime", "-f", clock, BIN, *args], env=env,
+                                 stderr=subprocess.PIPE, preexec_fn=die_with_parent)
         self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
         wait_for(lambda: self.queued(backend) > before or p.poll() is not None, 20)
         self.assertIsNone(p.poll(), "waiter %s ended before it queued" % name)
@@ -91,6 +101,23 @@ class WaitersQueue(NxlockTestCase):
                     self.assertEqual(w.returncode, 0, err)
                 self.assertLess(time.monotonic() - started, STALL_BOUND)
                 self.assertEqual(self.grants(), ["second", "third"])
+
+    def test_a_waiter_whose_clock_is_behind_keeps_its_place(self):
+        # A waiter's lease must be read on a clock that every process of the host
+        # shares: on its own wall clock, two hours behind, it renewed its lease
+        # into the others' past, and lost its place at each of their looks.
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                self.setUp_grants()
+                value = self.hold(backend)
+                behind = self.start_waiter(backend, "behind", "-w", "60", clock="-2h")
+                time.sleep(1.5)  # past a lease: one on the wall clock would have lapsed
+                other = self.start_waiter(backend, "other", "-w", "60")
+                self.release(backend, value)
+                for w in (behind, other):
+                    _, err = w.communicate(timeout=60)
+                    self.assertEqual(w.returncode, 0, err)
+                self.assertEqual(self.grants(), ["behind", "other"])
 
     def test_a_waiter_that_gives_up_leaves_the_queue(self):
         for backend in self.backends():

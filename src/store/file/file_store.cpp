@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,13 +52,34 @@ constexpr const char* k_wait_name = "wait";
 
 struct QueuedWaiter {
   std::string ticket;
-  std::int64_t arrival = 0;      // microseconds
-  std::int64_t lease_until = 0;  // microseconds
+  std::int64_t arrival = 0;      // queue_now() microseconds
+  std::int64_t lease_until = 0;  // queue_now() microseconds
 };
+
+// The clock of the queue's arrivals and leases: CLOCK_BOOTTIME, one clock for
+// every process of this boot, which no clock step, NTP slew or faked wall
+// clock moves. On the wall clock, a waiter whose clock ran behind renewed its
+// lease into the others' past and lost its place at every look.
+std::int64_t queue_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return std::int64_t{ts.tv_sec} * 1'000'000 + ts.tv_nsec / 1'000;
+}
+
+// A line's boot: its times mean nothing on another boot. Dashes go, so the
+// line stays four words.
+std::string queue_boot() {
+  std::string boot = owner::this_boot();
+  std::erase(boot, '-');
+  return boot.empty() ? "-" : boot;
+}
 
 // A queue entry's waiters; lines that do not parse are left out (and so
 // dropped by the next write): the queue is advice, the lock does not depend on it.
+// A line of another boot, or of an older nxlock (three words, wall-clock
+// times), has lapsed: its waiter, if it still waits, joins again at its next look.
 std::vector<QueuedWaiter> parse_queue(const std::string* text) {
+  static const std::string this_boot = queue_boot();
   std::vector<QueuedWaiter> waiters;
   if (text == nullptr) {
     return waiters;
@@ -73,18 +95,21 @@ std::vector<QueuedWaiter> parse_queue(const std::string* text) {
     char ticket[64] = {};
     long long arrival = 0;
     long long lease = 0;
-    if (std::sscanf(line.c_str(), "%63s %lld %lld", ticket, &arrival, &lease) == 3 &&
-        ticket[0] == 'q') {
-      waiters.push_back({ticket, arrival, lease});
+    char boot[64] = {};
+    const int words = std::sscanf(line.c_str(), "%63s %lld %lld %63s", ticket, &arrival, &lease, boot);
+    if (words >= 3 && ticket[0] == 'q') {
+      waiters.push_back({ticket, arrival, words == 4 && this_boot == boot ? lease : 0});
     }
   }
   return waiters;
 }
 
 std::string encode_queue(const std::vector<QueuedWaiter>& waiters) {
+  static const std::string this_boot = queue_boot();
   std::string text;
   for (const auto& w : waiters) {
-    text += w.ticket + " " + std::to_string(w.arrival) + " " + std::to_string(w.lease_until) + "\n";
+    text += w.ticket + " " + std::to_string(w.arrival) + " " + std::to_string(w.lease_until) + " " +
+            this_boot + "\n";
   }
   return text;
 }
@@ -933,7 +958,7 @@ void FileStore::wake_first(std::string_view queue) {
   if (!text || wait_dir(false) < 0) {
     return;
   }
-  const std::int64_t now = util::wall_now().count();
+  const std::int64_t now = queue_now();
   std::vector<std::string> dead;
   // In arrival order: waiters that died (their FIFO open by nobody) are dropped
   // with their FIFOs, lapsed ones that live are passed over (their next look
@@ -985,7 +1010,7 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   // holder's record, once the job runs; the rewrite of the line is then not
   // between the lock and the job. Its release is a write, so the line is
   // left before the release wakes the next.
-  const std::int64_t now = util::wall_now().count();
+  const std::int64_t now = queue_now();
   QueuedSet result;
   // A free lock with nobody in line before us (the common case: no contention)
   // is tried at once, with no write to the queue.

@@ -96,9 +96,13 @@ const std::optional<record::Owner>& self() {
   return me;
 }
 
+const std::string& this_boot() {
+  static const std::string boot = boot_id();
+  return boot;
+}
+
 bool alive(const record::Owner& owner) {
-  static const std::string this_boot = boot_id();
-  if (this_boot.empty() || owner.boot != this_boot || owner.pid <= 0) {
+  if (this_boot().empty() || owner.boot != this_boot() || owner.pid <= 0) {
     return false;
   }
   const auto stat = read_stat(owner.pid);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "store/file/record.hpp"
 
@@ -11,6 +12,10 @@ namespace nxlock::store::owner {
 // This process, as a lock's owner; nullopt where /proc does not say (then
 // nothing is recorded, and the lock's timestamp alone decides, as before).
 const std::optional<record::Owner>& self();
+
+// This boot's id (/proc/sys/kernel/random/boot_id), read once; empty where
+// /proc does not say.
+const std::string& this_boot();
 
 // True if `owner` is running now on this boot: the same pid, started at the
 // same tick, and not stopped (a stopped or traced holder renews nothing: its
