@@ -455,7 +455,11 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
   }
   m_socket = std::move(socket);
 
-  if (m_setup.empty() && m_checks.empty() && !check_role) {
+  m_checks_pending = false;
+  if (m_setup.empty() && !check_role) {
+    // Nothing to ride with: the checks go with the first exchange (exchange()),
+    // not in a round trip of their own at every connect.
+    m_checks_pending = !m_checks.empty();
     return "";
   }
   // AUTH, SELECT (or SUBSCRIBE), ROLE in one round trip: start-up time is most
@@ -661,10 +665,42 @@ std::vector<Reply> Connection::exchange(const std::vector<Command>& commands) {
     throw Error(ErrorKind::unavailable, m_endpoint.name, deadline.passed());
   }
   m_socket->fresh = false;
-  auto replies = run(commands, deadline, false);
+  auto replies = m_checks_pending ? run_checked(commands, deadline) : run(commands, deadline, false);
   if (m_endpoint.locator) {
     note_demotion(commands, replies);
   }
+  return replies;
+}
+
+std::vector<Reply> Connection::run_checked(const std::vector<Command>& commands,
+                                           const Deadline& deadline) {
+  // A write must not reach a server the checks would refuse: only reads ride
+  // along with them.
+  const bool reads_only = std::all_of(commands.begin(), commands.end(), [](const Command& c) {
+    return !c.args.empty() && (c.args.front() == "TIME" || c.args.front() == "GET");
+  });
+  std::vector<Command> pipeline;
+  for (const auto& [args, check] : m_checks) {
+    pipeline.push_back({{args.begin(), args.end()}, {}});
+  }
+  const std::size_t checks = pipeline.size();
+  if (reads_only) {
+    pipeline.insert(pipeline.end(), commands.begin(), commands.end());
+  }
+  auto replies = run(pipeline, deadline, false);
+  try {
+    for (std::size_t i = 0; i < checks; ++i) {
+      m_checks[i].second(*replies[i]);
+    }
+  } catch (...) {
+    close();
+    throw;
+  }
+  m_checks_pending = false;
+  if (!reads_only) {
+    return run(commands, deadline, false);
+  }
+  replies.erase(replies.begin(), replies.begin() + static_cast<std::ptrdiff_t>(checks));
   return replies;
 }
 

@@ -87,7 +87,9 @@ class Connection {
 
   // Also runs `command` in the setup's round trip after every connect, and
   // hands its reply, an error reply included (an ACL may refuse INFO), to
-  // `check`, which may throw: the connect then fails with that error.
+  // `check`, which may throw: the connect then fails with that error. With no
+  // setup to ride with, the checks go with the first exchange instead, when it
+  // only reads (TIME, GET), or in a round trip of their own just before a write.
   using SetupCheck = std::function<void(const redisReply&)>;
   void add_setup_check(std::vector<std::string> command, SetupCheck check) {
     m_checks.emplace_back(std::move(command), std::move(check));
@@ -150,6 +152,11 @@ class Connection {
   Endpoint m_endpoint;
   std::vector<std::vector<std::string>> m_setup;
   std::vector<std::pair<std::vector<std::string>, SetupCheck>> m_checks;
+  // The checks of this connection have not run yet (see add_setup_check).
+  bool m_checks_pending = false;
+  // Runs the checks ahead of `commands` in one round trip; their replies are
+  // checked (closing the connection if one throws), the others returned.
+  std::vector<Reply> run_checked(const std::vector<Command>& commands, const Deadline& deadline);
   std::optional<util::Micros> m_cap;
   std::unique_ptr<Socket> m_socket;
   // With a locator: where the connected master is, the cap under which it was
