@@ -78,10 +78,9 @@ class RestartableRedis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class PartitionProxy:
-    """Forwards 127.0.0.1:port to a server until partition() is called; from then on
-    it holds every byte in both directions and forwards nothing (new connections are
-    accepted and left silent), as a network partition looks to a client."""
+class ForwardingProxy:
+    """Forwards 127.0.0.1:port to a server, byte for byte; a subclass decides what
+    passes (accepting(), forward()) to make the fault it stands for."""
 
     def __init__(self, target_port):
         self.target_port = target_port
@@ -89,7 +88,6 @@ class PartitionProxy:
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
-        self.cut = threading.Event()
         self.closed = threading.Event()
         self.sockets = [self.listener]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -98,8 +96,13 @@ class PartitionProxy:
     def url(self):
         return "redis://127.0.0.1:%d" % self.port
 
-    def partition(self):
-        self.cut.set()
+    def accepting(self):
+        """False: a new connection is accepted and left silent."""
+        return True
+
+    def forward(self, data, from_client):
+        """False: `data` is swallowed. May also hold it back for a while."""
+        return True
 
     def _accept(self):
         while not self.closed.is_set():
@@ -108,18 +111,19 @@ class PartitionProxy:
             except OSError:
                 return
             self.sockets.append(client)
-            if self.cut.is_set():
-                continue  # accepted, never answered
+            if not self.accepting():
+                continue
             try:
                 server = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
             except OSError:
                 client.close()
                 continue
+            server.settimeout(None)
             self.sockets.append(server)
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, from_client in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pipe, args=(a, b, from_client), daemon=True).start()
 
-    def _pipe(self, source, sink):
+    def _pipe(self, source, sink, from_client):
         while not self.closed.is_set():
             try:
                 data = source.recv(65536)
@@ -127,8 +131,8 @@ class PartitionProxy:
                 return
             if not data:
                 return
-            if self.cut.is_set():
-                continue  # swallowed: the partition drops traffic silently
+            if not self.forward(data, from_client):
+                continue
             try:
                 sink.sendall(data)
             except OSError:
@@ -142,3 +146,39 @@ class PartitionProxy:
             except OSError:
                 pass
             s.close()
+
+
+class PartitionProxy(ForwardingProxy):
+    """Forwards until partition() is called; from then on it holds every byte in both
+    directions and forwards nothing (new connections are accepted and left silent),
+    as a network partition looks to a client."""
+
+    def __init__(self, target_port):
+        self.cut = threading.Event()
+        super().__init__(target_port)
+
+    def partition(self):
+        self.cut.set()
+
+    def accepting(self):
+        return not self.cut.is_set()
+
+    def forward(self, data, from_client):
+        return not self.cut.is_set()  # swallowed: the partition drops traffic silently
+
+
+class DelayedTimeProxy(ForwardingProxy):
+    """Holds the first TIME command back for `delay` seconds before passing it on, as
+    dropped packets and a TCP retransmit would: the server then reads its clock at
+    the end of the client's exchange, not in its middle."""
+
+    def __init__(self, target_port, delay):
+        self.delay = delay
+        self.delayed = False
+        super().__init__(target_port)
+
+    def forward(self, data, from_client):
+        if from_client and not self.delayed and b"$4\r\nTIME\r\n" in data:
+            self.delayed = True
+            time.sleep(self.delay)
+        return True

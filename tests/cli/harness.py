@@ -67,6 +67,20 @@ def trace_shows_release(path, key):
                      rb" \S+( if \S+ = \d+)? \xe2\x86\x92 1", trace) is not None
 
 
+def side_key(key, suffix):
+    """A key beside a lock ("fence", "holder", "queue"), as nxlock names it
+    (lock/keys.hpp): "{TAG}:SUFFIX:KEY", TAG the key's hash tag or the key itself."""
+    tag = key
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            tag = key[start + 1:end]
+    if "}" in tag:
+        return "}" + suffix + ":" + key
+    return "{" + tag + "}:" + suffix + ":" + key
+
+
 def alive(pid):
     """True if process `pid` runs; a zombie counts as dead."""
     try:

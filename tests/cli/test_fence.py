@@ -8,7 +8,8 @@ import subprocess
 import time
 
 from faults import RestartableRedis
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, read, wait_for
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, read, side_key,
+                     wait_for)
 from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
 
 # Each process's clock starts at this instant (libfaketime's "@"): two processes
@@ -18,16 +19,8 @@ FAKE_START = "@2030-01-01 00:00:00"
 
 
 def fence_key(key):
-    """The counter's key, as nxlock names it (lock/keys.hpp): "{TAG}:fence:KEY"."""
-    tag = key
-    start = key.find("{")
-    if start >= 0:
-        end = key.find("}", start + 1)
-        if end > start + 1:
-            tag = key[start + 1:end]
-    if "}" in tag:
-        return "}fence:" + key
-    return "{" + tag + "}:fence:" + key
+    """The counter's key, as nxlock names it (lock/keys.hpp)."""
+    return side_key(key, "fence")
 
 
 class FenceTestCase(NxlockTestCase):

@@ -5,26 +5,12 @@ ran ahead of the server (9)."""
 import json
 import os
 import signal
-import socket
 import subprocess
-import threading
 import time
 
-from faults import RestartableRedis
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, die_with_parent, wait_for
-
-
-def side_key(key, suffix):
-    """A key beside a lock, as nxlock names it (lock/keys.hpp)."""
-    tag = key
-    start = key.find("{")
-    if start >= 0:
-        end = key.find("}", start + 1)
-        if end > start + 1:
-            tag = key[start + 1:end]
-    if "}" in tag:
-        return "}" + suffix + ":" + key
-    return "{" + tag + "}:" + suffix + ":" + key
+from faults import DelayedTimeProxy, RestartableRedis
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, die_with_parent, side_key,
+                     wait_for)
 
 
 class RedisSafetyCase(NxlockTestCase):
@@ -209,65 +195,6 @@ class TestEvictingServers(RedisSafetyCase):
         r = self.nx("-u", url, "-q", "renew", "acl", value)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr, b"")
-
-
-class DelayedTimeProxy:
-    """Forwards 127.0.0.1:port to a server, but holds the first TIME command back for
-    `delay` seconds before passing it on, as dropped packets and a TCP retransmit
-    would (issue 28 finding 9): the server reads its clock at the end of the client's
-    exchange, not in its middle."""
-
-    def __init__(self, target_port, delay):
-        self.target_port = target_port
-        self.delay = delay
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self.delayed = False
-        self.closed = threading.Event()
-        self.sockets = [self.listener]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self):
-        return "redis://127.0.0.1:%d" % self.port
-
-    def _accept(self):
-        while not self.closed.is_set():
-            try:
-                client, _ = self.listener.accept()
-                server = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
-            except OSError:
-                return
-            server.settimeout(None)
-            self.sockets += [client, server]
-            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
-
-    def _pipe(self, source, sink, from_client):
-        while not self.closed.is_set():
-            try:
-                data = source.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            if from_client and not self.delayed and b"$4\r\nTIME\r\n" in data:
-                self.delayed = True
-                time.sleep(self.delay)
-            try:
-                sink.sendall(data)
-            except OSError:
-                return
-
-    def close(self):
-        self.closed.set()
-        for s in self.sockets:
-            try:
-                s.close()
-            except OSError:
-                pass
 
 
 class TestSlowTimeReply(RedisSafetyCase):
