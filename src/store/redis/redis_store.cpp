@@ -141,15 +141,17 @@ constexpr std::string_view k_compare_and_set_fenced_script =
     "redis.call('SET', KEYS[1], ARGV[2]) keep(KEYS[1], ARGV[4]) "
     "if not c then redis.call('SET', KEYS[2], ARGV[3]) end "
     "redis.call('PEXPIRE', KEYS[2], ARGV[5]) return 1";
-// KEYS: lock, counter. ARGV: expected, token, channel, counter keep.
-constexpr std::string_view k_compare_and_delete_fenced_script =
+// KEYS: lock, counter. ARGV: expected, token, channel, counter keep. The
+// delete, without its wake-up: the queued release wakes differently.
+constexpr std::string_view k_fenced_delete =
     "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
     "local c = redis.call('GET', KEYS[2]) "
     "if c and c ~= ARGV[2] then return 0 end "
     "redis.call('DEL', KEYS[1]) "
     "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "
-    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) "
-    "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
+    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) ";
+const std::string k_compare_and_delete_fenced_script =
+    std::string(k_fenced_delete) + "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
 
 // The waiters' queue (Store's "waiters' queue"): two sorted sets in the lock
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
@@ -205,13 +207,7 @@ const std::string k_set_if_absent_queued_script =
 // first live waiter alone; with none queued, '1' on the key's channel wakes
 // every watcher (waiters of older versions, which are not queued).
 const std::string k_compare_and_delete_queued_script =
-    std::string(k_queue_prelude) +
-    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
-    "local c = redis.call('GET', KEYS[2]) "
-    "if c and c ~= ARGV[2] then return 0 end "
-    "redis.call('DEL', KEYS[1]) "
-    "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "
-    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) "
+    std::string(k_queue_prelude) + std::string(k_fenced_delete) +
     "local h = head(KEYS[3], KEYS[4]) "
     "if h then turn(h) else redis.pcall('PUBLISH', ARGV[3], '1') end return 1";
 // KEYS: lock, queue, lease. ARGV: ticket. Leaving while the lock is
