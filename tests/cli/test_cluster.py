@@ -286,10 +286,12 @@ class TestSlotMigration(ClusterTestCase):
         slot = key_slot(key)
         url = self.cluster.url(source)  # the seed is the node the slot leaves
         err_path = os.path.join(self.tmp, "job.err")
+        done_path = os.path.join(self.tmp, "done")
         with open(err_path, "wb") as err:
-            # ttl 2: a renewal about every second, each with a new value.
-            job = self.popen("-u", url, "-v", "run-locked", "-t", "2", key, "sleep", "8",
-                             stderr=err)
+            # ttl 2: a renewal about every second, each with a new value. The job
+            # runs until the test is done with it, however slow the machine.
+            job = self.popen("-u", url, "-v", "run-locked", "-t", "2", key, "sh", "-c",
+                             'while [ ! -e "$0" ]; do sleep 0.1; done', done_path, stderr=err)
 
         def value_on_target():
             # ASKING first, on the same connection: mid-migration the target
@@ -327,6 +329,7 @@ class TestSlotMigration(ClusterTestCase):
             for seed in (source, target):  # a taker through either node: busy
                 r = self.nx("-u", self.cluster.url(seed), "lock", "-n", key)
                 self.assertEqual(r.returncode, 75, r.stderr)
+            open(done_path, "w").close()
             job.wait(timeout=30)
         finally:
             if job.poll() is None:
