@@ -182,14 +182,15 @@ class RunLocked(NxlockTestCase):
                 u = backend.args()
                 trace = os.path.join(self.tmp, "job-%s.err" % backend.name)
                 with open(trace, "wb") as err:
-                    p = self.popen(*u, "-v", "run-locked", "-t", "1", "job", "sleep", "4.5",
+                    p = self.popen(*u, "-v", "run-locked", "-t", "1", "job", "sleep", "6.5",
                                    stderr=err)
                 self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
                 # Held past twice the ttl: refused by a try that began 2.5 s after
                 # the job was seen holding (a slow machine makes tries few, not late).
                 latest_refusal = None
                 start = time.monotonic()
-                while p.poll() is None and time.monotonic() - start < 4:
+                # Room for a try after 2.5 s even when each takes a second (ASan, load).
+                while p.poll() is None and time.monotonic() - start < 6:
                     began = time.monotonic() - start
                     r = self.nx(*u, "--json", "lock", "-n", "job")
                     if r.returncode == 0:
@@ -221,7 +222,8 @@ class RunLocked(NxlockTestCase):
             u = backend.args()
             trace = os.path.join(self.tmp, "job-%s.err" % backend.name)
             with open(trace, "wb") as err:
-                p = self.popen(*u, "-v", "run-locked", "-t", str(ttl), "job", "sleep", "7",
+                # Longer than the polls need: under ASan and load a poll takes a second.
+                p = self.popen(*u, "-v", "run-locked", "-t", str(ttl), "job", "sleep", "9",
                                stderr=err)
             try:
                 if not wait_for(lambda: self.nx(*u, "status", "job").returncode == 0):
