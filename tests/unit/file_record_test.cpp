@@ -136,6 +136,19 @@ TEST(FileRecord, BadMetadataIsRefused) {
   }
 }
 
+// encode() marks a record 2 only for a fenced entry; a record 2 with none is
+// one it never writes, and reading it as valid would break the round trip.
+TEST(FileRecord, AVersion2RecordWithoutAFencedEntryIsRefused) {
+  const std::string name = bucket_file_name("k");
+  std::string bytes = encode({{"k", "v", 7}});
+  const auto at = bytes.find("fence=7");
+  ASSERT_NE(at, std::string::npos);
+  bytes.erase(at, 7);
+  put_u32(bytes, at - 4, 0);
+  EXPECT_NE(refusal(with_crc(bytes), name).find("version 2 without a fenced entry"),
+            std::string::npos);
+}
+
 TEST(FileRecord, EveryFlippedBitIsRefused) {
   const std::string name = bucket_file_name("k");
   for (std::size_t at = 0; at < k_documented_kv.size(); ++at) {

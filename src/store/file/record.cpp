@@ -240,6 +240,12 @@ std::vector<Entry> parse(std::string_view bytes, const std::string& name, const 
   if (at != body.size()) {
     corrupt(path, "trailing bytes");
   }
+  // The writer marks a record 2 only for a fenced entry: what it would never
+  // write is not read as valid either.
+  if (version == k_fenced_version &&
+      std::none_of(entries.begin(), entries.end(), [](const Entry& e) { return e.fence; })) {
+    corrupt(path, "version 2 without a fenced entry");
+  }
   return entries;
 }
 
