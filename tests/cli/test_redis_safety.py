@@ -128,7 +128,9 @@ class TestNothingPilesUp(RedisSafetyCase):
         url = self.redis.url + "/4"
         self.lock_json(url, "abandoned", "-t", "5")
         job = self.popen("-u", url, "run-locked", "-t", "5", "killed", "sleep", "30")
-        self.assertTrue(wait_for(lambda: self.cli("-n", "4", "EXISTS", "killed") == "1"))
+        # The holder record follows the lock: killed before it, there is none to see.
+        self.assertTrue(wait_for(
+            lambda: self.cli("-n", "4", "EXISTS", side_key("killed", "holder")) == "1"))
         job.send_signal(signal.SIGKILL)  # nxlock alone: its watchdog stops the job
         job.wait(timeout=COMMAND_TIMEOUT)
         keys = self.cli("-n", "4", "--scan").split()

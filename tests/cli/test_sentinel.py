@@ -250,6 +250,13 @@ class TestReplicas(SharedSentinelTestCase):
         # second or so) runs a 4 s job: renewals fail, are retried, and succeed
         # once it is back, before the lock could expire.
         replica = self.deployment.replica.process
+        # In step with the master first (still in its first sync, or stopped by an
+        # earlier test): the acquisition itself must be confirmed within --timeout.
+        # A write, so that WAIT counts a replica that has it, not merely one connected.
+        master_port = self.deployment.master.port
+        wait_for(lambda: cli(master_port, "INCR", "in-step-probe") and
+                 cli(master_port, "WAIT", "1", "200").strip() == "1", 20, "the replica in step")
+        cli(master_port, "DEL", "in-step-probe")
         job_err = os.path.join(self.tmp, "job.err")
         with open(job_err, "wb") as err:
             job = self.popen("-u", self.url, "--replicas", "1", "--timeout", "0.5", "-v",
