@@ -68,8 +68,12 @@ def check(records):
             if s["fence"] is None:
                 violation(s, "%s: %s (pid %d) ran without a token" % (lock, s["client"], s["pid"]))
                 continue
+            # Successive holders: the later one started after the earlier ended. Of
+            # two that overlap (data loss), the one whose job started first may have
+            # taken the lock second, after a slower job start: there the overlap
+            # rule below, not the order of their tokens, is what fencing promises.
             if before is not None and before["fence"] is not None and \
-                    s["fence"] <= before["fence"]:
+                    s["start"] > before["end"] and s["fence"] <= before["fence"]:
                 violation(s, "%s: token went from %d (%s, pid %d) to %d (%s, pid %d)"
                           % (lock, before["fence"], before["client"], before["pid"], s["fence"],
                              s["client"], s["pid"]))

@@ -56,6 +56,17 @@ class CheckerTest(unittest.TestCase):
                                section(4, "A", 3, [(3.5, False)], 4.0))
         self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 3))
 
+    def test_overlapping_holders_whose_tokens_run_backwards_are_fenced_by_the_resource(self):
+        # A restart lost B's lock: A took it after B (a higher token) but A's job
+        # started first. B's writes after A's are refused: fencing held.
+        counts = checker.check(section(1, "A", 9, [(0, True), (1.0, True)], 2.0) +
+                               section(2, "B", 5, [(0.5, False), (1.5, False)], 2.5))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (1, 0))
+        # Both accepted inside the overlap: a violation, whatever the order.
+        counts = checker.check(section(1, "A", 9, [(0, True), (1.0, True)], 2.0) +
+                               section(2, "B", 5, [(0.5, True), (1.5, True)], 2.5))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (1, 1))
+
     def test_a_killed_job_ends_at_its_last_write(self):
         killed = section(1, "A", 1, [(0, True), (1.0, True)], None)
         self.assertEqual(checker.check(killed + section(2, "B", 2, [(1.05, True)], 2))["overlaps"],
