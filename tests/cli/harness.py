@@ -81,6 +81,15 @@ def side_key(key, suffix):
     return "{" + tag + "}:" + suffix + ":" + key
 
 
+def files_under(root):
+    """Every non-directory entry under `root`, as paths relative to it."""
+    found = set()
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            found.add(os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
 def alive(pid):
     """True if process `pid` runs; a zombie counts as dead."""
     try:

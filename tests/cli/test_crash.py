@@ -7,7 +7,7 @@ import subprocess
 import time
 import unittest
 
-from harness import COMMAND_TIMEOUT, NxlockTestCase
+from harness import COMMAND_TIMEOUT, NxlockTestCase, files_under
 
 KILLS_WANTED = 200
 MAX_ATTEMPTS = 2000
@@ -22,15 +22,6 @@ def short(value):
     return "%r...(%d bytes)" % (value[:40], len(value))
 
 
-def store_files(root):
-    """Paths (relative to the store) of every file in it."""
-    found = set()
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            found.add(os.path.relpath(os.path.join(dirpath, name), root))
-    return found
-
-
 class Crash(NxlockTestCase):
     def pick_keys(self):
         """Six keys: two pairs that share a stripe directory (data/XY), if found, and others.
@@ -43,10 +34,10 @@ class Crash(NxlockTestCase):
         stripe_of = {}
         for i in range(PROBE_KEYS):
             key = "key-%d" % i
-            before = store_files(probe) if os.path.isdir(probe) else set()
+            before = files_under(probe) if os.path.isdir(probe) else set()
             r = self.nx("-u", url, "setnx", key, "x")
             self.assertEqual(r.returncode, 0, r.stderr)
-            new = sorted(store_files(probe) - before)
+            new = sorted(files_under(probe) - before)
             records = [path for path in new if path.startswith("data" + os.sep)]
             if records:
                 stripe_of[key] = os.path.dirname(records[0])
@@ -184,7 +175,7 @@ class Crash(NxlockTestCase):
         # a deleted key's file goes away) that a get could not reach.
         for key in keys:
             self.assertTrue(self.read(key) == model[key], "final %r" % key)
-        files = [path for path in store_files(self.store_path) if path.startswith("data" + os.sep)]
+        files = [path for path in files_under(self.store_path) if path.startswith("data" + os.sep)]
         records = [path for path in files if re.fullmatch(r"[0-9a-f]{16}", os.path.basename(path))]
         present = sum(1 for value in model.values() if value is not None)
         print("crash: %d record files for %d keys present, %d other files under data/" % (

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, read, wait_for
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, files_under, read, wait_for
 
 # FAKETIME_DONT_FAKE_MONOTONIC: only the wall clock is off, as after a clock step.
 FAKE_ENV = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
@@ -31,15 +31,6 @@ def key_in_stripe(stripe, prefix):
         if fnv1a64_hex(key)[:2] == stripe:
             return key
     raise AssertionError("no key found for stripe " + stripe)
-
-
-def files_under(root):
-    """Every non-directory entry under `root`, as paths relative to it."""
-    found = set()
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            found.add(os.path.relpath(os.path.join(dirpath, name), root))
-    return found
 
 
 class FileSafetyCase(NxlockTestCase):
