@@ -37,7 +37,10 @@ class WaitersQueue(NxlockTestCase):
     def hold(self, backend):
         r = self.nx(*backend.args(), "lock", "-t", "60", KEY)
         self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout.decode().strip()
+        value = r.stdout.decode().strip()
+        # Released even when the test fails, so the next subtest finds KEY free.
+        self.addCleanup(self.nx, *backend.args(), "unlock", KEY, value)
+        return value
 
     def start_waiter(self, backend, name, *options, clock=None):
         """A queued `run-locked` that appends `name` to the grants file when it gets the lock;
@@ -125,7 +128,9 @@ class WaitersQueue(NxlockTestCase):
                 with self.subTest(backend=backend.name, how=how):
                     self.setUp_grants()
                     value = self.hold(backend)
-                    options = ("-w", "1") if how == "wait" else ("-w", "60")
+                    # Long enough that both waiters are seen queued before the
+                    # quitter's wait runs out, however slow the machine.
+                    options = ("-w", "8") if how == "wait" else ("-w", "60")
                     quitter = self.start_waiter(backend, "quitter", *options)
                     stayer = self.start_waiter(backend, "stayer", "-w", "60")
                     if how == "sigint":
