@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <sstream>
 #include <string_view>
 
 #include "cli/commands.hpp"
@@ -18,6 +17,7 @@
 #include "cli/fast_path.hpp"
 #include "store/make_store.hpp"
 #include "util/escape.hpp"
+#include "util/time.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::cli {
@@ -78,12 +78,7 @@ std::span<const Command> command_table() {
 CLI::Validator duration_check(double min_seconds, double max_seconds) {
   // "0.001", "1000000": readable, never hundreds of digits.
   const auto bound = [](double seconds) {
-    if (seconds == std::floor(seconds)) {
-      return std::to_string(static_cast<std::int64_t>(seconds));
-    }
-    std::ostringstream text;
-    text << seconds;
-    return text.str();
+    return util::decimal_seconds(util::Micros(static_cast<std::int64_t>(seconds * 1e6)));
   };
   const std::string range = "[" + bound(min_seconds) + " - " + bound(max_seconds) + "]";
   return CLI::Validator(

@@ -11,6 +11,7 @@
 #include "cli/exit_status.hpp"
 #include "run/run_locked.hpp"
 #include "util/escape.hpp"
+#include "util/time.hpp"
 
 namespace nxlock::cli {
 
@@ -59,10 +60,7 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
   switch (action) {
     case run::OnLost::term:
       if (loss.grace_cut_to) {
-        char grace[32];
-        std::snprintf(grace, sizeof grace, "%.1fs",
-                      static_cast<double>(loss.grace_cut_to->count()) / 1e6);
-        ctx.out.warn(who + " (SIGTERM, SIGKILL after " + grace +
+        ctx.out.warn(who + " (SIGTERM, SIGKILL after " + util::seconds_text(*loss.grace_cut_to) +
                      "): the grace period was cut short, the job must be gone before the lock "
                      "could expire");
       } else {

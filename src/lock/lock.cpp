@@ -45,7 +45,7 @@ Micros lifetime_for(Micros held_for) {
 }
 
 Micros jittered_queue_tick() {
-  return pacing::random_between(k_queue_tick_min, k_queue_tick_max);
+  return util::random_between(k_queue_tick_min, k_queue_tick_max);
 }
 
 // A waiter's ticket in the queue: unique among the waiters of one key.

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <random>
 
 #include "util/random.hpp"
 #include "util/time.hpp"
@@ -27,14 +26,8 @@ constexpr Micros k_progress_interval{1'000'000};
 // would not fit in 64 bits (a value may have 18 digits).
 constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() / 1'000'000 - 1;
 
-inline Micros random_between(Micros low, Micros high) {
-  static thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(util::random_u64())};
-  std::uniform_int_distribution<std::int64_t> dist(low.count(), high.count());
-  return Micros(dist(rng));
-}
-
 inline Micros jittered_poll() {
-  return random_between(k_poll_min, k_poll_max);
+  return util::random_between(k_poll_min, k_poll_max);
 }
 
 // How long to sleep before looking again at a lock held until the whole second

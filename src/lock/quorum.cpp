@@ -739,7 +739,7 @@ AcquireResult QuorumLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       // Not woken by each other's undo: a random pause, then look again.
       ++splits;
       if (wait_readable(policy.interrupt_fd,
-                        pacing::random_between(k_split_pause_min, k_split_pause_max))) {
+                        util::random_between(k_split_pause_min, k_split_pause_max))) {
         return interrupted();
       }
       continue;

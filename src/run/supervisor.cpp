@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "store/store.hpp"
 #include "util/error.hpp"
@@ -35,19 +34,6 @@ constexpr Micros k_last_chance{100'000};
 // The release at the end retries for this long at most; past it, the lock is
 // left to expire at its timestamp rather than keep the job's caller waiting.
 constexpr Micros k_release_patience{10'000'000};
-
-// A uniformly jittered duration in [base/2, base]: retries of many clients spread out.
-Micros jittered(Micros base) {
-  static thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(util::random_u64())};
-  std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
-  return Micros(dist(rng));
-}
-
-std::string seconds_text(Micros duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1fs", static_cast<double>(duration.count()) / 1e6);
-  return text;
-}
 
 // Applies `attempt` to the held value, then to each value a lost reply may have
 // left in the key, until one is ours: a write whose reply never came may still
@@ -113,7 +99,7 @@ class Renewal {
       m_backoff = k_backoff_first;
       if (m_trouble_since) {
         m_reporter.warn("lock '" + util::escape(m_lock.key()) + "' renewed again after " +
-                        seconds_text(util::mono_now() - *m_trouble_since) + " of backend trouble");
+                        util::seconds_text(util::mono_now() - *m_trouble_since) + " of backend trouble");
         m_trouble_since.reset();
       }
       return std::nullopt;
@@ -129,14 +115,14 @@ class Renewal {
       if (!m_trouble_since) {
         m_trouble_since = now;
         m_reporter.warn(std::string("renewal failed, retrying while the lock is valid (") +
-                        seconds_text(act_by - now) + " left): " + e.what());
+                        util::seconds_text(act_by - now) + " left): " + e.what());
       }
       // One attempt goes shortly before that moment, with time to reconnect
       // to a server that is back (the back-off alone may leave half a second
       // unused); the last goes at that moment itself, with no time left: it
       // fails at once, and the loss is acted on then, not a --timeout later.
       const Micros last_chance = act_by - k_last_chance;
-      m_next = std::min(now + jittered(m_backoff), now < last_chance ? last_chance : act_by);
+      m_next = std::min(now + util::jittered(m_backoff), now < last_chance ? last_chance : act_by);
       m_backoff = std::min(m_backoff * 2, k_backoff_cap);
       return std::nullopt;
     }
@@ -323,7 +309,7 @@ Supervised supervise(lock::Lockable& lock, HeldLock& held, const RunOptions& opt
         lose(Loss{lock::Verdict::expired, "--no-renew"});
       } else {
         lose(Loss{std::nullopt, "not renewed (--no-renew), it would expire in " +
-                                    seconds_text(held.valid_until - util::mono_now()) +
+                                    util::seconds_text(held.valid_until - util::mono_now()) +
                                     " with the job still running"});
       }
     }
@@ -357,7 +343,7 @@ lock::Verdict release_held(lock::Lockable& lock, HeldLock& held, const ReleaseSt
       if (now >= give_up) {
         throw;
       }
-      const Micros pause = std::min(jittered(backoff), give_up - now);
+      const Micros pause = std::min(util::jittered(backoff), give_up - now);
       backoff = std::min(backoff * 2, k_backoff_cap);
       // A plain sleep: the job is over, and the signals we forward are blocked.
       timespec left{static_cast<time_t>(pause.count() / 1'000'000),

@@ -233,18 +233,4 @@ class Store {
   }
 };
 
-// Sets a store's deadline for as long as it lives, and clears it after.
-class DeadlineScope {
- public:
-  DeadlineScope(Store& store, util::Micros monotonic_deadline) : m_store(store) {
-    m_store.set_deadline(monotonic_deadline);
-  }
-  ~DeadlineScope() { m_store.set_deadline(std::nullopt); }
-  DeadlineScope(const DeadlineScope&) = delete;
-  DeadlineScope& operator=(const DeadlineScope&) = delete;
-
- private:
-  Store& m_store;
-};
-
 }  // namespace nxlock::store

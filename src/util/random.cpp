@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <random>
+
 namespace nxlock::util {
 
 std::uint64_t random_u64() {
@@ -20,6 +22,13 @@ std::uint64_t random_u64() {
   value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
   value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
   return value ^ (value >> 31);
+}
+
+std::chrono::microseconds random_between(std::chrono::microseconds low,
+                                         std::chrono::microseconds high) {
+  static thread_local std::minstd_rand rng{static_cast<std::uint_fast32_t>(random_u64())};
+  std::uniform_int_distribution<std::int64_t> dist(low.count(), high.count());
+  return std::chrono::microseconds(dist(rng));
 }
 
 }  // namespace nxlock::util

@@ -2,6 +2,7 @@
 // keep clients apart, not for secrets.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace nxlock::util {
@@ -11,5 +12,14 @@ namespace nxlock::util {
 // against 0.4 µs for the system call, on every lock taken. Where the kernel's
 // pool is not ready yet (early boot), the clock and the pid are mixed instead.
 std::uint64_t random_u64();
+
+// A uniformly random duration in [low, high].
+std::chrono::microseconds random_between(std::chrono::microseconds low,
+                                         std::chrono::microseconds high);
+
+// A uniformly jittered duration in [base/2, base]: retries of many clients spread out.
+inline std::chrono::microseconds jittered(std::chrono::microseconds base) {
+  return random_between(base / 2, base);
+}
 
 }  // namespace nxlock::util

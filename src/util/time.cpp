@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 
 namespace nxlock::util {
 
@@ -31,6 +32,17 @@ int poll_timeout_ms(Micros duration) {
   const std::int64_t us = duration.count();
   const std::int64_t ms = us / 1000 + (us % 1000 != 0 ? 1 : 0);  // no overflow near the max
   return static_cast<int>(std::min<std::int64_t>(ms, INT_MAX));
+}
+
+std::string decimal_seconds(Micros duration) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(duration.count()) / 1e6);
+  std::string out = text;
+  out.erase(out.find_last_not_of('0') + 1);  // "%.3f" always has a point
+  if (out.back() == '.') {
+    out.pop_back();
+  }
+  return out;
 }
 
 std::string format_local_time(std::int64_t unix_seconds) {

@@ -25,6 +25,13 @@ inline std::int64_t whole_seconds(Micros t) {
 // at most INT_MAX.
 int poll_timeout_ms(Micros duration);
 
+// A duration in seconds as a user writes it: "2", "0.3", "1.25" (at most
+// milliseconds); seconds_text adds the unit: "0.3s".
+std::string decimal_seconds(Micros duration);
+inline std::string seconds_text(Micros duration) {
+  return decimal_seconds(duration) + 's';
+}
+
 // "2026-11-22 07:40:11 UTC"-style local rendering of a Unix time in seconds;
 // "beyond the year 9999" for later times.
 std::string format_local_time(std::int64_t unix_seconds);

@@ -45,13 +45,6 @@ struct ReaderDeleter {
   void operator()(redisReader* reader) const { redisReaderFree(reader); }
 };
 
-// "2", "0.3": a duration as the user gave it.
-std::string seconds_text(double seconds) {
-  std::ostringstream out;
-  out << seconds << 's';
-  return out.str();
-}
-
 std::string lowercase_first(std::string text) {
   if (!text.empty()) {
     text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
@@ -182,7 +175,7 @@ struct Connection::Deadline {
 
   std::string passed() const {
     std::ostringstream out;
-    out << "timed out after " << seconds_text(seconds);
+    out << "timed out after " << util::seconds_text(Micros(static_cast<long long>(seconds * 1e6)));
     if (capped) {
       out << " (the deadline of the lock it serves)";
     }
