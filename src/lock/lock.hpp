@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lock/clock.hpp"
 #include "lock/holder.hpp"
@@ -84,6 +85,22 @@ enum class Verdict {
   taken_over,  // another value is there now
   absent,      // the key does not exist
 };
+
+// Applies `step` to `value`, then to each value in `earlier` (newest last) until
+// one is done: a write whose reply was lost may still have been made, and the
+// key then holds that value, not the one we knew. Release and renewal of
+// run-locked and of a quorum both go through here.
+template <class Step>
+Verdict on_value_or_earlier(const std::string& value, const std::vector<std::string>& earlier,
+                            Step&& step) {
+  Verdict verdict = step(value);
+  for (auto it = earlier.rbegin(); verdict != Verdict::done && it != earlier.rend(); ++it) {
+    if (*it != value && step(*it) == Verdict::done) {
+      verdict = Verdict::done;
+    }
+  }
+  return verdict;
+}
 
 struct Status {
   enum class State { free, expired, held };

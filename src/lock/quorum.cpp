@@ -852,13 +852,8 @@ Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
       [first, written, reading, step](QuorumChannel& channel) {
         channel.clock.set(reading);
         Lock& lock = channel.open();
-        Verdict verdict = step(lock, first);
-        for (auto it = written.rbegin(); verdict != Verdict::done && it != written.rend(); ++it) {
-          if (*it != first && step(lock, *it) == Verdict::done) {
-            verdict = Verdict::done;
-          }
-        }
-        return verdict;
+        return on_value_or_earlier(
+            first, written, [&](const std::string& candidate) { return step(lock, candidate); });
       },
       // Decided once a majority did it, or once it cannot be one even if the
       // servers that failed or are yet to reply did it: then it is not ours

@@ -35,22 +35,6 @@ constexpr Micros k_last_chance{100'000};
 // left to expire at its timestamp rather than keep the job's caller waiting.
 constexpr Micros k_release_patience{10'000'000};
 
-// Applies `attempt` to the held value, then to each value a lost reply may have
-// left in the key, until one is ours: a write whose reply never came may still
-// have been made, and the key then holds that value, not the one we knew.
-lock::Verdict on_any_of_ours(HeldLock& held,
-                             const std::function<lock::Verdict(const std::string&)>& attempt) {
-  lock::Verdict verdict = attempt(held.value);
-  for (auto it = held.maybe_ours.rbegin();
-       verdict != lock::Verdict::done && it != held.maybe_ours.rend(); ++it) {
-    const std::string candidate = *it;
-    if (attempt(candidate) == lock::Verdict::done) {
-      verdict = lock::Verdict::done;
-    }
-  }
-  return verdict;
-}
-
 // Keeps the lock while the job runs: renews every ttl/3, and rides out a
 // backend that fails for a while (a restart, a failover, an idle-client
 // timeout) by retrying until the job must be stopped for the lock to be
@@ -82,9 +66,10 @@ class Renewal {
     const Micros act_by = m_held.valid_until - m_lead;
     try {
       lock::DeadlineScope deadline(m_lock, act_by);
-      const lock::Verdict verdict = on_any_of_ours(m_held, [&](const std::string& value) {
-        return m_lock.renew(value, m_ttl.count() / 1'000'000, written);
-      });
+      const lock::Verdict verdict =
+          lock::on_value_or_earlier(m_held.value, m_held.maybe_ours, [&](const std::string& value) {
+            return m_lock.renew(value, m_ttl.count() / 1'000'000, written);
+          });
       if (verdict != lock::Verdict::done) {
         return Loss{verdict, {}};
       }
@@ -99,7 +84,8 @@ class Renewal {
       m_backoff = k_backoff_first;
       if (m_trouble_since) {
         m_reporter.warn("lock '" + util::escape(m_lock.key()) + "' renewed again after " +
-                        util::seconds_text(util::mono_now() - *m_trouble_since) + " of backend trouble");
+                        util::seconds_text(util::mono_now() - *m_trouble_since) +
+                        " of backend trouble");
         m_trouble_since.reset();
       }
       return std::nullopt;
@@ -151,9 +137,7 @@ int status_of(int wait_status) {
 // read the terminal and Ctrl-C reaches the whole job; gives it back afterwards.
 class TerminalHandoff {
  public:
-  TerminalHandoff() {
-    m_active = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-  }
+  TerminalHandoff() { m_active = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp(); }
   bool active() const { return m_active; }
   void give(pid_t group) const {
     if (m_active) {
@@ -333,9 +317,10 @@ lock::Verdict release_held(lock::Lockable& lock, HeldLock& held, const ReleaseSt
   bool unanswered = false;  // an earlier attempt's reply was lost: it may have deleted the key
   for (;;) {
     try {
-      const lock::Verdict verdict = on_any_of_ours(held, [&](const std::string& value) {
-        return release_one ? release_one(value) : lock.release(value);
-      });
+      const lock::Verdict verdict =
+          lock::on_value_or_earlier(held.value, held.maybe_ours, [&](const std::string& value) {
+            return release_one ? release_one(value) : lock.release(value);
+          });
       return verdict == lock::Verdict::absent && unanswered ? lock::Verdict::done : verdict;
     } catch (const util::Error&) {
       unanswered = true;
