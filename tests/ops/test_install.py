@@ -105,6 +105,21 @@ class InstallTest(support.TempDirCase):
                               'source "$1" && complete -p nxlock', "bash", completion])
         self.assertIn("_nxlock", result.stdout)
 
+    def test_install_script_packages_what_was_built(self):
+        # README's install command: scripts/install builds the .deb it installs
+        # (--deb-only stops there: nothing goes into this machine's system).
+        env = dict(os.environ, NXLOCK_BUILD_DIR=BUILD_DIR)
+        result = self.run_ok([os.path.join(support.ROOT, "scripts/install"), "--deb-only"],
+                             env=env, timeout=600)
+        deb = result.stdout.strip().splitlines()[-1]
+        self.assertTrue(deb.endswith(".deb") and os.path.isfile(deb), result.stdout)
+        self.assertEqual("nxlock", self.run_ok(["dpkg-deb", "-f", deb, "Package"]).stdout.strip())
+        # It needs only what building needs, a subset of what the tests need.
+        lists = [self.run_ok([os.path.join(support.ROOT, "scripts/install-deps"), "--list", *which])
+                 .stdout.split() for which in (["build"], [])]
+        self.assertLess(set(lists[0]), set(lists[1]))
+        self.assertNotIn("redis-server", lists[0])
+
     def test_deb_paths_are_where_this_systems_shells_look(self):
         looked_in = {
             "bash": [self.run_ok(["pkg-config", "--variable=completionsdir",
