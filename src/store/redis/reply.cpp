@@ -7,7 +7,6 @@
 #include <charconv>
 #include <climits>
 
-#include "store/redis/connection.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 
@@ -44,6 +43,10 @@ void* create_bounded_array(const redisReadTask* task, int elements) {
 }
 
 }  // namespace
+
+void ReplyDeleter::operator()(redisReply* reply) const {
+  freeReplyObject(reply);
+}
 
 redisReader* create_reader() {
   redisReader* reader = redisReaderCreate();

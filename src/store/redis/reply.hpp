@@ -3,20 +3,33 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/url.hpp"
 #include "util/time.hpp"
 
-// hiredis's types; only reply.cpp and the code that reads replies need their fields.
+// hiredis's types; only .cpp files include its header (reply.cpp and the code
+// that reads replies need their fields), so that what uses a store never
+// compiles against it.
 struct redisReply;
 struct redisReader;
 
 namespace nxlock::store::redis {
 
-struct Command;
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const;
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// One command and the key it touches (empty if none), for error messages.
+struct Command {
+  std::vector<std::string_view> args;
+  std::string_view key;
+};
 
 // Cluster redirects: "MOVED 3999 127.0.0.1:6381", "ASK 3999 [::1]:6381".
 struct Redirect {
