@@ -17,6 +17,7 @@
 #include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/poll.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store {
@@ -316,19 +317,8 @@ class RedisWatcher final : public Watcher {
       // With no connection, only the interrupt: the timeout is the poll tick.
       pollfd* first = fd >= 0 ? fds : fds + 1;
       const nfds_t count = static_cast<nfds_t>((fd >= 0 ? 1 : 0) + (interrupt_fd >= 0 ? 1 : 0));
-      const int ready = poll(first, count, util::poll_timeout_ms(deadline - util::mono_now()));
-      if (ready < 0) {
-        if (errno == EINTR) {
-          continue;  // the deadline is absolute: the retry waits only what is left
-        }
-        throw Error(ErrorKind::internal, m_connection->endpoint().name,
-                    std::string("poll: ") + std::strerror(errno));
-      }
-      if (ready == 0) {
-        if (util::mono_now() >= deadline) {
-          return WaitResult::timed_out;
-        }
-        continue;
+      if (util::poll_until(first, count, deadline) == 0) {
+        return WaitResult::timed_out;
       }
       if (interrupt_fd >= 0 && fds[1].revents != 0) {
         return WaitResult::interrupted;  // left unread: it is the caller's
