@@ -70,6 +70,68 @@ TEST(Reply, ErrorKindsOfTheContract) {
   EXPECT_EQ(message, "redis://h key 'k': server replied ERR a\\x1b[2Jb");
 }
 
+// The code of an error reply, as a field: what callers compare instead of searching the words.
+std::string code_of(const std::string& bytes) {
+  const auto reply = read(bytes);
+  const auto error = store::redis::error_of(*reply);
+  EXPECT_TRUE(error) << bytes;
+  return error ? std::string(error->code) : "(not an error)";
+}
+
+TEST(Reply, ErrorCodes) {
+  EXPECT_EQ(code_of("-TRYAGAIN Multiple keys request during rehashing of slot\r\n"), "TRYAGAIN");
+  EXPECT_EQ(code_of("-ERR unknown command 'EVAL', with args beginning with: \r\n"), "ERR");
+  EXPECT_EQ(code_of("-MOVED 3999 127.0.0.1:6381\r\n"), "MOVED");
+  EXPECT_EQ(code_of("-NOSCRIPT No matching script. Please use EVAL.\r\n"), "NOSCRIPT");
+  EXPECT_EQ(code_of("-LOADING\r\n"), "LOADING");
+  // No code word: the code is empty, and the words are still the message.
+  EXPECT_EQ(code_of("-something went wrong\r\n"), "");
+  EXPECT_EQ(code_of("-Err lowercase is no code\r\n"), "");
+  EXPECT_EQ(code_of("-\r\n"), "");
+  EXPECT_EQ(std::string(store::redis::error_of(*read("-oops TRYAGAIN\r\n"))->text),
+            "oops TRYAGAIN");
+  EXPECT_FALSE(store::redis::error_of(*read("+OK\r\n")));
+  // Redis < 7 wraps an error raised inside a script: the wrapped error's code.
+  EXPECT_EQ(code_of("-ERR Error running script (call to f_x): @user_script:1: WRONGTYPE "
+                    "Operation against a key holding the wrong kind of value\r\n"),
+            "WRONGTYPE");
+  EXPECT_EQ(code_of("-ERR Error running script (call to f_x): @user_script:1: @user_script: 1: "
+                    "-READONLY You can't write against a read only replica.\r\n"),
+            "READONLY");
+  // An ACL's refusal inside a script, worded under ERR before Redis 7.2 (7.0
+  // below, 6 above): NOPERM, as 7.2 says.
+  EXPECT_EQ(code_of("-ERR The user executing the script can't run this command or subcommand "
+                    "script: 51ca04bb, on @user_script:1.\r\n"),
+            "NOPERM");
+  EXPECT_EQ(code_of("-ERR Error running script (call to f_x): @user_script:1: @user_script: 1: "
+                    "The user executing the script can't run this command or subcommand\r\n"),
+            "NOPERM");
+}
+
+TEST(Reply, ThrownErrorsCarryTheCode) {
+  const auto code_thrown = [](const std::string& bytes) -> std::string {
+    try {
+      store::redis::throw_reply_error(*read(bytes), Command{{"EVAL", "s", "1", "k"}, "k"},
+                                      "redis://h");
+    } catch (const Error& e) {
+      return std::string(store::redis::error_code(e));
+    }
+    return "(nothing thrown)";
+  };
+  EXPECT_EQ(code_thrown("-TRYAGAIN Multiple keys request during rehashing of slot\r\n"),
+            "TRYAGAIN");
+  EXPECT_EQ(code_thrown("-NOPERM this user has no permissions to run the 'zadd' command\r\n"),
+            "NOPERM");
+  EXPECT_EQ(code_thrown("-ERR a\r\n"), "ERR");
+  // An error of nxlock's own carries none.
+  EXPECT_EQ(store::redis::error_code(Error(ErrorKind::permission, "x", "NOPERM")), "");
+  // The ACL refusal inside a script is the server's NOPERM on every version:
+  // 77, as on Redis 7.2 (Redis 7.0's wording was 69 before).
+  EXPECT_EQ(kind_of_error("-ERR The user executing the script can't run this command or "
+                          "subcommand script: 51ca04bb, on @user_script:1.\r\n"),
+            ErrorKind::permission);
+}
+
 TEST(Reply, Values) {
   using namespace std::string_literals;
   EXPECT_EQ(store::redis::integer_of(*read(":1\r\n"), "n"), 1);

@@ -5,67 +5,18 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "store/redis/deadline.hpp"
+#include "store/redis/endpoint.hpp"
 #include "store/redis/reply.hpp"
-#include "store/redis/tls.hpp"
+#include "store/redis/setup.hpp"
+#include "store/redis/transport.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"
 
-// The C client's reply type: only .cpp files include its header, so that what
-// uses a store never compiles against it.
-struct redisReply;
-
 namespace nxlock::store::redis {
-
-// Where a server is, asked again at every connect: a failover moves it.
-class Locator {
- public:
-  virtual ~Locator() = default;
-  // The address to connect to now. `cap` bounds the search as it bounds a
-  // command. Throws util::Error (unavailable, permission) saying why not.
-  virtual HostPort locate(std::optional<util::Micros> cap) = 0;
-  // Asked between commands on a connection to `current`, the master it
-  // found: the master's new address if it moved. `thorough`: `current` looks
-  // demoted, so every Sentinel is asked (one may not have seen a failover that
-  // another ran). Throws as locate().
-  virtual std::optional<HostPort> recheck(const HostPort& current, std::optional<util::Micros> cap,
-                                          bool thorough) {
-    (void)current;
-    (void)cap;
-    (void)thorough;
-    return std::nullopt;
-  }
-  // The server at `address` says (ROLE) it is `role`, not a master.
-  virtual void wrong_role(const HostPort& address, const std::string& role) = 0;
-  // Names the server, for messages: "master 'mymaster'".
-  virtual std::string describe() const = 0;
-};
-
-// Where to connect and how errors name it.
-struct Endpoint {
-  std::string name;  // the redacted URL, for messages
-  std::string host;  // TCP: a name or an address (IPv6 without [])
-  int port = 6379;
-  std::string unix_path;  // non-empty: a unix socket instead of TCP
-  double timeout_seconds = 2.0;
-  std::shared_ptr<TlsContext> tls;  // set: TLS over TCP
-  // Set: host and port come from it at each connect, and ROLE must say master.
-  std::shared_ptr<Locator> locator;
-};
-
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const;
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-// One command and the key it touches (empty if none), for error messages.
-struct Command {
-  std::vector<std::string_view> args;
-  std::string_view key;
-};
 
 class Connection {
  public:
@@ -90,7 +41,7 @@ class Connection {
   // `check`, which may throw: the connect then fails with that error. With no
   // setup to ride with, the checks go with the first exchange instead, when it
   // only reads (TIME, GET), or in a round trip of their own just before a write.
-  using SetupCheck = std::function<void(const redisReply&)>;
+  using SetupCheck = redis::SetupCheck;
   void add_setup_check(std::vector<std::string> command, SetupCheck check) {
     m_checks.emplace_back(std::move(command), std::move(check));
   }
@@ -118,9 +69,10 @@ class Connection {
 
  private:
   struct Socket;
-  struct Deadline;
 
   Deadline deadline_from_now() const;
+
+  // connection_locate.cpp: the server an endpoint's Locator names.
   // `first`: the address to try first instead of asking the locator.
   void connect(const Deadline& deadline, std::optional<HostPort> first = std::nullopt);
   // A located server, between commands that serve a lock (a cap is set): asks
@@ -129,6 +81,7 @@ class Connection {
   void follow_master();
   // Marks the server suspect after READONLY or a WAIT short of its replicas.
   void note_demotion(const std::vector<Command>& commands, const std::vector<Reply>& replies);
+
   // Connects to host:port and runs the setup; returns ROLE's first word when
   // `check_role`, else "".
   std::string connect_to(const std::string& host, int port, const Deadline& deadline,
@@ -136,6 +89,9 @@ class Connection {
   // Sends `commands` and reads their replies; `trace`: each as a trace line.
   std::vector<Reply> run(const std::vector<Command>& commands, const Deadline& deadline,
                          bool trace);
+  // Runs the checks ahead of `commands` in one round trip; their replies are
+  // checked (closing the connection if one throws), the others returned.
+  std::vector<Reply> run_checked(const std::vector<Command>& commands, const Deadline& deadline);
   void send_all(const std::string& bytes, const Deadline& deadline);
   // The next complete reply in the reader, or null if it needs more bytes.
   Reply parsed_reply();
@@ -143,20 +99,18 @@ class Connection {
   // when nothing could be read yet. Fails (closing) when the server went away.
   IoStatus read_more();
   Reply read_reply(const Deadline& deadline);
+  // Fails (closing) with the passed deadline unless the socket is ready for `want` before it.
+  void wait_or_fail(IoStatus want, const Deadline& deadline);
   bool idle_connection_alive();
-  bool tls_pending() const;
   [[noreturn]] void fail(util::ErrorKind kind, const std::string& reason);
   // Fails for a connection the server closed or broke (closed or failed I/O).
   [[noreturn]] void fail_closed(const IoResult& result);
 
   Endpoint m_endpoint;
   std::vector<std::vector<std::string>> m_setup;
-  std::vector<std::pair<std::vector<std::string>, SetupCheck>> m_checks;
+  SetupChecks m_checks;
   // The checks of this connection have not run yet (see add_setup_check).
   bool m_checks_pending = false;
-  // Runs the checks ahead of `commands` in one round trip; their replies are
-  // checked (closing the connection if one throws), the others returned.
-  std::vector<Reply> run_checked(const std::vector<Command>& commands, const Deadline& deadline);
   std::optional<util::Micros> m_cap;
   std::unique_ptr<Socket> m_socket;
   // With a locator: where the connected master is, the cap under which it was

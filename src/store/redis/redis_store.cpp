@@ -17,6 +17,7 @@
 #include "store/redis/sentinel.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/poll.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store {
@@ -226,16 +227,13 @@ constexpr std::int64_t k_queue_keep_ms = 60'000;
 // TRYAGAIN: a multi-key script while the keys' slot migrates, some keys moved
 // and some not (the queue's keys, which may not exist at all).
 bool migrating(const Error& e) {
-  return e.reason().find("TRYAGAIN") != std::string::npos;
+  return redis::error_code(e) == "TRYAGAIN";
 }
 
 // An ACL that lets the user take locks (EVAL, the string commands) but not
 // keep the queue (ZADD, ZRANGE, TIME ... inside the script).
 bool queue_forbidden(const Error& e) {
-  const std::string& why = e.reason();
-  return why.find("EVAL must be allowed") == std::string::npos &&
-         (why.find("NOPERM") != std::string::npos ||
-          why.find("can't run this command") != std::string::npos);
+  return redis::error_code(e) == "NOPERM";
 }
 
 // The queue's lease set: the queue's own companion (lock/keys.hpp names them
@@ -316,19 +314,8 @@ class RedisWatcher final : public Watcher {
       // With no connection, only the interrupt: the timeout is the poll tick.
       pollfd* first = fd >= 0 ? fds : fds + 1;
       const nfds_t count = static_cast<nfds_t>((fd >= 0 ? 1 : 0) + (interrupt_fd >= 0 ? 1 : 0));
-      const int ready = poll(first, count, util::poll_timeout_ms(deadline - util::mono_now()));
-      if (ready < 0) {
-        if (errno == EINTR) {
-          continue;  // the deadline is absolute: the retry waits only what is left
-        }
-        throw Error(ErrorKind::internal, m_connection->endpoint().name,
-                    std::string("poll: ") + std::strerror(errno));
-      }
-      if (ready == 0) {
-        if (util::mono_now() >= deadline) {
-          return WaitResult::timed_out;
-        }
-        continue;
+      if (util::poll_until(first, count, deadline) == 0) {
+        return WaitResult::timed_out;
       }
       if (interrupt_fd >= 0 && fds[1].revents != 0) {
         return WaitResult::interrupted;  // left unread: it is the caller's
@@ -574,6 +561,7 @@ Reply RedisStore::run(const Command& command) {
 
 void RedisStore::fail(const redisReply& reply, const Command& command) {
   const std::string_view text(reply.str, reply.len);
+  const std::string_view code = redis::error_code(reply);
   if (!is_script(command)) {
     throw_reply_error(reply, command, m_url.redacted);
   }
@@ -590,10 +578,10 @@ void RedisStore::fail(const redisReply& reply, const Command& command) {
   if (text.starts_with("ERR unknown command")) {
     throw Error(ErrorKind::unavailable, what, needs_eval("the server does not know EVAL"));
   }
-  if (text.starts_with("NOPERM") && text.find("'eval'") != std::string_view::npos) {
+  if (code == "NOPERM" && text.find("'eval'") != std::string_view::npos) {
     throw Error(ErrorKind::permission, what, needs_eval("this user may not run EVAL"));
   }
-  if (text.starts_with("CROSSSLOT") && command.args.size() > 4 && command.args[2] != "1") {
+  if (code == "CROSSSLOT" && command.args.size() > 4 && command.args[2] != "1") {
     throw Error(ErrorKind::usage, what,
                 "on a Redis Cluster its fencing counter '" +
                     util::escape(command.args[4], redis::k_trace_bytes) +
@@ -743,8 +731,7 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
     return std::move(replies.front());
   };
   const Reply reply = delete_and_wake(command, 0, keys.size());
-  if (reply->type == REDIS_REPLY_ERROR &&
-      std::string_view(reply->str, reply->len).starts_with("CROSSSLOT")) {
+  if (redis::error_code(*reply) == "CROSSSLOT") {
     // A cluster, and keys in several slots: one DEL each, on its own node.
     std::size_t removed = 0;
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -898,7 +885,8 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
   Reply reply;
   try {
     if (m_queue_forbidden) {
-      throw Error(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)");
+      throw redis::ServerError(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)",
+                               "NOPERM");
     }
     reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
                     ticket, waiting ? "1" : "0", lease_us, keep, lock_keep, counter_keep},

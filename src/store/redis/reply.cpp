@@ -4,10 +4,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 
-#include "store/redis/connection.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 
@@ -25,6 +25,47 @@ bool contains(std::string_view text, std::string_view part) {
 std::string_view reply_text(const redisReply& reply) {
   return {reply.str, reply.len};
 }
+
+// A code is a word of capital letters: ERR, NOPERM, CROSSSLOT.
+std::string_view code_at_start(std::string_view text) {
+  const std::string_view word = text.substr(0, text.find(' '));
+  const bool capitals = !word.empty() && std::all_of(word.begin(), word.end(),
+                                                     [](char c) { return c >= 'A' && c <= 'Z'; });
+  return capitals ? word : std::string_view();
+}
+
+// Redis < 7 wraps an error raised inside a script: "ERR Error running script
+// (call to f_…): @user_script:1: WRONGTYPE …", or "… @user_script: 1: -READONLY …".
+// The wrapped error's code, or empty.
+std::string_view wrapped_code(std::string_view text) {
+  constexpr std::string_view k_marker = "@user_script:";
+  if (!text.starts_with("ERR Error running script")) {
+    return {};
+  }
+  const auto at = text.rfind(k_marker);
+  if (at == std::string_view::npos) {
+    return {};
+  }
+  std::string_view rest = text.substr(at + k_marker.size());
+  rest.remove_prefix(std::min(rest.find_first_not_of(" 0123456789:"), rest.size()));
+  if (rest.starts_with('-')) {
+    rest.remove_prefix(1);
+  }
+  return code_at_start(rest);
+}
+
+// Errors that servers word under ERR, and the code that names them: the one
+// newer servers give, where they give one.
+struct Wording {
+  std::string_view words;
+  std::string_view code;
+};
+constexpr Wording k_worded_errors[] = {
+    {"can't run this command", "NOPERM"},              // an ACL, inside a script (Redis < 7.2)
+    {"invalid password", "WRONGPASS"},                 // AUTH, Redis < 6
+    {"invalid username-password pair", "WRONGPASS"},   // AUTH, Redis 6.0
+    {"without any password configured", "WRONGPASS"},  // AUTH, to a server that has none
+};
 
 // hiredis 0.14 allocates an array's element pointers as soon as it reads the
 // header: "*2147483647\r\n" from a broken or hostile server would make it
@@ -45,6 +86,41 @@ void* create_bounded_array(const redisReadTask* task, int elements) {
 
 }  // namespace
 
+void ReplyDeleter::operator()(redisReply* reply) const {
+  freeReplyObject(reply);
+}
+
+std::optional<ErrorReply> error_of(const redisReply& reply) {
+  if (reply.type != REDIS_REPLY_ERROR) {
+    return std::nullopt;
+  }
+  ErrorReply error{code_at_start(reply_text(reply)), reply_text(reply)};
+  if (error.code == "ERR") {
+    if (const auto wrapped = wrapped_code(error.text); !wrapped.empty()) {
+      error.code = wrapped;
+    }
+  }
+  if (error.code == "ERR") {
+    for (const auto& [words, code] : k_worded_errors) {
+      if (contains(error.text, words)) {
+        error.code = code;
+        break;
+      }
+    }
+  }
+  return error;
+}
+
+std::string_view error_code(const redisReply& reply) {
+  const auto error = error_of(reply);
+  return error ? error->code : std::string_view();
+}
+
+std::string_view error_code(const util::Error& error) {
+  const auto* server = dynamic_cast<const ServerError*>(&error);
+  return server ? std::string_view(server->code()) : std::string_view();
+}
+
 redisReader* create_reader() {
   redisReader* reader = redisReaderCreate();
   if (reader == nullptr) {
@@ -61,20 +137,14 @@ redisReader* create_reader() {
 }
 
 std::optional<Redirect> parse_redirect(const redisReply& reply) {
-  if (reply.type != REDIS_REPLY_ERROR) {
+  const auto error = error_of(reply);
+  if (!error || (error->code != "MOVED" && error->code != "ASK") ||
+      error->text.size() <= error->code.size()) {
     return std::nullopt;
   }
-  const std::string_view text(reply.str, reply.len);
   Redirect redirect;
-  std::string_view rest;
-  if (text.substr(0, 6) == "MOVED ") {
-    rest = text.substr(6);
-  } else if (text.substr(0, 4) == "ASK ") {
-    redirect.ask = true;
-    rest = text.substr(4);
-  } else {
-    return std::nullopt;
-  }
+  redirect.ask = error->code == "ASK";
+  const std::string_view rest = error->text.substr(error->code.size() + 1);
   // "<slot> <host>:<port>"; the host may be an IPv6 address (the last ':' splits).
   const auto space = rest.find(' ');
   const auto colon = rest.rfind(':');
@@ -104,7 +174,9 @@ std::optional<Redirect> parse_redirect(const redisReply& reply) {
 
 [[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,
                                     const std::string& name) {
-  std::string message = util::escape(reply_text(reply), 200);
+  const ErrorReply error = error_of(reply).value_or(ErrorReply{{}, reply_text(reply)});
+  const std::string code(error.code);
+  std::string message = util::escape(error.text, 200);
   // An error raised inside one of our scripts ends in " script: <sha1>, on
   // @user_script:1.": noise to a user, who never wrote a script.
   if (const auto at = message.find(" script: "); at != std::string::npos) {
@@ -114,25 +186,20 @@ std::optional<Redirect> parse_redirect(const redisReply& reply) {
   if (!command.key.empty()) {
     what += " key '" + util::escape(command.key, k_trace_bytes) + "'";
   }
-  // Redis 7 keeps WRONGTYPE as the code of an error raised inside a script,
-  // but older servers wrap it ("ERR Error running script ... WRONGTYPE").
-  if (contains(message, "WRONGTYPE")) {
-    throw Error(ErrorKind::data, what, message);
+  if (code == "WRONGTYPE") {
+    throw ServerError(ErrorKind::data, what, message, code);
   }
-  if (message.starts_with("NOAUTH") || message.starts_with("WRONGPASS") ||
-      contains(message, "invalid password") ||
-      contains(message, "invalid username-password pair") ||
-      (message.starts_with("ERR AUTH") && contains(message, "without any password configured"))) {
+  if (code == "NOAUTH" || code == "WRONGPASS") {
     // The server's own text never contains the password; it says which case it is.
-    throw Error(ErrorKind::permission, name, "authentication failed (" + message + ")");
+    throw ServerError(ErrorKind::permission, name, "authentication failed (" + message + ")", code);
   }
-  if (message.starts_with("NOPERM")) {
-    throw Error(ErrorKind::permission, what, message);
+  if (code == "NOPERM") {
+    throw ServerError(ErrorKind::permission, what, message, code);
   }
   // OOM, READONLY, LOADING, MASTERDOWN, BUSY, and whatever else the server
   // says: the server is there but will not do it now. Never 70, which means a
   // bug in nxlock; the server's own words say what it was.
-  throw Error(ErrorKind::unavailable, what, "server replied " + message);
+  throw ServerError(ErrorKind::unavailable, what, "server replied " + message, code);
 }
 
 [[noreturn]] void throw_unexpected(const redisReply& reply, const std::string& name) {

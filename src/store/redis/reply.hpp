@@ -3,20 +3,70 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/url.hpp"
+#include "util/error.hpp"
 #include "util/time.hpp"
 
-// hiredis's types; only reply.cpp and the code that reads replies need their fields.
+// hiredis's types; only .cpp files include its header (reply.cpp and the code
+// that reads replies need their fields), so that what uses a store never
+// compiles against it.
 struct redisReply;
 struct redisReader;
 
 namespace nxlock::store::redis {
 
-struct Command;
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const;
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// One command and the key it touches (empty if none), for error messages.
+struct Command {
+  std::vector<std::string_view> args;
+  std::string_view key;
+};
+
+// A server's error reply. RESP errors start with a code, "TRYAGAIN Multiple
+// keys request during rehashing of slot", "ERR unknown command 'X'": callers
+// compare the code, never search the words.
+struct ErrorReply {
+  // The first word when it is a code (capital letters: ERR, NOPERM, MOVED),
+  // else empty. Two errors older servers word otherwise carry the code newer
+  // ones give: an error raised inside a script that Redis < 7 wraps ("ERR
+  // Error running script (call to f_…): @user_script:1: WRONGTYPE …") has the
+  // wrapped error's; an ACL's refusal inside a script, which Redis < 7.2
+  // words under ERR ("… can't run this command or subcommand"), has NOPERM.
+  std::string_view code;
+  std::string_view text;  // the whole message, code included
+};
+
+// The error `reply` is; nullopt when it is not an error reply.
+std::optional<ErrorReply> error_of(const redisReply& reply);
+
+// error_of(reply)'s code; empty when `reply` is no error reply.
+std::string_view error_code(const redisReply& reply);
+
+// The util::Error for a server's error reply, with its code (ErrorReply::code)
+// for callers that act on one (TRYAGAIN: retry otherwise).
+class ServerError : public util::Error {
+ public:
+  ServerError(util::ErrorKind kind, std::string what, std::string why, std::string code)
+      : util::Error(kind, std::move(what), std::move(why)), m_code(std::move(code)) {}
+  const std::string& code() const { return m_code; }
+
+ private:
+  std::string m_code;
+};
+
+// The code of the server's error `error` reports (a ServerError's), empty for
+// any other error.
+std::string_view error_code(const util::Error& error);
 
 // Cluster redirects: "MOVED 3999 127.0.0.1:6381", "ASK 3999 [::1]:6381".
 struct Redirect {
@@ -34,7 +84,7 @@ redisReader* create_reader();
 // redirect whose slot or port is out of range (it is then reported as an error).
 std::optional<Redirect> parse_redirect(const redisReply& reply);
 
-// Throws the util::Error the contract gives for a server's error reply:
+// Throws the ServerError the contract gives for a server's error reply:
 // WRONGTYPE → data; auth failures and NOPERM → permission; anything else →
 // unavailable, with the server's words.
 [[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,

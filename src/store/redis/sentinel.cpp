@@ -221,10 +221,8 @@ std::optional<HostPort> SentinelLocator::recheck(const HostPort& current,
 }
 
 bool says_demoted(const Command& command, const redisReply& reply) {
-  if (reply.type == REDIS_REPLY_ERROR) {
-    const std::string_view text(reply.str, reply.len);
-    return text.find("READONLY") != std::string_view::npos || text.starts_with("MASTERDOWN") ||
-           text.starts_with("UNBLOCKED");
+  if (const auto error = error_of(reply)) {
+    return error->code == "READONLY" || error->code == "MASTERDOWN" || error->code == "UNBLOCKED";
   }
   if (reply.type != REDIS_REPLY_INTEGER || command.args.size() < 2 ||
       (command.args[0] != "WAIT" && command.args[0] != "wait")) {

@@ -320,6 +320,26 @@ bool TlsSession::pending() const {
   return m_context->api().pending(static_cast<SSL*>(m_ssl)) > 0;
 }
 
+bool TlsSession::idle_alive() {
+  // TLS 1.3 servers send session tickets after the handshake: records that
+  // make the socket readable but hold no reply. Reading consumes them.
+  char byte = 0;
+  return read(&byte, 1).status == IoStatus::want_read;
+}
+
+IoResult TlsSession::explain(const IoResult& result) {
+  if (result.kind != ErrorKind::permission) {
+    // A TLS 1.3 server judges our certificate after our side of the handshake
+    // is done, then closes: its alert may still be readable, and says why.
+    char byte = 0;
+    IoResult alert = read(&byte, 1);
+    if (alert.status == IoStatus::failed && alert.kind == ErrorKind::permission) {
+      return alert;
+    }
+  }
+  return result;
+}
+
 IoResult TlsSession::result_of(int ret, const char* step) {
   if (ret > 0) {
     return {IoStatus::done, static_cast<std::size_t>(ret), {}};

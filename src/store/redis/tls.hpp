@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "store/redis/transport.hpp"
 #include "util/error.hpp"
 
 namespace nxlock::store::redis {
@@ -19,18 +20,6 @@ struct TlsConfig {
   bool insecure = false;  // skip chain and name verification
 };
 
-// The outcome of one non-blocking TLS step: done, or which way to poll.
-enum class IoStatus { done, want_read, want_write, closed, failed };
-
-struct IoResult {
-  IoStatus status = IoStatus::failed;
-  std::size_t bytes = 0;  // read or written, when done
-  // When failed: why, and whether it is the user's trust setup (77) or the
-  // peer (69).
-  std::string error;
-  util::ErrorKind kind = util::ErrorKind::unavailable;
-};
-
 // The SSL_CTX and OpenSSL's function table, shared by a store's connections.
 class TlsContext;
 
@@ -39,22 +28,24 @@ class TlsContext;
 // usage (64) for an unreadable CA, certificate or key file.
 std::shared_ptr<TlsContext> make_tls_context(const TlsConfig& config, const std::string& name);
 
-// One TLS session over a connected, non-blocking socket that the caller owns.
-class TlsSession {
+// One TLS session over a connected, non-blocking socket that the caller owns:
+// the transport of a rediss:// connection, once handshake() is done.
+class TlsSession final : public Transport {
  public:
   // `host` is the URL's host: the name (or IP) checked and sent as SNI,
   // unless the config's `sni` replaces it.
   TlsSession(std::shared_ptr<TlsContext> context, int fd, const std::string& host);
-  ~TlsSession();
+  ~TlsSession() override;
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
 
   IoResult handshake();
-  IoResult read(char* buffer, std::size_t size);
-  // After want_read/want_write, call again with the same bytes and length.
-  IoResult write(const char* buffer, std::size_t size);
-  // Bytes OpenSSL has decrypted but not yet handed out: poll would not see them.
-  bool pending() const;
+  IoResult read(char* buffer, std::size_t size) override;
+  IoResult write(const char* buffer, std::size_t size) override;
+  // Bytes OpenSSL has decrypted but not yet handed out.
+  bool pending() const override;
+  bool idle_alive() override;
+  IoResult explain(const IoResult& result) override;
 
  private:
   IoResult result_of(int ret, const char* step);
