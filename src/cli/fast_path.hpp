@@ -11,8 +11,9 @@
 namespace nxlock::cli {
 
 // Whether the environment sets a global option other than -u (NXLOCK_PREFIX,
-// NXLOCK_CACERT, …; set even empty): app.cpp, beside the options it names, so
-// that an option given an environment variable there cannot be missed here.
+// NXLOCK_CACERT, …; set even empty): lazy_options.cpp, whose list of those
+// variables also decides which options CLI11 builds, so that an option given
+// an environment variable cannot be missed here.
 bool option_environment_set();
 
 // Parses the plain command lines

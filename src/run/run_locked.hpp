@@ -54,9 +54,12 @@ struct RunOutcome {
   int status = 0;
   bool lost = false;   // the lock was lost while the child ran
   std::string detail;  // strerror for not_found / not_executable
+
+  // The job's process ran (exited or was killed), as opposed to never starting.
+  bool ran() const { return ending == Ending::exited || ending == Ending::signaled; }
 };
 
-// A lost lock, as the supervisor found it: by the store's verdict on our value
+// A lost lock, as supervision found it: by the store's verdict on our value
 // (taken over, deleted, expired), or without one, for the reason in `detail`.
 struct Loss {
   Loss(std::optional<lock::Verdict> why, std::string more)

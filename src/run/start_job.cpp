@@ -1,0 +1,75 @@
+// Starting run-locked's job: the lock still surely held, the child's environment,
+// the watchdog's go, the terminal, the holder record.
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "run/stages.hpp"
+#include "util/error.hpp"
+#include "util/escape.hpp"
+#include "util/redact.hpp"
+
+namespace nxlock::run {
+
+namespace {
+
+// Everything the child finds in its environment from us, decided in this one
+// place and applied by the watchdog to its own (ours stays as it was).
+// The child gets no password of ours unless asked (--inherit-credentials): it
+// may print its environment (a CI log, a crash report) or pass it on further.
+// A password-bearing NXLOCK_URL stays, redacted: an nxlock inside the job then
+// fails loudly on authentication rather than quietly using another backend.
+std::vector<JobWatchdog::EnvSetting> child_environment(const lock::Lockable& lock,
+                                                       const HeldLock& held,
+                                                       const RunOptions& options) {
+  std::vector<JobWatchdog::EnvSetting> settings = {
+      {"NXLOCK_KEY", lock.key()},
+      {"NXLOCK_VALUE", held.value},
+      // None issued (a quorum): never an outer job's token.
+      {"NXLOCK_FENCE",
+       lock.fence() > 0 ? std::optional(std::to_string(lock.fence())) : std::nullopt},
+  };
+  if (options.inherit_credentials) {
+    return settings;
+  }
+  for (const char* name : {"NXLOCK_PASSWORD", "REDISCLI_AUTH", "NXLOCK_SENTINEL_PASSWORD"}) {
+    settings.push_back({name, std::nullopt});
+  }
+  if (const char* url = std::getenv("NXLOCK_URL")) {
+    const std::string redacted = util::redact_secrets(url);
+    if (redacted != url) {
+      settings.push_back({"NXLOCK_URL", redacted});
+    }
+  }
+  return settings;
+}
+
+}  // namespace
+
+Job start_job(LockedRun& run) {
+  if (util::mono_now() >= run.act_by()) {
+    // The backend answered so late that the lock may have expired already.
+    throw util::Error(util::ErrorKind::unavailable, "lock '" + util::escape(run.lock.key()) + "'",
+                      "acquired too late to be sure it is still held; the job was not started");
+  }
+  if (!run.watchdog.prepared()) {
+    run.watchdog.prepare(run.options.command, run.signals.original_mask());
+  }
+  Job job;
+  const auto started =
+      run.watchdog.start(child_environment(run.lock, run.held, run.options), job.terminal.active(),
+                         run.schedule, run.held.valid_until);
+  if (started.exec_error != 0) {
+    run.watchdog.disarm();  // nothing to watch: the job exited at once
+    job.exec_error = started.exec_error;
+    return job;
+  }
+  job.pid = started.pid;
+  job.terminal.give(job.pid);
+  // Only now: the details are advisory, and the job need not wait for them.
+  run.lock.record_holder(run.options.holder);
+  return job;
+}
+
+}  // namespace nxlock::run

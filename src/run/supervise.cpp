@@ -1,0 +1,124 @@
+// Supervising run-locked's job: signals passed on, the lock renewed, its deadline
+// told to the watchdog, and the lost-lock policy.
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+
+#include "run/renewal.hpp"
+#include "run/stages.hpp"
+#include "util/poll.hpp"
+
+namespace nxlock::run {
+
+using util::Micros;
+
+Supervised supervise(LockedRun& run, const Job& job) {
+  const RunOptions& options = run.options;
+  const StopSchedule& schedule = run.schedule;
+  JobWatchdog& watchdog = run.watchdog;
+  Supervised supervised;
+  RunOutcome& outcome = supervised.job;
+
+  Renewal renewal(run.lock, run.held, options.ttl, schedule.lead(), run.reporter);
+  const auto signal_job = [&](int signo) {
+    if (kill(-job.pid, signo) != 0) {
+      kill(job.pid, signo);  // the group may be gone while the child lingers
+    }
+  };
+  // The lost lock's policy, carried out by the watchdog, so that the SIGKILL
+  // comes on time even if we are stopped in between. It comes before the lock
+  // could expire, whatever --kill-after says: the grace is cut short to that.
+  const auto lose = [&](Loss loss) {
+    outcome.lost = true;
+    const Micros now = util::mono_now();
+    Micros kill_at = now;
+    if (options.on_lost == OnLost::term) {
+      kill_at = std::min(now + options.kill_after, schedule.kill_at(run.held.valid_until));
+      if (kill_at < now + options.kill_after) {
+        loss.grace_cut_to = std::max(kill_at - now, Micros(0));
+      }
+    }
+    run.reporter.lost(loss, options.on_lost);
+    switch (options.on_lost) {
+      case OnLost::term:
+        watchdog.stop(SIGTERM, kill_at);
+        break;
+      case OnLost::kill:
+        watchdog.stop(SIGKILL, now);
+        break;
+      case OnLost::ignore:
+        break;
+    }
+  };
+
+  for (;;) {
+    // Not renewed, the lock is lost when it could expire: wake up then to act.
+    // A lost lock has nothing left to wake up for but the job's end.
+    Micros wake_at = Micros::max();
+    if (!outcome.lost) {
+      wake_at = options.renew ? renewal.next_at() : run.act_by();
+    }
+    // The job's end is seen on exit_fd() at once, before the watchdog has
+    // reaped it and reported; the status follows (collect_exit_status), after
+    // the release: the next holder need not wait for our watchdog to be
+    // scheduled. A lost lock is not released: its job's end waits for the
+    // report, which decides what is left to stop.
+    const int exit_fd = outcome.lost ? -1 : watchdog.exit_fd();
+    pollfd fds[3] = {
+        {run.signals.fd(), POLLIN, 0}, {watchdog.status_fd(), POLLIN, 0}, {exit_fd, POLLIN, 0}};
+    // Signals to pass on come as data on signals.fd(), not as EINTR.
+    util::poll_until(fds, 3, wake_at);
+
+    while (const auto signo = run.signals.take()) {
+      signal_job(*signo);
+    }
+    const auto wait_status = watchdog.take_status();
+    if (watchdog.stopped_by_itself() && !outcome.lost) {
+      // We did not act in time (stopped, hung, or just late): the watchdog
+      // began the stop.
+      outcome.lost = true;
+      Loss loss{std::nullopt, "no renewal was confirmed in time, and the watchdog stopped the job"};
+      loss.by_watchdog = true;
+      if (options.on_lost == OnLost::term && options.kill_after > schedule.grace) {
+        loss.grace_cut_to = schedule.grace;
+      }
+      run.reporter.lost(loss, options.on_lost);
+    }
+    if (wait_status) {
+      if (outcome.lost && options.on_lost != OnLost::ignore) {
+        // The job is being stopped: nothing it started may go on running, even
+        // what left its process group (setsid), which the group's signals missed.
+        watchdog.kill_all();
+      }
+      watchdog.disarm();
+      record_exit_status(outcome, *wait_status);
+      return supervised;
+    }
+    if (fds[2].revents != 0 && !outcome.lost) {
+      outcome.ending = RunOutcome::Ending::exited;  // it ran; collect_exit_status says how it ended
+      supervised.status_pending = true;
+      return supervised;
+    }
+
+    if (!options.renew && !outcome.lost && util::mono_now() >= run.act_by()) {
+      if (options.on_lost == OnLost::ignore) {
+        lose(Loss{lock::Verdict::expired, "--no-renew"});
+      } else {
+        lose(Loss{std::nullopt, "not renewed (--no-renew), it would expire in " +
+                                    util::seconds_text(run.held.valid_until - util::mono_now()) +
+                                    " with the job still running"});
+      }
+    }
+    if (options.renew && !outcome.lost) {
+      const Micros before = run.held.valid_until;
+      if (const auto lost = renewal.step()) {
+        lose(*lost);
+      } else if (run.held.valid_until != before) {
+        watchdog.extend(run.held.valid_until);
+      }
+    }
+  }
+}
+
+}  // namespace nxlock::run
