@@ -1,5 +1,5 @@
 """Options other than -u (the global ones, -E and --clock) are built only
-when argv or the environment may name them (src/cli/app.cpp, may_name):
+when argv or the environment may name them (src/cli/lazy_options.cpp, may_name):
 every other command line must get the same outcome, word for word, as with all
 options built. An empty NXLOCK_CACERT forces them all to be built and is
 otherwise ignored (CLI11 takes no empty environment value), so each command
