@@ -46,6 +46,8 @@ Runner setup_unlock(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_renew(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_status(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed);
+// doctor has no options of its own: its setup is beside its runner (command_doctor.cpp).
+Runner setup_doctor(CLI::App& sub, ParsedArgs& parsed);
 
 // Adds the options shared by lock and run-locked (LockArgs).
 void add_lock_options(CLI::App& sub, LockArgs& args);
