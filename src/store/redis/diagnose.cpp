@@ -402,7 +402,9 @@ class ServerDiagnosis {
     } else {
       const Micros offset = redis::time_of(*reply.front(), name()) - (before + (after - before) / 2);
       const Micros size = offset < Micros(0) ? -offset : offset;
-      const std::string detail = "the server's is " + util::seconds_text(size) +
+      const std::string detail = "the server's is " +
+                                 (size < Micros(1'000'000) ? millis_text(size)
+                                                           : util::seconds_text(size)) +
                                  (offset < Micros(0) ? " behind" : " ahead of") + " this host's";
       if (size > k_clock_tolerance) {
         m_checks.push_back(Check::warn(
