@@ -481,7 +481,7 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
     const std::string flags = field("flags");
     const std::string detail = "master '" + util::escape(url.master) + "' at " +
                                address_text(address) + " (" + util::escape(flags, 40) + "), " +
-                               field("num-slaves") + " replicas, " + std::to_string(sentinels) +
+                               field("num-slaves") + (field("num-slaves") == "1" ? " replica, " : " replicas, ") + std::to_string(sentinels) +
                                " Sentinels, quorum " + field("quorum");
     if (flags.find("s_down") != std::string::npos || flags.find("o_down") != std::string::npos) {
       checks.push_back(Check::fail(name, detail, "the master is down: a failover should follow; "
