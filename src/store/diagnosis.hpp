@@ -15,7 +15,7 @@ namespace nxlock::store {
 struct Check {
   enum class Verdict { ok, warn, fail };
 
-  std::string name;    // what was checked: "server version", "free space"
+  std::string name;  // what was checked: "server version", "free space"
   Verdict verdict = Verdict::ok;
   std::string detail;  // what was found: "7.0.15", "12 GiB"
   std::string advice;  // what to do about a warn or a fail; empty for ok

@@ -15,8 +15,8 @@ TEST(ClassifyFileSystem, LocalOnesAreNamed) {
 }
 
 TEST(ClassifyFileSystem, NetworkOnesAreFlagged) {
-  for (const long long magic : {0x6969LL, 0x517BLL, 0xFE534D42LL, 0xFF534D42LL, 0x65735546LL,
-                                0x00C36400LL}) {
+  for (const long long magic :
+       {0x6969LL, 0x517BLL, 0xFE534D42LL, 0xFF534D42LL, 0x65735546LL, 0x00C36400LL}) {
     EXPECT_TRUE(classify_file_system(magic).network) << std::hex << magic;
   }
   EXPECT_EQ(classify_file_system(0x6969).name, "nfs");

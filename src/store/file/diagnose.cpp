@@ -88,18 +88,21 @@ Check marker_check(const std::string& path, const std::string& shown) {
     if (empty) {
       return Check::ok("path", shown + ": an empty directory; the first lock makes it a store");
     }
-    return Check::fail("path", shown + ": not an nxlock store (no " + k_marker_name + " marker)",
-                 "point the URL at an empty or new directory: nxlock never writes into a foreign one");
+    return Check::fail(
+        "path", shown + ": not an nxlock store (no " + k_marker_name + " marker)",
+        "point the URL at an empty or new directory: nxlock never writes into a foreign one");
   }
-  const std::string content((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string content((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
   int format = 0;
   if (content.starts_with(k_marker_prefix) && content.ends_with('\n') &&
       std::sscanf(content.c_str() + k_marker_prefix.size(), "%d", &format) == 1 && format >= 1 &&
       format <= k_format) {
     return Check::ok("path", shown + ": an nxlock store (format " + std::to_string(format) + ")");
   }
-  return Check::fail("path", shown + ": an unknown store format (" + util::escape(content, 40) + ")",
-               "a newer nxlock made it, or it is damaged: use that nxlock, or another path");
+  return Check::fail("path",
+                     shown + ": an unknown store format (" + util::escape(content, 40) + ")",
+                     "a newer nxlock made it, or it is damaged: use that nxlock, or another path");
 }
 
 Check owner_check(const struct stat& status, const Url& url) {
@@ -108,8 +111,9 @@ Check owner_check(const struct stat& status, const Url& url) {
     return Check::ok("owner", owner);
   }
   if (url.is_default_store) {
-    Check refused = Check::fail("owner", owner + ", not " + user_name(geteuid()),
-                          "the default store must be your own: remove it, or set NXLOCK_STORE");
+    Check refused =
+        Check::fail("owner", owner + ", not " + user_name(geteuid()),
+                    "the default store must be your own: remove it, or set NXLOCK_STORE");
     refused.stop = util::ErrorKind::permission;
     return refused;
   }
@@ -120,12 +124,13 @@ Check mode_check(const struct stat& status, const Url& url, const std::string& s
   const mode_t mode = status.st_mode;
   const std::string detail = mode_text(mode);
   if ((mode & S_IWOTH) != 0) {
-    return Check::warn("mode", detail + ": any user can remove or plant records",
-                 "chmod o-w " + shown + " (share it with a group instead: chgrp GROUP; chmod 2770)");
+    return Check::warn(
+        "mode", detail + ": any user can remove or plant records",
+        "chmod o-w " + shown + " (share it with a group instead: chgrp GROUP; chmod 2770)");
   }
   if (url.is_default_store && (mode & 077) != 0) {
     return Check::warn("mode", detail + ": the default store is meant to be private",
-                 "chmod 700 " + shown);
+                       "chmod 700 " + shown);
   }
   return Check::ok("mode", detail);
 }
@@ -144,11 +149,11 @@ Check space_check(const std::string& measured) {
   }
   if (free_bytes == 0 || (fs.f_files != 0 && fs.f_favail == 0)) {
     return Check::fail("free space", detail + ": every lock would fail to be written",
-                 "free some space on that file system");
+                       "free some space on that file system");
   }
   if (free_bytes < k_low_space) {
     return Check::warn("free space", detail + ": nearly full",
-                 "free some space: locks fail once it is full");
+                       "free some space: locks fail once it is full");
   }
   return Check::ok("free space", detail);
 }
@@ -162,8 +167,8 @@ Check file_system_check(const std::string& measured) {
   const FileSystemKind kind = classify_file_system(static_cast<long long>(fs.f_type));
   if (kind.network) {
     return Check::warn("file system", kind.name + ", a network file system",
-                 "flock and rename may not be atomic across hosts there: keep the store on a "
-                 "local disk, and lock across hosts with Redis");
+                       "flock and rename may not be atomic across hosts there: keep the store on a "
+                       "local disk, and lock across hosts with Redis");
   }
   return Check::ok("file system", kind.name);
 }
@@ -212,18 +217,30 @@ FileSystemKind classify_file_system(long long magic) {
   // From linux/magic.h and statfs(2). FUSE counts as shared: sshfs, GlusterFS
   // and s3fs are FUSE file systems, and a local one cannot be told apart.
   static constexpr Known k_known[] = {
-      {0xEF53, "ext4", false},         {0x58465342, "xfs", false},
-      {0x9123683E, "btrfs", false},    {0x01021994, "tmpfs", false},
-      {0x794C7630, "overlayfs", false}, {0x2FC12FC1, "zfs", false},
-      {0xF2F52010, "f2fs", false},     {0x858458F6, "ramfs", false},
-      {0x3153464A, "jfs", false},      {0x52654973, "reiserfs", false},
-      {0xCA451A4E, "bcachefs", false}, {0x6969, "nfs", true},
-      {0x517B, "smb", true},           {0xFE534D42, "smb2", true},
-      {0xFF534D42, "cifs", true},      {0x65735546, "fuse", true},
-      {0x00C36400, "ceph", true},      {0x5346414F, "afs", true},
-      {0x01021997, "9p", true},        {0x73757245, "coda", true},
-      {0x564C, "ncp", true},           {0x01161970, "gfs2", true},
-      {0x7461636F, "ocfs2", true},     {0x0BD00BD0, "lustre", true},
+      {0xEF53, "ext4", false},
+      {0x58465342, "xfs", false},
+      {0x9123683E, "btrfs", false},
+      {0x01021994, "tmpfs", false},
+      {0x794C7630, "overlayfs", false},
+      {0x2FC12FC1, "zfs", false},
+      {0xF2F52010, "f2fs", false},
+      {0x858458F6, "ramfs", false},
+      {0x3153464A, "jfs", false},
+      {0x52654973, "reiserfs", false},
+      {0xCA451A4E, "bcachefs", false},
+      {0x6969, "nfs", true},
+      {0x517B, "smb", true},
+      {0xFE534D42, "smb2", true},
+      {0xFF534D42, "cifs", true},
+      {0x65735546, "fuse", true},
+      {0x00C36400, "ceph", true},
+      {0x5346414F, "afs", true},
+      {0x01021997, "9p", true},
+      {0x73757245, "coda", true},
+      {0x564C, "ncp", true},
+      {0x01161970, "gfs2", true},
+      {0x7461636F, "ocfs2", true},
+      {0x0BD00BD0, "lustre", true},
       {0x786F4256, "vboxsf", true},
   };
   // f_type is a signed word on some ABIs: compare its low 32 bits.
@@ -252,7 +269,7 @@ Diagnosis diagnose_file(const Url& url) {
     const int error = errno;
     if (error != ENOENT) {
       Check failed = Check::fail("path", shown + ": " + std::strerror(error),
-                           "run as a user who may read it, or give another path");
+                                 "run as a user who may read it, or give another path");
       if (error == EACCES || error == EPERM) {
         failed.stop = util::ErrorKind::permission;
       }
@@ -262,29 +279,30 @@ Diagnosis diagnose_file(const Url& url) {
     measured = existing_parent(path);
     const std::string how = url.is_default_store ? "mode 0700" : "as the umask says";
     if (access(measured.c_str(), W_OK | X_OK) != 0) {
-      Check refused = Check::fail("path",
-                            shown + ": does not exist, and " + util::escape(measured) +
-                                " is not writable by " + user_name(geteuid()),
-                            "create it for this user, or give a path under a writable directory");
+      Check refused =
+          Check::fail("path",
+                      shown + ": does not exist, and " + util::escape(measured) +
+                          " is not writable by " + user_name(geteuid()),
+                      "create it for this user, or give a path under a writable directory");
       refused.stop = util::ErrorKind::permission;
       checks.push_back(std::move(refused));
     } else {
-      checks.push_back(Check::ok("path",
-                             shown + ": does not exist yet; the first lock creates it (" + how + ")"));
+      checks.push_back(Check::ok(
+          "path", shown + ": does not exist yet; the first lock creates it (" + how + ")"));
     }
   } else if (S_ISLNK(status.st_mode)) {
     checks.push_back(Check::fail("path", shown + ": a symbolic link, which nxlock does not follow",
-                           "give the directory it points to as the path"));
+                                 "give the directory it points to as the path"));
     return diagnosis;
   } else if (!S_ISDIR(status.st_mode)) {
     checks.push_back(Check::fail("path", shown + ": not a directory",
-                           "give a directory's path (or one that does not exist yet)"));
+                                 "give a directory's path (or one that does not exist yet)"));
     return diagnosis;
   } else {
     if (access(path.c_str(), R_OK | W_OK | X_OK) != 0) {
-      Check refused = Check::fail("path",
-                            shown + ": not readable and writable by " + user_name(geteuid()),
-                            "run as its owner, or give this user access (chgrp, chmod g+rwx)");
+      Check refused =
+          Check::fail("path", shown + ": not readable and writable by " + user_name(geteuid()),
+                      "run as its owner, or give this user access (chgrp, chmod g+rwx)");
       refused.stop = util::ErrorKind::permission;
       checks.push_back(std::move(refused));
     } else {

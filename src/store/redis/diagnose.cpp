@@ -13,6 +13,7 @@
 
 #include "store/diagnosis.hpp"
 #include "store/redis/connection.hpp"
+#include "store/redis/diagnose.hpp"
 #include "store/redis/fitness.hpp"
 #include "store/redis/reply.hpp"
 #include "util/escape.hpp"
@@ -20,40 +21,9 @@
 
 namespace nxlock::store {
 
-namespace {
+namespace redis::doctor {
 
-using redis::Command;
-using redis::Connection;
-using redis::Endpoint;
-using redis::Reply;
 using util::Error;
-using util::ErrorKind;
-using util::Micros;
-
-// A server clock further than this from ours is worth a warning: a lock's
-// timestamp is whole seconds.
-constexpr Micros k_clock_tolerance{1'000'000};
-// Fewer Sentinels than this cannot outvote one that is down or partitioned.
-constexpr long k_min_sentinels = 3;
-
-using Setup = std::vector<std::vector<std::string>>;
-
-// AUTH [USER] PASSWORD and SELECT, as the store's own connection logs in.
-Setup login(const Url& url, const std::optional<std::string>& password) {
-  Setup setup;
-  if (password) {
-    std::vector<std::string> auth{"AUTH"};
-    if (url.user) {
-      auth.push_back(*url.user);
-    }
-    auth.push_back(*password);
-    setup.push_back(std::move(auth));
-  }
-  if (url.db != 0) {
-    setup.push_back({"SELECT", std::to_string(url.db)});
-  }
-  return setup;
-}
 
 std::string_view text_of(const redisReply& reply) {
   if (reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_STATUS ||
@@ -62,6 +32,44 @@ std::string_view text_of(const redisReply& reply) {
   }
   return {};
 }
+
+// The error a reply stands for (auth and ACL refusals: permission), if it is one.
+std::optional<Error> reply_error(const redisReply& reply, const Command& command,
+                                 const std::string& name) {
+  if (reply.type != REDIS_REPLY_ERROR) {
+    return std::nullopt;
+  }
+  try {
+    redis::throw_reply_error(reply, command, name);
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;  // not reached: throw_reply_error throws
+}
+
+std::string address_text(const HostPort& address) {
+  const bool ipv6 = address.host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
+}
+
+}  // namespace redis::doctor
+
+namespace {
+
+using redis::Command;
+using redis::Connection;
+using redis::Endpoint;
+using redis::Reply;
+using redis::doctor::address_text;
+using redis::doctor::reply_error;
+using redis::doctor::text_of;
+using util::Error;
+using util::ErrorKind;
+using util::Micros;
+
+// A server clock further than this from ours is worth a warning: a lock's
+// timestamp is whole seconds.
+constexpr Micros k_clock_tolerance{1'000'000};
 
 // The value of `field` in INFO's "field:value" lines.
 std::optional<std::string> info_field(std::string_view info, std::string_view field) {
@@ -92,19 +100,6 @@ std::optional<std::string> config_value(const redisReply& reply) {
   return std::string(text_of(*reply.element[1]));
 }
 
-// The error a reply stands for (auth and ACL refusals: permission), if it is one.
-std::optional<Error> reply_error(const redisReply& reply, const Command& command,
-                                 const std::string& name) {
-  if (reply.type != REDIS_REPLY_ERROR) {
-    return std::nullopt;
-  }
-  try {
-    redis::throw_reply_error(reply, command, name);
-  } catch (const Error& e) {
-    return e;
-  }
-}
-
 // "0.21 ms": a round trip on one host is well below seconds_text()'s milliseconds.
 std::string millis_text(Micros duration) {
   char text[32];
@@ -112,9 +107,23 @@ std::string millis_text(Micros duration) {
   return text;
 }
 
-std::string address_text(const HostPort& address) {
-  const bool ipv6 = address.host.find(':') != std::string::npos;
-  return (ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
+using Setup = std::vector<std::vector<std::string>>;
+
+// AUTH [USER] PASSWORD and SELECT, as the store's own connection logs in.
+Setup login(const Url& url, const std::optional<std::string>& password) {
+  Setup setup;
+  if (password) {
+    std::vector<std::string> auth{"AUTH"};
+    if (url.user) {
+      auth.push_back(*url.user);
+    }
+    auth.push_back(*password);
+    setup.push_back(std::move(auth));
+  }
+  if (url.db != 0) {
+    setup.push_back({"SELECT", std::to_string(url.db)});
+  }
+  return setup;
 }
 
 // One server: from reaching it to its clock. Appends to `checks`.
@@ -129,9 +138,8 @@ class ServerDiagnosis {
       return;
     }
     round_trip();
-    const auto replies = m_connection->exchange({{{"INFO"}, {}},
-                                                 {{"CONFIG", "GET", "save"}, {}},
-                                                 {{"CONFIG", "GET", "appendonly"}, {}}});
+    const auto replies = m_connection->exchange(
+        {{{"INFO"}, {}}, {{"CONFIG", "GET", "save"}, {}}, {{"CONFIG", "GET", "appendonly"}, {}}});
     const std::optional<Error> refused = reply_error(*replies[0], {{"INFO"}, {}}, name());
     if (refused) {
       m_checks.push_back(Check::warn("INFO", refused->reason(),
@@ -180,15 +188,14 @@ class ServerDiagnosis {
       return false;
     }
     m_checks.push_back(Check::ok(
-        "reachable", where() + " (connected in " + millis_text(util::mono_now() - started) +
-                         ")"));
+        "reachable", where() + " (connected in " + millis_text(util::mono_now() - started) + ")"));
     if (m_endpoint.tls) {
       if (m_options.tls.insecure) {
         m_checks.push_back(Check::warn("TLS", "the certificate is not verified (--insecure)",
                                        "verify it: --cacert FILE instead of --insecure"));
       } else {
-        const std::string& cas = !m_options.tls.cacert.empty() ? m_options.tls.cacert
-                                                               : m_options.tls.cacertdir;
+        const std::string& cas =
+            !m_options.tls.cacert.empty() ? m_options.tls.cacert : m_options.tls.cacertdir;
         m_checks.push_back(Check::ok(
             "TLS", "certificate verified against " +
                        (cas.empty() ? std::string("the system's CAs") : util::escape(cas)) +
@@ -238,10 +245,9 @@ class ServerDiagnosis {
           password ? "check the password (--password-file, NXLOCK_PASSWORD) and the ACL user"
                    : "the server wants a password: --password-file FILE or NXLOCK_PASSWORD"));
     } else {
-      m_checks.push_back(Check::stopping(failed->kind() == ErrorKind::usage ? ErrorKind::usage
-                                                                             : ErrorKind::unavailable,
-                                         "auth", failed->reason(),
-                                         "check the URL's database number and the server's log"));
+      m_checks.push_back(Check::stopping(
+          failed->kind() == ErrorKind::usage ? ErrorKind::usage : ErrorKind::unavailable, "auth",
+          failed->reason(), "check the URL's database number and the server's log"));
     }
     return false;
   }
@@ -276,8 +282,9 @@ class ServerDiagnosis {
     const std::string detail = util::escape(*version, 40);
     if (major < redis::k_min_major || (major == redis::k_min_major && minor < redis::k_min_minor)) {
       m_checks.push_back(Check::fail("server version", detail,
-                                     "upgrade to Redis " + minimum() + " or later: the lock "
-                                     "scripts read TIME and then write"));
+                                     "upgrade to Redis " + minimum() +
+                                         " or later: the lock "
+                                         "scripts read TIME and then write"));
     } else {
       m_checks.push_back(Check::ok("server version", detail));
     }
@@ -298,9 +305,9 @@ class ServerDiagnosis {
       // fitness's reason is "maxmemory-policy is …: the server may …; set …":
       // the part after the first ": " is the advice.
       const auto colon = m_unfit.find(": ");
-      m_checks.push_back(Check::fail(
-          "maxmemory-policy", detail,
-          colon == std::string::npos ? m_unfit : m_unfit.substr(colon + 2)));
+      m_checks.push_back(
+          Check::fail("maxmemory-policy", detail,
+                      colon == std::string::npos ? m_unfit : m_unfit.substr(colon + 2)));
     } else if (!m_info_refused.empty() || !policy) {
       m_checks.push_back(Check::warn("maxmemory-policy", detail + ": cannot be judged",
                                      "make sure it is noeviction (or maxmemory 0)"));
@@ -316,16 +323,17 @@ class ServerDiagnosis {
     if (aof_on) {
       m_checks.push_back(Check::ok("persistence", "append-only file"));
     } else if (save_points && !save_points->empty()) {
-      m_checks.push_back(Check::ok("persistence", "RDB snapshots (save " +
-                                                      util::escape(*save_points, 60) + ")"));
+      m_checks.push_back(
+          Check::ok("persistence", "RDB snapshots (save " + util::escape(*save_points, 60) + ")"));
     } else if (!save_points) {
-      m_checks.push_back(Check::warn(
-          "persistence", "cannot tell (CONFIG GET refused)",
-          "make sure appendonly or save is set, or a restart loses every held lock"));
+      m_checks.push_back(
+          Check::warn("persistence", "cannot tell (CONFIG GET refused)",
+                      "make sure appendonly or save is set, or a restart loses every held lock"));
     } else {
       m_checks.push_back(Check::warn(
-          "persistence", "none: a restart of the server loses every held lock and stops the "
-                         "jobs run-locked runs under them",
+          "persistence",
+          "none: a restart of the server loses every held lock and stops the "
+          "jobs run-locked runs under them",
           "set appendonly yes (or save points) if jobs must outlive a restart of the server"));
     }
   }
@@ -348,9 +356,8 @@ class ServerDiagnosis {
       const auto replica = info_field(info, "slave" + std::to_string(i));
       online += replica && replica->find("state=online") != std::string::npos ? 1 : 0;
     }
-    std::string detail = util::escape(role.value_or("master"), 20) + ", " +
-                         std::to_string(online) + (online == 1 ? " replica" : " replicas") +
-                         " online";
+    std::string detail = util::escape(role.value_or("master"), 20) + ", " + std::to_string(online) +
+                         (online == 1 ? " replica" : " replicas") + " online";
     if (m_options.replicas > 0) {
       detail += ", --replicas " + std::to_string(m_options.replicas);
     }
@@ -377,8 +384,8 @@ class ServerDiagnosis {
     const std::string_view text = text_of(*reply.front());
     const auto state = info_field(text, "cluster_state").value_or("unknown");
     const std::string detail = "cluster_state " + util::escape(state, 20) + ", " +
-                               info_field(text, "cluster_known_nodes").value_or("?") +
-                               " nodes, " + info_field(text, "cluster_size").value_or("?") +
+                               info_field(text, "cluster_known_nodes").value_or("?") + " nodes, " +
+                               info_field(text, "cluster_size").value_or("?") +
                                " masters serving slots";
     if (state == "ok") {
       m_checks.push_back(Check::ok("cluster", detail));
@@ -400,12 +407,13 @@ class ServerDiagnosis {
       m_checks.push_back(Check::warn("clock", "TIME refused: " + refused->reason(),
                                      "allow TIME to this user: the lock commands need it"));
     } else {
-      const Micros offset = redis::time_of(*reply.front(), name()) - (before + (after - before) / 2);
+      const Micros offset =
+          redis::time_of(*reply.front(), name()) - (before + (after - before) / 2);
       const Micros size = offset < Micros(0) ? -offset : offset;
-      const std::string detail = "the server's is " +
-                                 (size < Micros(1'000'000) ? millis_text(size)
-                                                           : util::seconds_text(size)) +
-                                 (offset < Micros(0) ? " behind" : " ahead of") + " this host's";
+      const std::string detail =
+          "the server's is " +
+          (size < Micros(1'000'000) ? millis_text(size) : util::seconds_text(size)) +
+          (offset < Micros(0) ? " behind" : " ahead of") + " this host's";
       if (size > k_clock_tolerance) {
         m_checks.push_back(Check::warn(
             "clock", detail,
@@ -423,96 +431,10 @@ class ServerDiagnosis {
   const ConnectOptions& m_options;
   std::vector<Check>& m_checks;
   std::unique_ptr<Connection> m_connection;
-  std::string m_unfit;          // fitness's refusal, if it refused the server
-  std::string m_info_refused;   // fitness's warning that INFO was refused
+  std::string m_unfit;         // fitness's refusal, if it refused the server
+  std::string m_info_refused;  // fitness's warning that INFO was refused
   Check m_round_trip;
 };
-
-// Asks every Sentinel of the URL about the master; returns where the first
-// that knows it says it is.
-std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& options,
-                                      const std::shared_ptr<redis::TlsContext>& tls,
-                                      std::vector<Check>& checks) {
-  std::optional<HostPort> master;
-  std::optional<Error> last_error;
-  bool disagree = false;
-  Setup setup;
-  if (options.sentinel_password) {
-    setup.push_back({"AUTH", *options.sentinel_password});
-  }
-  const Command command{{"SENTINEL", "MASTER", url.master}, {}};
-  for (const HostPort& sentinel : url.sentinels) {
-    Endpoint endpoint;
-    endpoint.name = url.redacted + " (Sentinel " + address_text(sentinel) + ")";
-    endpoint.host = sentinel.host;
-    endpoint.port = sentinel.port;
-    endpoint.timeout_seconds = options.timeout_seconds;
-    endpoint.tls = tls;
-    const std::string name = "Sentinel " + address_text(sentinel);
-    std::optional<Error> failed;
-    Reply reply;
-    try {
-      Connection connection(endpoint, setup);
-      reply = std::move(connection.exchange({command}).front());
-      failed = reply_error(*reply, command, endpoint.name);
-    } catch (const Error& e) {
-      failed = e;
-    }
-    if (failed) {
-      last_error = failed;
-      const bool unknown = failed->reason().find("No such master") != std::string::npos;
-      checks.push_back(Check::warn(
-          name, unknown ? "does not know master '" + util::escape(url.master) + "'" : failed->reason(),
-          unknown ? "check the master's name in the URL (SENTINEL MASTERS lists them)"
-                  : "start it, or leave it out of the URL"));
-      continue;
-    }
-    // A flat list of field, value, field, value…
-    auto field = [&reply](std::string_view wanted) -> std::string {
-      for (std::size_t i = 0; i + 1 < reply->elements; i += 2) {
-        if (text_of(*reply->element[i]) == wanted) {
-          return std::string(text_of(*reply->element[i + 1]));
-        }
-      }
-      return {};
-    };
-    const HostPort address{field("ip"), static_cast<int>(std::strtol(field("port").c_str(), nullptr, 10))};
-    const long sentinels = std::strtol(field("num-other-sentinels").c_str(), nullptr, 10) + 1;
-    const std::string flags = field("flags");
-    const std::string detail = "master '" + util::escape(url.master) + "' at " +
-                               address_text(address) + " (" + util::escape(flags, 40) + "), " +
-                               field("num-slaves") + (field("num-slaves") == "1" ? " replica, " : " replicas, ") + std::to_string(sentinels) +
-                               " Sentinels, quorum " + field("quorum");
-    if (flags.find("s_down") != std::string::npos || flags.find("o_down") != std::string::npos) {
-      checks.push_back(Check::fail(name, detail, "the master is down: a failover should follow; "
-                                                 "see the Sentinels' logs"));
-    } else if (sentinels < k_min_sentinels) {
-      checks.push_back(Check::warn(name, detail,
-                                   "run at least 3 Sentinels: a failover needs a majority of them"));
-    } else {
-      checks.push_back(Check::ok(name, detail));
-    }
-    if (master && (master->host != address.host || master->port != address.port)) {
-      disagree = true;
-    }
-    master = master.value_or(address);
-  }
-  if (!master) {
-    const ErrorKind kind =
-        last_error && last_error->kind() == ErrorKind::permission ? ErrorKind::permission
-                                                                   : ErrorKind::unavailable;
-    checks.push_back(Check::stopping(kind, "Sentinels",
-                                     "none of the URL's Sentinels told where master '" +
-                                         util::escape(url.master) + "' is",
-                                     kind == ErrorKind::permission
-                                         ? "give the Sentinels' password: --sentinel-password-file"
-                                         : "start the Sentinels, or fix the URL"));
-  } else if (disagree) {
-    checks.push_back(Check::fail("Sentinels", "they disagree on where the master is",
-                                 "a failover may be under way: run nxlock doctor again"));
-  }
-  return master;
-}
 
 }  // namespace
 
@@ -528,7 +450,7 @@ Diagnosis diagnose_redis(const Url& url, const ConnectOptions& options) {
   if (url.scheme == Url::Scheme::redis_unix) {
     endpoint.unix_path = url.path;
   } else if (url.scheme == Url::Scheme::redis_sentinel) {
-    const auto master = ask_sentinels(url, options, endpoint.tls, diagnosis.checks);
+    const auto master = redis::doctor::ask_sentinels(url, options, endpoint.tls, diagnosis.checks);
     if (!master) {
       return diagnosis;
     }
