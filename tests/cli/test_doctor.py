@@ -3,9 +3,12 @@
 import json
 import os
 import re
+import shutil
 import socket
 import unittest
 
+import test_cluster  # modules, not their classes: their tests are not run from here
+import test_tls
 from harness import NxlockTestCase
 from sentinel_harness import Deployment
 
@@ -200,6 +203,39 @@ class DoctorSentinel(DoctorCase):
         port = closed_ports(1)[0]
         r = self.nx("-u", "redis+sentinel://127.0.0.1:%d/mymaster" % port, "doctor")
         self.assertEqual(r.returncode, 69, r.stdout.decode() + r.stderr.decode())
+
+
+class DoctorTls(DoctorCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = test_tls.Certificates()
+        cls.addClassCleanup(shutil.rmtree, cls.certs.dir, True)
+        cls.tls = test_tls.TlsRedisServer(cls.certs)
+        cls.addClassCleanup(cls.tls.stop)
+
+    def test_verified_refused_and_insecure(self):
+        url = self.tls.url_for()
+        checks, out = self.doctor("-u", url, "--cacert", self.certs.path("ca.crt"), status=0)
+        self.assertEqual(checks["TLS"][0], "ok", out)
+        self.assertIn("certificate verified", checks["TLS"][1])
+        r = self.nx("-u", url, "--cacert", self.certs.path("other-ca.crt"), "doctor")
+        self.assertEqual(r.returncode, 77, r.stdout.decode() + r.stderr.decode())
+        self.assertRegex(r.stdout.decode(), r"(?m)^FAIL TLS .*--cacert")
+        checks, out = self.doctor("-u", url, "--insecure", "-q", status=0)
+        self.assertEqual(checks["TLS"][0], "warn", out)
+        self.assertIn("--insecure", checks["TLS"][1])
+
+
+class DoctorCluster(DoctorCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = test_cluster.Cluster()
+        cls.addClassCleanup(cls.cluster.stop)
+
+    def test_cluster_state(self):
+        checks, out = self.doctor("-u", self.cluster.url(), status=0)
+        self.assertEqual(checks["cluster"][0], "ok", out)
+        self.assertIn("cluster_state ok", checks["cluster"][1])
 
 
 class DoctorStore(DoctorCase):
