@@ -137,6 +137,22 @@ class ServerDiagnosis {
     if (!reach() || !log_in()) {
       return;
     }
+    try {
+      examine();
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::usage || e.kind() == ErrorKind::internal) {
+        throw;
+      }
+      // The server went away (or refused a command) half-way: what was checked stands.
+      m_checks.push_back(Check::stopping(
+          e.kind() == ErrorKind::permission ? ErrorKind::permission : ErrorKind::unavailable,
+          "connection", e.reason(), "run nxlock doctor again; see the server's log"));
+    }
+  }
+
+ private:
+  // Everything after the login, on the logged-in connection.
+  void examine() {
     round_trip();
     const auto replies = m_connection->exchange(
         {{{"INFO"}, {}}, {{"CONFIG", "GET", "save"}, {}}, {{"CONFIG", "GET", "appendonly"}, {}}});
@@ -156,7 +172,6 @@ class ServerDiagnosis {
     clock();
   }
 
- private:
   const std::string& name() const { return m_endpoint.name; }
 
   std::string where() const {
@@ -281,6 +296,7 @@ class ServerDiagnosis {
     }
     const std::string detail = util::escape(*version, 40);
     if (major < redis::k_min_major || (major == redis::k_min_major && minor < redis::k_min_minor)) {
+      m_too_old = true;
       m_checks.push_back(Check::fail("server version", detail,
                                      "upgrade to Redis " + minimum() +
                                          " or later: the lock "
@@ -301,7 +317,11 @@ class ServerDiagnosis {
     if (maxmemory) {
       detail += " (maxmemory " + util::escape(*maxmemory, 20) + ")";
     }
-    if (!m_unfit.empty()) {
+    if (m_too_old) {
+      // fitness refused the version first and never judged the policy.
+      m_checks.push_back(Check::warn("maxmemory-policy", detail + ": not judged on this version",
+                                     "upgrade, then run nxlock doctor again"));
+    } else if (!m_unfit.empty()) {
       // fitness's reason is "maxmemory-policy is …: the server may …; set …":
       // the part after the first ": " is the advice.
       const auto colon = m_unfit.find(": ");
@@ -433,6 +453,7 @@ class ServerDiagnosis {
   std::unique_ptr<Connection> m_connection;
   std::string m_unfit;         // fitness's refusal, if it refused the server
   std::string m_info_refused;  // fitness's warning that INFO was refused
+  bool m_too_old = false;      // older than fitness.hpp's minimum
   Check m_round_trip;
 };
 
