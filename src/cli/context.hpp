@@ -73,7 +73,6 @@ class Context {
   std::pair<store::Url, store::ConnectOptions> prepare(const std::string& url_text);
 
  private:
-
   std::unique_ptr<store::Store> m_store;
   std::vector<std::string> m_secrets;  // the passwords store() was given
 };
