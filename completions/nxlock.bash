@@ -28,7 +28,7 @@ _nxlock()
     local cur prev words cword split
     _init_completion -s -n : || return
 
-    local commands='setnx get getset del lock unlock renew status run-locked'
+    local commands='setnx get getset del lock unlock renew status run-locked doctor'
     local globals='-u --url --password-file --timeout --prefix --cacert --cacertdir --cert
         --key --sni --insecure --sentinel-password-file --replicas --json -q --quiet -v --verbose -h --help --help-all --version'
 
@@ -123,6 +123,7 @@ _nxlock()
             renew) opts='-t --ttl --clock' ;;
             status) opts='--clock' ;;
             setnx | get | getset | del) opts='--' ;;
+            doctor) opts='' ;; # the global options only
         esac
         COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))
     fi

@@ -91,6 +91,7 @@ complete -c nxlock -n $no_command -a unlock -d 'Release the lock KEY if it still
 complete -c nxlock -n $no_command -a renew -d 'Extend the lock KEY that still holds VALUE'
 complete -c nxlock -n $no_command -a status -d 'Show whether the lock KEY is held'
 complete -c nxlock -n $no_command -a run-locked -d 'Run COMMAND while holding the lock KEY'
+complete -c nxlock -n $no_command -a doctor -d 'Check that the backend is fit for locks'
 
 # Global options, before or after the command name.
 set -l global 'not __fish_nxlock_in_child'

@@ -21,6 +21,8 @@ constexpr Command k_commands[] = {
      "nxlock status --json nightly-backup", setup_status},
     {"run-locked", "Run COMMAND while holding the lock KEY, then release it",
      "nxlock run-locked -n nightly-backup /usr/local/bin/backup", setup_run_locked},
+    {"doctor", "Check that the backend is fit for locks, and say what to fix",
+     "nxlock -u redis://db1:6379 doctor", setup_doctor},
 };
 
 }  // namespace

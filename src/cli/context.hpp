@@ -69,10 +69,10 @@ class Context {
   // pattern replaced by "***".
   std::string redact(std::string_view text) const;
 
- private:
   // Parses one URL (empty: the default store) and gathers its connect options.
   std::pair<store::Url, store::ConnectOptions> prepare(const std::string& url_text);
 
+ private:
   std::unique_ptr<store::Store> m_store;
   std::vector<std::string> m_secrets;  // the passwords store() was given
 };

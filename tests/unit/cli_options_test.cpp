@@ -97,7 +97,7 @@ TEST_F(CliOptions, CommandTableIsComplete) {
     EXPECT_NE(std::string(command.example).find("nxlock"), std::string::npos);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"setnx", "get", "getset", "del", "lock", "unlock",
-                                             "renew", "status", "run-locked"}));
+                                             "renew", "status", "run-locked", "doctor"}));
 }
 
 }  // namespace

@@ -1,0 +1,33 @@
+// What the Redis diagnosis's two files share: reply helpers, and asking the Sentinels.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/diagnosis.hpp"
+#include "store/redis/connection.hpp"
+
+namespace nxlock::store::redis::doctor {
+
+// A string, status or error reply's text; "" for any other reply.
+std::string_view text_of(const redisReply& reply);
+
+// The error an error reply stands for (as reply.hpp maps it: auth and ACL
+// refusals are permission); nullopt for any other reply.
+std::optional<util::Error> reply_error(const redisReply& reply, const Command& command,
+                                       const std::string& name);
+
+// "host:port", "[::1]:port".
+std::string address_text(const HostPort& address);
+
+// Asks every Sentinel of a redis+sentinel:// URL about its master, a check
+// each (and one that stops the diagnosis when none answered); returns where
+// the first that knows the master says it is.
+std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& options,
+                                      const std::shared_ptr<TlsContext>& tls,
+                                      std::vector<Check>& checks);
+
+}  // namespace nxlock::store::redis::doctor
