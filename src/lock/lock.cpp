@@ -102,12 +102,8 @@ std::int64_t expiry_holding_until(Micros until) {
   return std::chrono::ceil<std::chrono::seconds>(until).count() - 1;
 }
 
-std::optional<std::int64_t> parse_lock_value(std::string_view text) {
-  return store::parse_lock_timestamp(text);
-}
-
 std::int64_t parse_user_value(std::string_view key, std::string_view value) {
-  const auto parsed = parse_lock_value(value);
+  const auto parsed = store::parse_lock_timestamp(value);
   if (!parsed) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "'" + util::escape(value, k_quoted_bytes) +
@@ -132,7 +128,7 @@ std::int64_t Lock::now_seconds() {
 }
 
 std::int64_t Lock::parse_or_throw(std::string_view text) {
-  const auto value = parse_lock_value(text);
+  const auto value = store::parse_lock_timestamp(text);
   if (!value) {
     refuse_non_timestamp(m_key, text);
   }
@@ -244,7 +240,7 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
   if (swap.written && *old != value) {
     m_store.compare_and_set(m_key, value, *old);
   }
-  const auto old_value = parse_lock_value(*old);
+  const auto old_value = store::parse_lock_timestamp(*old);
   if (!old_value) {
     refuse_non_timestamp(m_key, *old);  // someone stored data here since our GET
   }

@@ -5,6 +5,7 @@
 
 #include "lock/quorum.hpp"
 #include "lock/quorum_fanout.hpp"
+#include "store/lock_value.hpp"
 
 namespace nxlock::lock {
 
@@ -134,7 +135,7 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
   new_value = next;  // before the writes: see the contract in lock.hpp
   // Values that have expired can be nobody's now: no need to try them again.
   std::erase_if(m_written, [&](const std::string& v) {
-    const auto parsed = parse_lock_value(v);
+    const auto parsed = store::parse_lock_timestamp(v);
     return !parsed || *parsed < now;
   });
   if (std::find(m_written.begin(), m_written.end(), next) == m_written.end()) {
