@@ -11,10 +11,7 @@ namespace nxlock::lock {
 
 namespace {
 
-using detail::ask;
-using detail::Decision;
-using detail::QuorumChannel;
-using detail::Replies;
+using namespace detail;  // the fan-out: ask(), Decision, Replies (quorum_fanout.hpp)
 using util::Error;
 using util::ErrorKind;
 using util::Micros;

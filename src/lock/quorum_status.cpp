@@ -10,11 +10,7 @@ namespace nxlock::lock {
 
 namespace {
 
-using detail::ask;
-using detail::Decision;
-using detail::QuorumChannel;
-using detail::Replies;
-using util::Error;
+using namespace detail;  // the fan-out: ask(), Decision, Replies (quorum_fanout.hpp)
 using util::ErrorKind;
 using util::Micros;
 
