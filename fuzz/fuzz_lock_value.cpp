@@ -5,11 +5,12 @@
 #include <string_view>
 
 #include "lock/lock.hpp"
+#include "store/lock_value.hpp"
 #include "util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const auto parsed = nxlock::lock::parse_lock_value(text);
+  const auto parsed = nxlock::store::parse_lock_timestamp(text);
   if (parsed) {
     // Only plain digits are a lock value, and never a negative one.
     if (*parsed < 0 || text.find_first_not_of("0123456789") != std::string_view::npos) {
@@ -21,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const std::int64_t value =
         nxlock::lock::parse_user_value(text.substr(0, split), text.substr(split));
-    if (nxlock::lock::parse_lock_value(text.substr(split)) != value) {
+    if (nxlock::store::parse_lock_timestamp(text.substr(split)) != value) {
       std::abort();
     }
   } catch (const nxlock::util::Error& error) {

@@ -9,6 +9,7 @@
 
 #include "lock/keys.hpp"
 #include "lock/pacing.hpp"
+#include "lock/wait_loop.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
@@ -23,13 +24,9 @@ using util::Micros;
 
 // A queued waiter's lease (Store's waiters' queue): a waiter killed while
 // queued holds the others up for this long at most, plus a tick. Renewed on
-// every step a waiter takes: at least every k_queue_tick_max while it waits.
+// every step a waiter takes: at least every pacing::k_queue_tick_max while it waits.
 constexpr Micros k_queue_lease{1'000'000};
-// Waiters behind another one look (and renew their lease) this often: slower
-// than the first waiter's poll, since they cannot take the lock anyway, and
-// their cost grows with their number.
-constexpr Micros k_queue_tick_min{250'000};
-constexpr Micros k_queue_tick_max{400'000};
+static_assert(k_queue_lease > pacing::k_queue_tick_max, "a waiting waiter keeps its lease");
 // A value quoted in a message is cut after this many bytes.
 constexpr std::size_t k_quoted_bytes = 40;
 // Every key a lock step writes expires this long after the lock's own expiry
@@ -42,10 +39,6 @@ constexpr Micros k_expiry_margin{3'600'000'000};
 // How long the keys of a lock that expires `held_for` from now are kept.
 Micros lifetime_for(Micros held_for) {
   return std::max(held_for, Micros(0)) + std::chrono::seconds(2) + k_expiry_margin;
-}
-
-Micros jittered_queue_tick() {
-  return util::random_between(k_queue_tick_min, k_queue_tick_max);
 }
 
 // A waiter's ticket in the queue: unique among the waiters of one key.
@@ -109,12 +102,8 @@ std::int64_t expiry_holding_until(Micros until) {
   return std::chrono::ceil<std::chrono::seconds>(until).count() - 1;
 }
 
-std::optional<std::int64_t> parse_lock_value(std::string_view text) {
-  return store::parse_lock_timestamp(text);
-}
-
 std::int64_t parse_user_value(std::string_view key, std::string_view value) {
-  const auto parsed = parse_lock_value(value);
+  const auto parsed = store::parse_lock_timestamp(value);
   if (!parsed) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "'" + util::escape(value, k_quoted_bytes) +
@@ -139,7 +128,7 @@ std::int64_t Lock::now_seconds() {
 }
 
 std::int64_t Lock::parse_or_throw(std::string_view text) {
-  const auto value = parse_lock_value(text);
+  const auto value = store::parse_lock_timestamp(text);
   if (!value) {
     refuse_non_timestamp(m_key, text);
   }
@@ -251,7 +240,7 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
   if (swap.written && *old != value) {
     m_store.compare_and_set(m_key, value, *old);
   }
-  const auto old_value = parse_lock_value(*old);
+  const auto old_value = store::parse_lock_timestamp(*old);
   if (!old_value) {
     refuse_non_timestamp(m_key, *old);  // someone stored data here since our GET
   }
@@ -260,8 +249,6 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
 
 AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const bool forever = !policy.wait_for.has_value();
-  const Micros started = util::mono_now();
-  const Micros deadline = started + policy.wait_for.value_or(Micros(0));
   std::unique_ptr<store::Watcher> watcher;
   // A waiter queues where the backend keeps a queue; a single try (-n) only
   // respects it.
@@ -272,94 +259,66 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     ticket.emplace(m_store, m_key, m_queue_key);
   }
 
-  std::int64_t last_held_until = 0;
-  for (;;) {
+  WaitSteps steps;
+  steps.look = [&] {
     Attempt attempt;
-    try {
-      if (queued) {
-        // Joined before the step, so that a step that failed on the way back
-        // (the server had it) is left as well.
-        ticket->joined(waiting);
-        attempt = try_queued(ttl, ticket->ticket(), waiting);
-      } else {
-        attempt = try_once(ttl);
-      }
-    } catch (const util::Error& e) {
-      // Once waiting (the watch is armed, so the backend answered before), a
-      // backend that fails for a while (a restart, a failover) is waited out
-      // like a busy lock, until the wait's own deadline. A first attempt that
-      // fails is a wrong URL or a dead server, said at once.
-      const Micros now_mono = util::mono_now();
-      if (!watcher || e.kind() != util::ErrorKind::unavailable ||
-          (!forever && now_mono >= deadline)) {
-        throw;
-      }
-      util::trace(std::string("waiting on: ") + e.what());
-      Micros timeout = pacing::jittered_poll();
-      if (!forever) {
-        timeout = std::min(timeout, deadline - now_mono);
-      }
-      if (watcher->wait(timeout, policy.interrupt_fd) == store::WaitResult::interrupted) {
-        return {AcquireResult::Outcome::interrupted, {}, last_held_until, {}};
-      }
-      continue;
-    }
-    if (attempt.held_until != 0 || !attempt.behind) {
-      last_held_until = attempt.held_until;
-    }
-    if (attempt.outcome == Attempt::Outcome::acquired) {
-      // A queued SETNX left the queue in the same step; a takeover by GETSET
-      // leaves it now (QueueTicket).
-      if (attempt.dequeued) {
-        ticket->joined(false);
-      }
-      return {AcquireResult::Outcome::acquired,
-              attempt.value,
-              0,
-              {},
-              attempt.now_seconds,
-              attempt.valid_from,
-              attempt.fence};
-    }
-    if (attempt.outcome == Attempt::Outcome::retry) {
-      continue;
-    }
-    const Micros now_mono = util::mono_now();
-    if (!forever && now_mono >= deadline) {
-      return {AcquireResult::Outcome::busy,
-              {},
-              last_held_until,
-              std::to_string(last_held_until),
-              attempt.now_seconds};
-    }
-    if (!watcher) {
-      // Arm the watch, then look again: a release between our last look and
-      // the watch would otherwise go unseen until the next poll tick.
-      // Queued: releases wake the first waiter only.
-      watcher = queued ? m_store.watch_queued(m_key, ticket->ticket()) : m_store.watch(m_key);
-      continue;
-    }
-    Micros timeout{0};
-    if (attempt.behind) {
-      // Not ours to try: the first waiter is woken by the release, and the
-      // step renews our lease and tells us when we are first.
-      timeout = jittered_queue_tick();
+    if (queued) {
+      // Joined before the step, so that a step that failed on the way back
+      // (the server had it) is left as well.
+      ticket->joined(waiting);
+      attempt = try_queued(ttl, ticket->ticket(), waiting);
     } else {
-      timeout = pacing::until_next_look(attempt.held_until, m_clock.now());
+      attempt = try_once(ttl);
     }
-    if (!forever) {
-      timeout = std::min(timeout, deadline - now_mono);
+    Look look;
+    if (attempt.held_until != 0 || !attempt.behind) {
+      look.held_until = attempt.held_until;
     }
-    if (policy.on_wait) {
-      policy.on_wait(WaitProgress{last_held_until, attempt.now_seconds, now_mono - started});
-      timeout = std::min(timeout, pacing::k_progress_interval);
+    switch (attempt.outcome) {
+      case Attempt::Outcome::acquired:
+        // A queued SETNX left the queue in the same step; a takeover by GETSET
+        // leaves it now (QueueTicket).
+        if (attempt.dequeued) {
+          ticket->joined(false);
+        }
+        look.found = Look::Found::acquired;
+        look.taken = {AcquireResult::Outcome::acquired,
+                      attempt.value,
+                      0,
+                      {},
+                      attempt.now_seconds,
+                      attempt.valid_from,
+                      attempt.fence};
+        break;
+      case Attempt::Outcome::retry:
+        look.found = Look::Found::again;
+        break;
+      case Attempt::Outcome::busy:
+        look.found = Look::Found::busy;
+        look.now_seconds = attempt.now_seconds;
+        // Not ours to try when behind: the first waiter is woken by the
+        // release, and the step renews our lease and tells us when we are first.
+        look.behind = attempt.behind;
+        look.wake_at = attempt.held_until;
+        break;
     }
-    watcher->first(!attempt.behind);
-    const auto result = watcher->wait(timeout, policy.interrupt_fd);
-    if (result == store::WaitResult::interrupted) {
-      return {AcquireResult::Outcome::interrupted, {}, last_held_until, {}};
+    return look;
+  };
+  steps.arm = [&] {
+    if (watcher) {
+      return false;
     }
-  }
+    // Queued: releases wake the first waiter only.
+    watcher = queued ? m_store.watch_queued(m_key, ticket->ticket()) : m_store.watch(m_key);
+    return true;
+  };
+  steps.wait = [&](Micros timeout, int interrupt_fd, const Look* busy) {
+    if (busy) {
+      watcher->first(!busy->behind);
+    }
+    return watcher->wait(timeout, interrupt_fd);
+  };
+  return wait_for_lock(policy, m_clock, steps);
 }
 
 Verdict Lock::why_not(std::string_view value) {

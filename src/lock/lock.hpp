@@ -26,9 +26,6 @@ std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl);
 // expires as soon after it as the value format allows.
 std::int64_t expiry_holding_until(util::Micros until);
 
-// Parses a lock value: plain decimal digits only. nullopt if it is not one.
-std::optional<std::int64_t> parse_lock_value(std::string_view text);
-
 // Why one pass of the documented steps did not take the lock.
 struct Attempt {
   enum class Outcome {

@@ -17,6 +17,11 @@ using util::Micros;
 // documented pattern, a DEL from redis-cli). Jitter spreads the herd.
 constexpr Micros k_poll_min{100'000};
 constexpr Micros k_poll_max{300'000};
+// Queued waiters behind another one look (and renew their lease) this often:
+// slower than the first waiter's poll, since they cannot take the lock anyway,
+// and their cost grows with their number.
+constexpr Micros k_queue_tick_min{250'000};
+constexpr Micros k_queue_tick_max{400'000};
 // Wake a hair after the expiry second begins, so the holder's value is
 // already older than now when we look.
 constexpr Micros k_expiry_slack{2'000};
@@ -28,6 +33,10 @@ constexpr std::int64_t k_far_seconds = std::numeric_limits<std::int64_t>::max() 
 
 inline Micros jittered_poll() {
   return util::random_between(k_poll_min, k_poll_max);
+}
+
+inline Micros jittered_queue_tick() {
+  return util::random_between(k_queue_tick_min, k_queue_tick_max);
 }
 
 // How long to sleep before looking again at a lock held until the whole second

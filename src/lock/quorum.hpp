@@ -27,7 +27,7 @@
 namespace nxlock::lock {
 
 namespace detail {
-struct QuorumChannel;  // one server's connection, lock and worker (quorum.cpp)
+struct QuorumChannel;  // one server's connection, lock and worker (quorum_fanout.hpp)
 }
 
 // The majority of n servers: n/2 + 1.
@@ -109,31 +109,9 @@ class QuorumLock final : public Lockable {
   // Waits until no server has a job queued or running, `timeout` at most; true
   // if none has. A step may return before a server that did not answer in time
   // has run its part: this is for tests that then read the servers directly.
-  bool settle(util::Micros timeout);
+  bool wait_for_workers(util::Micros timeout);
 
  private:
-  // Runs `step` on every `involved` server, each on its own queue and worker
-  // thread, its exchanges bounded by `deadline`. Waits until `enough` says the
-  // replies so far decide the step (a majority has answered, or can no longer
-  // agree), every involved server has replied, or `wait_until` (monotonic)
-  // passes; a server yet to reply then shows an unavailable error. A server
-  // that still owes replies to two earlier steps is not asked again: it counts
-  // as not answering, and its queue does not grow while it is stopped.
-  // Replies<T> is defined in quorum.cpp.
-  template <typename T>
-  struct Replies;
-  // What the replies so far say of a step.
-  enum class Decision {
-    open,       // not decided yet
-    decided,    // decided: the servers yet to reply get a moment more (`grace`, 50 ms by default)
-    succeeded,  // decided and done: nobody is waited for any longer
-  };
-  template <typename T>
-  Replies<T> ask(std::function<T(detail::QuorumChannel&)> step,
-                 const std::function<Decision(const Replies<T>&)>& enough,
-                 std::optional<util::Micros> deadline, const std::vector<bool>& involved,
-                 std::optional<util::Micros> wait_until = std::nullopt,
-                 std::optional<util::Micros> grace = std::nullopt);
   // Gives a round that took a majority its token, the highest of the acquiring
   // servers' own, and raises the counter to it on the acquiring servers below it.
   // True if a majority's counters hold it for us before the window ends.
@@ -157,6 +135,7 @@ class QuorumLock final : public Lockable {
   std::vector<bool> everyone() const { return std::vector<bool>(m_channels.size(), true); }
 
   // Shared with the workers: a step a stopped server holds up may end after this lock.
+  // Steps run on them through detail::ask() (quorum_fanout.hpp).
   std::vector<std::shared_ptr<detail::QuorumChannel>> m_channels;
   Clock& m_clock;
   std::string m_key;

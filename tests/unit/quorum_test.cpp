@@ -161,14 +161,14 @@ class QuorumTest : public ::testing::Test {
 
   // A step returns once a majority decided it: the last quorum's servers finish
   // their part before the test reads them.
-  void settle() {
+  void wait_for_workers() {
     if (last) {
-      EXPECT_TRUE(last->settle(Micros(10'000'000)));
+      EXPECT_TRUE(last->wait_for_workers(Micros(10'000'000)));
     }
   }
 
   std::vector<std::optional<std::string>> values() {
-    settle();
+    wait_for_workers();
     std::vector<std::optional<std::string>> found;
     for (auto& server : servers) {
       found.push_back(server.data.get("k"));
@@ -183,7 +183,7 @@ class QuorumTest : public ::testing::Test {
     // A success is decided by a majority: let the rest finish their part before
     // the test changes the servers' data (unless one is stopped on purpose).
     if (std::none_of(servers.begin(), servers.end(), [](auto& s) { return s.stopped.load(); })) {
-      settle();
+      wait_for_workers();
     }
     return result;
   }
@@ -321,7 +321,6 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
   EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
 }
 
-
 TEST_F(QuorumTest, TheTokenIsTheHighestOfTheDecidingServersAndIsRaisedOnTheOthers) {
   // The third server is stopped: the first two decide, and their counters differ.
   const std::string counter = lock::fence_key("k");
@@ -382,7 +381,7 @@ TEST_F(QuorumTest, AMajorityOfCountersThatCannotBeRaisedFailsTheAcquisition) {
   ASSERT_EQ(again.outcome, lock::AcquireResult::Outcome::acquired);
   EXPECT_GT(again.fence, 50);
   servers[2].stopped = false;
-  settle();
+  wait_for_workers();
 }
 
 TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {

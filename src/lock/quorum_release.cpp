@@ -1,0 +1,199 @@
+// QuorumLock's release, release_after, renew and force_release: a step on
+// every server at once, decided by a majority.
+#include <algorithm>
+#include <map>
+
+#include "lock/quorum.hpp"
+#include "lock/quorum_fanout.hpp"
+#include "store/lock_value.hpp"
+
+namespace nxlock::lock {
+
+namespace {
+
+using namespace detail;  // the fan-out: ask(), Decision, Replies (quorum_fanout.hpp)
+using util::Error;
+using util::ErrorKind;
+using util::Micros;
+
+}  // namespace
+
+Verdict QuorumLock::tally(const std::vector<std::optional<Verdict>>& verdicts,
+                          const std::vector<std::optional<Error>>& errors, const char* doing) {
+  const std::size_t n = m_channels.size();
+  std::size_t unanswered = 0;
+  const Error* first = nullptr;
+  for (const auto& error : errors) {
+    if (error && error->kind() != ErrorKind::unavailable) {
+      throw *error;
+    }
+    if (error) {
+      ++unanswered;
+      first = first ? first : &*error;
+    }
+  }
+  std::map<Verdict, std::size_t> counts;
+  for (const auto& verdict : verdicts) {
+    if (verdict) {
+      ++counts[*verdict];
+    }
+  }
+  const std::size_t done = counts[Verdict::done];
+  if (done >= majority_of(n)) {
+    return Verdict::done;
+  }
+  if (done + unanswered >= majority_of(n)) {
+    // The servers that did not answer could make it a majority or not: unknown.
+    throw Error(ErrorKind::unavailable, "lock '" + m_key + "'",
+                std::string(doing) + " on " + std::to_string(done) + " of " + std::to_string(n) +
+                    " servers, " + std::to_string(unanswered) + " did not answer (a majority is " +
+                    std::to_string(majority_of(n)) + "): " + first->what());
+  }
+  // Not ours on a majority: say why as most of them do.
+  Verdict why = Verdict::taken_over;
+  std::size_t most = 0;
+  for (const Verdict verdict : {Verdict::taken_over, Verdict::expired, Verdict::absent}) {
+    if (counts[verdict] > most) {
+      most = counts[verdict];
+      why = verdict;
+    }
+  }
+  return why;
+}
+
+Verdict QuorumLock::release(std::string_view value) {
+  parse_user_value(m_key, value);  // a usage error before any server is touched
+  std::vector<std::optional<Verdict>> verdicts;
+  return on_every_holder(
+      value, m_clock.now(), [](Lock& lock, std::string_view v) { return lock.release(v); },
+      "released", verdicts);
+}
+
+Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
+                                    std::function<Verdict(Lock&, std::string_view)> step,
+                                    const char* doing,
+                                    std::vector<std::optional<Verdict>>& verdicts) {
+  const std::size_t majority = majority_of(m_channels.size());
+  // Copies for the jobs: one may run after this call returns.
+  const std::string first(value);
+  const std::vector<std::string> written = m_written;
+  const auto replies = ask<Verdict>(
+      m_channels,
+      [first, written, reading, step](QuorumChannel& channel) {
+        channel.clock.set(reading);
+        Lock& lock = channel.open();
+        return on_value_or_earlier(
+            first, written, [&](const std::string& candidate) { return step(lock, candidate); });
+      },
+      // Decided once a majority did it, or once it cannot be one even if the
+      // servers that failed or are yet to reply did it: then it is not ours
+      // (tally() says unavailable only while they could still make it one).
+      [majority](const Replies<Verdict>& so_far) {
+        std::size_t done = 0;
+        for (const auto& verdict : so_far.values) {
+          done += verdict == Verdict::done ? 1 : 0;
+        }
+        return done >= majority                                   ? Decision::done_now
+               : done + so_far.pending + so_far.failed < majority ? Decision::done_after_grace
+                                                                  : Decision::open;
+      },
+      m_deadline, everyone());
+  verdicts = replies.values;
+  return tally(verdicts, replies.errors, doing);
+}
+
+Verdict QuorumLock::release_after(std::string_view value, Micros not_before,
+                                  std::string& kept_value) {
+  kept_value.clear();
+  const Micros reading = m_clock.now();
+  if (not_before <= reading) {
+    return release(value);
+  }
+  parse_user_value(m_key, value);
+  std::vector<std::optional<Verdict>> verdicts;
+  const Verdict verdict = on_every_holder(
+      value, reading,
+      [not_before](Lock& lock, std::string_view v) {
+        std::string kept;
+        return lock.release_after(v, not_before, kept);
+      },
+      "kept for --hold", verdicts);
+  if (verdict == Verdict::done) {
+    kept_value = std::to_string(expiry_holding_until(not_before));
+  }
+  return verdict;
+}
+
+Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
+  parse_user_value(m_key, value);
+  const Micros reading = m_clock.now();
+  const std::int64_t now = util::whole_seconds(reading);
+  const std::string next = std::to_string(expiry_for(now, ttl));
+  new_value = next;  // before the writes: see the contract in lock.hpp
+  // Values that have expired can be nobody's now: no need to try them again.
+  std::erase_if(m_written, [&](const std::string& v) {
+    const auto parsed = store::parse_lock_timestamp(v);
+    return !parsed || *parsed < now;
+  });
+  if (std::find(m_written.begin(), m_written.end(), next) == m_written.end()) {
+    m_written.push_back(next);
+  }
+  std::vector<std::optional<Verdict>> verdicts;
+  const Verdict verdict = on_every_holder(
+      value, reading,
+      [ttl](Lock& lock, std::string_view v) {
+        std::string written;
+        return lock.renew(v, ttl, written);
+      },
+      "renewed", verdicts);
+  if (verdict != Verdict::done) {
+    // Lost on a majority: the minority that renewed lets go, so the next taker
+    // need not wait for it to expire.
+    std::vector<bool> keep(m_channels.size());
+    for (std::size_t i = 0; i < keep.size(); ++i) {
+      keep[i] = verdicts[i] && verdicts[i] != Verdict::done;
+    }
+    undo(next, keep);
+  }
+  return verdict;
+}
+
+bool QuorumLock::force_release(std::optional<std::string>& holder_problem) {
+  struct Removal {
+    bool removed = false;
+    std::optional<std::string> problem;
+  };
+  const std::size_t majority = majority_of(m_channels.size());
+  const auto replies = ask<Removal>(
+      m_channels,
+      [](QuorumChannel& channel) {
+        Removal removal;
+        removal.removed = channel.open().force_release(removal.problem);
+        return removal;
+      },
+      [majority](const Replies<Removal>& so_far) {
+        return so_far.answered >= majority ? Decision::done_after_grace : Decision::open;
+      },
+      m_deadline, everyone());
+  std::size_t answered = 0;
+  bool removed = false;
+  for (std::size_t i = 0; i < m_channels.size(); ++i) {
+    const auto& error = replies.errors[i];
+    if (error && error->kind() != ErrorKind::unavailable) {
+      throw *error;
+    }
+    if (const auto& removal = replies.values[i]) {
+      ++answered;
+      removed = removed || removal->removed;
+      if (removal->problem && !holder_problem) {
+        holder_problem = removal->problem;
+      }
+    }
+  }
+  if (answered < majority) {
+    throw no_majority(answered, replies.errors);
+  }
+  return removed;
+}
+
+}  // namespace nxlock::lock

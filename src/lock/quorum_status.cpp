@@ -1,0 +1,136 @@
+// QuorumLock::status: the majority's view of the lock, and every server's.
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "lock/quorum.hpp"
+#include "lock/quorum_fanout.hpp"
+
+namespace nxlock::lock {
+
+namespace {
+
+using namespace detail;  // the fan-out: ask(), Decision, Replies (quorum_fanout.hpp)
+using util::ErrorKind;
+using util::Micros;
+
+// status shows every server's state: a slow one (a TLS handshake on a loaded
+// host) gets longer to be shown as it is.
+constexpr Micros k_status_grace{1'000'000};
+
+}  // namespace
+
+Status QuorumLock::status() {
+  const std::size_t n = m_channels.size();
+  const std::size_t majority = majority_of(n);
+  const Micros reading = m_clock.now();
+  const auto replies = ask<Status>(
+      m_channels,
+      [reading](QuorumChannel& channel) {
+        channel.clock.set(reading);
+        return channel.open().status();
+      },
+      // Decided once a majority holds one value, or once none can and a majority answered.
+      [majority](const Replies<Status>& so_far) {
+        std::map<std::string, std::size_t> counts;
+        std::size_t most = 0;
+        for (const auto& status : so_far.values) {
+          if (status && status->state != Status::State::free) {
+            most = std::max(most, ++counts[status->value]);
+          }
+        }
+        const bool decided =
+            most >= majority || (so_far.answered >= majority && most + so_far.pending < majority);
+        return decided ? Decision::done_after_grace : Decision::open;
+      },
+      m_deadline, everyone(), std::nullopt, k_status_grace);
+  const auto& statuses = replies.values;
+  const auto& errors = replies.errors;
+
+  m_views.clear();
+  std::size_t answered = 0;
+  // Per value: how many servers hold it, how many hold it expired, and the first that has it.
+  std::map<std::string, std::size_t> held;
+  std::map<std::string, std::size_t> expired;
+  std::map<std::string, std::size_t> first;
+  for (std::size_t i = 0; i < n; ++i) {
+    ServerView view;
+    view.server = m_channels[i]->spec.name;
+    if (errors[i]) {
+      if (errors[i]->kind() != ErrorKind::unavailable) {
+        throw *errors[i];
+      }
+      view.state = ServerView::State::unavailable;
+      view.error = errors[i]->what();
+      m_views.push_back(std::move(view));
+      continue;
+    }
+    ++answered;
+    const Status& status = *statuses[i];
+    view.value = status.value;
+    switch (status.state) {
+      case Status::State::free:
+        view.state = ServerView::State::free;
+        break;
+      case Status::State::expired:
+        view.state = ServerView::State::expired;
+        ++expired[status.value];
+        first.emplace(status.value, i);
+        break;
+      case Status::State::held:
+        view.state = ServerView::State::held;
+        ++held[status.value];
+        first.emplace(status.value, i);
+        break;
+    }
+    m_views.push_back(std::move(view));
+  }
+
+  const auto majority_value = [&](const std::map<std::string, std::size_t>& counts) {
+    for (const auto& [value, count] : counts) {
+      if (count >= majority_of(n)) {
+        return std::optional<std::string>(value);
+      }
+    }
+    return std::optional<std::string>();
+  };
+  // The quorum's token: the highest that a majority of the servers holding
+  // `value` carry (a holder's acquisition left its token on a majority of them;
+  // a server that took the lock after the majority had it issued a token of its
+  // own, above it, since tokens follow each server's clock), or the highest
+  // among all that answered (the latest token issued anywhere).
+  const auto highest_fence = [&](const std::string* value) {
+    std::vector<std::int64_t> fences;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (statuses[i] && statuses[i]->fence && (!value || statuses[i]->value == *value)) {
+        fences.push_back(*statuses[i]->fence);
+      }
+    }
+    if (fences.empty()) {
+      return std::optional<std::int64_t>();
+    }
+    std::sort(fences.begin(), fences.end(), std::greater<>());
+    const std::size_t at = value ? std::min(majority_of(n), fences.size()) - 1 : 0;
+    return std::optional<std::int64_t>(fences[at]);
+  };
+  Status out;
+  out.now_seconds = util::whole_seconds(reading);
+  if (const auto value = majority_value(held)) {
+    out = *statuses[first[*value]];
+    out.now_seconds = util::whole_seconds(reading);
+    out.fence = highest_fence(&*value);
+    return out;
+  }
+  if (answered < majority_of(n)) {
+    throw no_majority(answered, errors);
+  }
+  if (const auto value = majority_value(expired)) {
+    out = *statuses[first[*value]];
+    out.now_seconds = util::whole_seconds(reading);
+    out.holder.reset();
+  }
+  out.fence = highest_fence(nullptr);
+  return out;
+}
+
+}  // namespace nxlock::lock

@@ -1,0 +1,60 @@
+// The wait of acquire(), written once for one server (Lock) and a quorum
+// (QuorumLock): look, and between looks sleep until a wake-up, the holder's
+// expiry or a jittered tick, within the policy's deadline, showing progress.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "lock/clock.hpp"
+#include "lock/lock.hpp"
+#include "store/store.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::lock {
+
+// What one look at the lock found.
+struct Look {
+  enum class Found {
+    acquired,  // taken: the wait returns `taken`
+    again,     // look again at once (the key changed under us)
+    busy,      // held by another: wait for it, until the deadline
+    pause,     // not held by anyone, not ours either (two takers split a quorum):
+               // look again after `pause`, without a wake-up
+  };
+  Found found = Found::busy;
+  AcquireResult taken;  // acquired
+  // The holder's expiry as this look saw it, for progress and the final
+  // answer; nullopt leaves the last look's.
+  std::optional<std::int64_t> held_until;
+  std::int64_t now_seconds = 0;  // busy, pause: the clock reading of the look
+  // busy: the expiry to wake just after (nullopt: a poll tick decides), and
+  // whether another queued waiter goes first (a queue tick decides).
+  std::optional<std::int64_t> wake_at;
+  bool behind = false;
+  // pause: how long, and whether it is taken even once the deadline passed.
+  util::Micros pause{0};
+  bool pause_when_late = false;
+};
+
+struct WaitSteps {
+  // One look. Throws util::Error; an unavailable one is waited out like a
+  // busy lock once the wake-ups are armed (a restart, a failover), and said
+  // at once before that (a wrong URL, a dead server).
+  std::function<Look()> look;
+  // Arms the wake-ups (a store watch); true if it armed one it did not have,
+  // so that a release between the last look and the watch is not missed.
+  std::function<bool()> arm;
+  // Sleeps until a wake-up, `timeout`, or the interrupt descriptor. `busy` is
+  // the look waited on, or nullptr when waiting out a failure.
+  std::function<store::WaitResult(util::Micros timeout, int interrupt_fd, const Look* busy)> wait;
+};
+
+// Looks until the lock is taken, the policy's deadline passes (busy) or its
+// interrupt descriptor is readable (interrupted). Reads `clock` to sleep until
+// just past a holder's expiry; calls policy.on_wait before each wait and at
+// least once a second while waiting.
+AcquireResult wait_for_lock(const WaitPolicy& policy, Clock& clock, const WaitSteps& steps);
+
+}  // namespace nxlock::lock
