@@ -1,7 +1,10 @@
-"""lock/unlock/renew/status and the documented algorithm under real contention, on every backend."""
+"""lock/unlock/renew/status and the documented algorithm under real contention, on every backend:
+far-future values, and a signal while the lock is being taken."""
+import fcntl
 import json
 import os
 import random
+import re
 import select
 import signal
 import subprocess
@@ -9,7 +12,8 @@ import threading
 import time
 import unittest
 
-from harness import NxlockTestCase, BIN, die_with_parent, wait_for as wait_until
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, die_with_parent,
+                     wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -155,7 +159,7 @@ class LockCommands(NxlockTestCase):
         holder = self.popen(*u, "run-locked", "job", "sh", "-c", "read line",
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         self.addCleanup(stop, holder)
-        self.assertTrue(wait_until(lambda: self.nx(*u, "status", "job").returncode == 0))
+        self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
         waiter = self.popen(*u, "-v", "lock", "-w", "20", "job", stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
         self.addCleanup(stop, waiter)
@@ -354,6 +358,88 @@ class LockCommands(NxlockTestCase):
         page = sum(1 for i in intervals if i[2].startswith("page-client"))
         print("\ninterop: %d sections (%d page-client, %d nxlock), 0 overlaps"
               % (len(intervals), page, len(intervals) - page))
+
+
+
+class FarFutureLockValues(NxlockTestCase):
+    """A waiter on a far-future or overflowing value sleeps; its date prints sanely."""
+
+    values = ("9999999999999", "999999999999999999")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def test_waiter_on_the_file_store_does_not_spin(self):
+        # LeakSanitizer cannot run under ptrace: an ASan build checks leaks elsewhere.
+        asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+        for value in self.values:
+            with self.subTest(value=value):
+                self.nx("del", "far")
+                self.assertEqual(self.nx("setnx", "far", value).returncode, 0)
+                out = os.path.join(self.tmp, "strace")
+                r = subprocess.run(["strace", "-f", "-e", "trace=openat", "-o", out,
+                                    BIN, "lock", "-w", "2", "far"],
+                                   env=dict(self.env, ASAN_OPTIONS=asan), capture_output=True,
+                                   timeout=COMMAND_TIMEOUT)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                opens = sum(1 for line in open(out) if "openat(" in line)
+                # A poll tick is 100-300 ms: a few openat per look, ~20 looks.
+                self.assertLess(opens, 300, "%d openat calls in a 2 s wait" % opens)
+
+    def test_waiter_on_redis_does_not_spin(self):
+        url = self.redis.url + "/1"
+        for value in self.values:
+            with self.subTest(value=value):
+                self.redis.cli("-n", "1", "SET", "far", value)
+                self.redis.cli("CONFIG", "RESETSTAT")
+                r = self.nx("-u", url, "lock", "-w", "2", "far")
+                self.assertEqual(r.returncode, 75, r.stderr)
+                stats = self.redis.cli("INFO", "commandstats").decode()
+                found = re.search(r"cmdstat_get:calls=(\d+)", stats)
+                gets = int(found.group(1)) if found else 0
+                self.assertLess(gets, 100, "%d GETs in a 2 s wait" % gets)
+
+    def test_dates_beyond_9999_print_sanely(self):
+        for value in self.values:
+            with self.subTest(value=value):
+                self.nx("del", "far")
+                self.assertEqual(self.nx("setnx", "far", value).returncode, 0)
+                status = self.nx("status", "far").stdout.decode()
+                self.assertIn("held until beyond the year 9999", status)
+                busy = self.nx("lock", "-n", "far").stderr.decode()
+                self.assertIn("busy, held until beyond the year 9999", busy)
+
+
+class SignalAfterTakingTheLock(NxlockTestCase):
+    """A SIGTERM between the store write and the printed value loses nothing."""
+
+    def test_sigterm_before_lock_prints(self):
+        # `lock` writes the lock, then the holder details under {k}:holder, then
+        # prints. Holding the stripe lock of {k}:holder's bucket stops it in between.
+        stripe, _ = bucket_of("{k}:holder:k")
+        self.assertNotEqual(stripe, bucket_of("k")[0])
+        neighbour = next("n%d" % i for i in range(100000) if bucket_of("n%d" % i)[0] == stripe)
+        self.assertEqual(self.nx("setnx", neighbour, "x").returncode, 0)  # creates the stripe
+        fd = os.open(os.path.join(self.store_path, "data", stripe), os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        p = self.popen("lock", "-t", "60", "k", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        self.assertTrue(wait_for(lambda: self.nx("get", "k").returncode == 0), "lock not taken")
+        self.assertIsNone(p.poll())  # stopped on the holder's stripe
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the signal is pending before the store lets go
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        out, err = p.communicate(timeout=COMMAND_TIMEOUT)
+        stored = self.nx("get", "k")
+        if p.returncode == 0:
+            # Printed: the caller has the value to unlock with.
+            self.assertEqual(out.strip(), stored.stdout.strip(), err)
+        else:
+            # Or released: nobody holds it.
+            self.assertEqual(stored.returncode, 1,
+                             "exit %d, nothing printed, lock left held" % p.returncode)
 
 
 if __name__ == "__main__":
