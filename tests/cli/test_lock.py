@@ -1,5 +1,6 @@
 """lock/unlock/renew/status and the documented algorithm under real contention, on every backend:
-far-future values, and a signal while the lock is being taken."""
+taking and releasing, expiry and takeover, waiting and waking, contention, interoperation with a
+client written from the SETNX page, far-future values, and a signal while the lock is being taken."""
 import fcntl
 import json
 import os
@@ -56,10 +57,20 @@ def stop(process):
             stream.close()
 
 
-class LockCommands(NxlockTestCase):
+class LockTestCase(NxlockTestCase):
+    """Starts the Redis that backends() includes, once per class."""
+
     @classmethod
     def setUpClass(cls):
         cls.start_redis()
+
+    def backend(self, name):
+        """The backend of that name: "file", "redis" (TCP) or "unix"."""
+        return next(b for b in self.backends() if b.name == name)
+
+
+class TakeAndRelease(LockTestCase):
+    """lock, status, unlock and renew: a held lock's whole life, on every backend."""
 
     def test_lock_status_unlock_cycle(self):
         for backend in self.backends():
@@ -101,6 +112,10 @@ class LockCommands(NxlockTestCase):
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 1)
 
+
+class ExpiryAndTakeover(LockTestCase):
+    """An expired lock is taken over, by the clock that decides; garbage never is."""
+
     def test_expired_lock_is_taken_over_and_not_unlockable(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):
@@ -121,6 +136,52 @@ class LockCommands(NxlockTestCase):
                 self.assertOneLineError(r, 65, "data")
                 self.assertEqual(self.nx(*u, "get", "data").stdout, b"not a timestamp\n")
                 self.assertEqual(self.nx(*u, "status", "data").returncode, 65)
+
+    def test_the_server_clock_decides_for_a_skewed_client(self):
+        # A client an hour ahead (libfaketime; nxlock links libc dynamically):
+        # on Redis its lock decisions follow the server's TIME by default, and
+        # its own clock with --clock local; the embedded store uses the local
+        # clock. The --clock local and file cases also show faketime took hold.
+        skew = 3600
+        env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1")
+        # libfaketime is preloaded ahead of an ASan build's runtime: let that be.
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
+                                                     "verify_asan_link_order=0"]))
+
+        def skewed(*args):
+            return subprocess.run(["faketime", "-f", "+%ds" % skew, BIN, *args], env=env,
+                                  capture_output=True, timeout=30)
+
+        for backend in self.backends():
+            u = backend.args()
+            clocks = [("default", [], skew if backend.name == "file" else 0)]
+            if backend.name != "file":
+                clocks.append(("local", ["--clock", "local"], skew))
+            for name, option, ahead in clocks:
+                with self.subTest(backend=backend.name, clock=name):
+                    self.nx(*u, "del", "job")  # whatever a failed case left
+                    # The value written: now + ttl + 1 by the deciding clock.
+                    before = int(time.time())
+                    r = skewed(*u, "lock", "-n", *option, "-t", "10", "job")
+                    after = int(time.time())
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    value = int(r.stdout)
+                    self.assertTrue(before + ahead + 11 <= value <= after + ahead + 11,
+                                    "%d is not now + %d + 11 (now %d)" % (value, ahead, before))
+                    self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
+                    # The expiry decision: held for a minute more by the server's clock,
+                    # expired for a minute by the skewed one.
+                    held_until = str(int(time.time()) + 60)
+                    self.assertEqual(self.nx(*u, "setnx", "job", held_until).returncode, 0)
+                    r = skewed(*u, "lock", "-n", *option, "job")
+                    self.assertEqual(r.returncode, 0 if ahead else 75, r.stderr)
+                    r = skewed(*u, "status", *option, "job")
+                    self.assertEqual(r.returncode, 0, "%s: %s" % (r.stdout, r.stderr))
+                    self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
+
+
+class WaitingAndWaking(LockTestCase):
+    """lock -w: a waiter gives up at its deadline, and wakes on a release or an expiry."""
 
     def test_wait_times_out(self):
         for backend in self.backends():
@@ -198,73 +259,55 @@ class LockCommands(NxlockTestCase):
                 r = self.nx(*u, "lock", "-w", "10", "job")
                 self.assertEqual(r.returncode, 0, r.stderr)
 
-    def test_the_server_clock_decides_for_a_skewed_client(self):
-        # A client an hour ahead (libfaketime; nxlock links libc dynamically):
-        # on Redis its lock decisions follow the server's TIME by default, and
-        # its own clock with --clock local; the embedded store uses the local
-        # clock. The --clock local and file cases also show faketime took hold.
-        skew = 3600
-        env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1")
-        # libfaketime is preloaded ahead of an ASan build's runtime: let that be.
-        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
-                                                     "verify_asan_link_order=0"]))
 
-        def skewed(*args):
-            return subprocess.run(["faketime", "-f", "+%ds" % skew, BIN, *args], env=env,
-                                  capture_output=True, timeout=30)
+class ContendersForAnExpiredLock(LockTestCase):
+    """Of ten clients that find the same lock expired, exactly one takes it. Its
+    subclasses take one backend each, as separate ctest entries run in parallel."""
 
-        for backend in self.backends():
-            u = backend.args()
-            clocks = [("default", [], skew if backend.name == "file" else 0)]
-            if backend.name != "file":
-                clocks.append(("local", ["--clock", "local"], skew))
-            for name, option, ahead in clocks:
-                with self.subTest(backend=backend.name, clock=name):
-                    self.nx(*u, "del", "job")  # whatever a failed case left
-                    # The value written: now + ttl + 1 by the deciding clock.
-                    before = int(time.time())
-                    r = skewed(*u, "lock", "-n", *option, "-t", "10", "job")
-                    after = int(time.time())
-                    self.assertEqual(r.returncode, 0, r.stderr)
-                    value = int(r.stdout)
-                    self.assertTrue(before + ahead + 11 <= value <= after + ahead + 11,
-                                    "%d is not now + %d + 11 (now %d)" % (value, ahead, before))
-                    self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
-                    # The expiry decision: held for a minute more by the server's clock,
-                    # expired for a minute by the skewed one.
-                    held_until = str(int(time.time()) + 60)
-                    self.assertEqual(self.nx(*u, "setnx", "job", held_until).returncode, 0)
-                    r = skewed(*u, "lock", "-n", *option, "job")
-                    self.assertEqual(r.returncode, 0 if ahead else 75, r.stderr)
-                    r = skewed(*u, "status", *option, "job")
-                    self.assertEqual(r.returncode, 0, "%s: %s" % (r.stdout, r.stderr))
-                    self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
-
-    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+    def ten_contenders_one_expired_lock_exactly_one_wins(self, backend):
         rounds = 30
-        for backend in self.backends():
-            winners_total = 0
-            for round_ in range(rounds):
-                u = backend.args()
-                self.nx(*u, "del", "contended")
-                self.nx(*u, "setnx", "contended", str(int(time.time()) - 3))
-                procs = [self.popen(*u, "lock", "-n", "-t", "30", "contended",
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                         for _ in range(10)]
-                codes = [p.wait(timeout=30) for p in procs]
-                values = [p.stdout.read().strip() for p in procs]
-                for p in procs:
-                    p.stdout.close()
-                    p.stderr.close()
-                self.assertEqual(sorted(codes), [0] + [75] * 9,
-                                 "%s round %d: %s" % (backend.name, round_, codes))
-                winners_total += codes.count(0)
-                # The losers' GETSETs left the winner's value in place: it can unlock.
-                winner_value = values[codes.index(0)]
-                self.assertEqual(self.nx(*u, "get", "contended").stdout.strip(), winner_value)
-                self.assertEqual(self.nx(*u, "unlock", "contended", winner_value).returncode, 0)
-            print("\n%s: %d rounds x 10 contenders, %d winners" % (backend.name, rounds,
-                                                                  winners_total))
+        winners_total = 0
+        for round_ in range(rounds):
+            u = backend.args()
+            self.nx(*u, "del", "contended")
+            self.nx(*u, "setnx", "contended", str(int(time.time()) - 3))
+            procs = [self.popen(*u, "lock", "-n", "-t", "30", "contended",
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for _ in range(10)]
+            codes = [p.wait(timeout=30) for p in procs]
+            values = [p.stdout.read().strip() for p in procs]
+            for p in procs:
+                p.stdout.close()
+                p.stderr.close()
+            self.assertEqual(sorted(codes), [0] + [75] * 9,
+                             "%s round %d: %s" % (backend.name, round_, codes))
+            winners_total += codes.count(0)
+            # The losers' GETSETs left the winner's value in place: it can unlock.
+            winner_value = values[codes.index(0)]
+            self.assertEqual(self.nx(*u, "get", "contended").stdout.strip(), winner_value)
+            self.assertEqual(self.nx(*u, "unlock", "contended", winner_value).returncode, 0)
+        print("\n%s: %d rounds x 10 contenders, %d winners" % (backend.name, rounds,
+                                                              winners_total))
+
+
+class ContendersForAnExpiredLockOnFile(ContendersForAnExpiredLock):
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("file"))
+
+
+class ContendersForAnExpiredLockOnRedis(ContendersForAnExpiredLock):
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("redis"))
+
+
+class ContendersForAnExpiredLockOnUnixSocket(ContendersForAnExpiredLock):
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("unix"))
+
+
+class ContentionWithKilledHolders(LockTestCase):
+    """run-locked holders, some SIGKILLed, never overlap in their critical sections. Its
+    subclasses take one backend each, as separate ctest entries run in parallel."""
 
     def run_contention(self, backend, workers, sections, kill_probability, extra=()):
         """Workers loop on run-locked; a killer SIGKILLs some holders. Returns intervals."""
@@ -316,14 +359,26 @@ class LockCommands(NxlockTestCase):
         self.assertEqual(len(done), workers, "every worker finishes")
         return parse_sections(log, kills), kills
 
+    def contention_with_killed_holders_never_overlaps(self, backend):
+        intervals, kills = self.run_contention(backend, 4, 6, 0.15)
+        self.assertEqual(overlaps(intervals), [])
+        self.assertEqual(len(intervals), 4 * 6)
+        print("\n%s: %d critical sections, %d holders SIGKILLed, 0 overlaps"
+              % (backend.name, len(intervals), len(kills)))
+
+
+class ContentionWithKilledHoldersOnFile(ContentionWithKilledHolders):
     def test_contention_with_killed_holders_never_overlaps(self):
-        for backend in self.backends()[:2]:
-            with self.subTest(backend=backend.name):
-                intervals, kills = self.run_contention(backend, 4, 6, 0.15)
-                self.assertEqual(overlaps(intervals), [])
-                self.assertEqual(len(intervals), 4 * 6)
-                print("\n%s: %d critical sections, %d holders SIGKILLed, 0 overlaps"
-                      % (backend.name, len(intervals), len(kills)))
+        self.contention_with_killed_holders_never_overlaps(self.backend("file"))
+
+
+class ContentionWithKilledHoldersOnRedis(ContentionWithKilledHolders):
+    def test_contention_with_killed_holders_never_overlaps(self):
+        self.contention_with_killed_holders_never_overlaps(self.backend("redis"))
+
+
+class InteropWithThePageClient(LockTestCase):
+    """nxlock and a client written from the SETNX page's algorithm share a lock safely."""
 
     def test_interop_with_a_client_written_from_the_page(self):
         log = os.path.join(self.tmp, "interop.log")
@@ -360,15 +415,10 @@ class LockCommands(NxlockTestCase):
               % (len(intervals), page, len(intervals) - page))
 
 
-
-class FarFutureLockValues(NxlockTestCase):
+class FarFutureLockValues(LockTestCase):
     """A waiter on a far-future or overflowing value sleeps; its date prints sanely."""
 
     values = ("9999999999999", "999999999999999999")
-
-    @classmethod
-    def setUpClass(cls):
-        cls.start_redis()
 
     def test_waiter_on_the_file_store_does_not_spin(self):
         # LeakSanitizer cannot run under ptrace: an ASan build checks leaks elsewhere.
