@@ -90,13 +90,32 @@ def files_under(root):
     return found
 
 
-def alive(pid):
-    """True if process `pid` runs; a zombie counts as dead."""
+def alive(pid, argv0=None):
+    """True if process `pid` runs (a zombie counts as dead) and, given `argv0`, is
+    still the program of that name we started (not a stranger that reused the pid)."""
     try:
         with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
+            if f.read().split(")")[-1].split()[0] == "Z":
+                return False
     except (FileNotFoundError, ProcessLookupError):
         return False
+    if argv0 is None:
+        return True
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[0].endswith(argv0.encode())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def bucket_of(key):
+    """The embedded store's bucket of a key: (stripe, name), FNV-1a 64 in hex
+    (docs/STORE-FORMAT.md)."""
+    h = 0xcbf29ce484222325
+    for byte in key.encode():
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    name = "%016x" % h
+    return name[:2], name
 
 
 def wait_answering(process, address, timeout=10.0):

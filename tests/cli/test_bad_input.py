@@ -1,12 +1,15 @@
 """Bad input and broken backends: one-line errors with the contract's exit statuses."""
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import unittest
 
-from harness import NxlockTestCase, RedisServer, BIN
+from harness import NxlockTestCase, RedisServer, BIN, bucket_of
 
 
 class BadInput(NxlockTestCase):
@@ -144,6 +147,100 @@ class BadInput(NxlockTestCase):
         r = subprocess.run([binary, "-u", "file://" + self.store_path, "get", "k"],
                            capture_output=True, preexec_fn=drop, timeout=30)
         self.assertOneLineError(r, 77, self.store_path)
+
+
+class UnknownCommand(NxlockTestCase):
+    """A word that is not a command is named, and the commands listed."""
+
+    def test_unknown_command(self):
+        for args in (["frob"], ["frob", "k"], ["-q", "frob"], ["--prefix", "p", "frob"]):
+            with self.subTest(args=args):
+                r = self.nx(*args)
+                self.assertOneLineError(r, 64, "'frob'", "not an nxlock command", "run-locked",
+                                        "nxlock --help")
+        r = self.nx("--json", "frob")
+        self.assertEqual(r.returncode, 64)
+        self.assertEqual(json.loads(r.stdout)["exit_status"], 64)
+        self.assertIn("frob", json.loads(r.stdout)["error"]["message"])
+
+
+class Durations(NxlockTestCase):
+    """Every duration is honoured or refused with 64 and a readable bound."""
+
+    def test_out_of_range_durations_are_usage_errors(self):
+        self.assertEqual(self.nx("lock", "-t", "60", "busy").returncode, 0)
+        cases = []
+        for value in ("1e308", "9.3e12", "1e13", "nan", "inf", "-1", "1000001"):
+            cases += [["lock", "-w", value, "busy"],
+                      ["run-locked", "--kill-after", value, "k", "true"],
+                      ["--timeout", value, "get", "k"]]
+        cases.append(["--timeout", "0.0000001", "get", "k"])
+        cases.append(["--timeout", "0", "get", "k"])
+        for args in cases:
+            with self.subTest(args=args):
+                r = self.nx(*args, timeout=10)
+                self.assertOneLineError(r, 64, "--", "seconds")
+                self.assertLess(len(r.stderr), 200)  # a readable bound, not 300 digits
+
+    def test_silent_server_with_a_tiny_timeout_does_not_hang(self):
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(16)
+            url = "redis://127.0.0.1:%d" % listener.getsockname()[1]
+            for timeout in ("0.0000001", "0.001"):
+                with self.subTest(timeout=timeout):
+                    r = self.nx("-u", url, "--timeout", timeout, "get", "k", timeout=10)
+                    self.assertIn(r.returncode, (64, 69), r.stderr)
+
+    def test_durations_in_range_are_honoured(self):
+        self.assertEqual(self.nx("lock", "-t", "60", "busy").returncode, 0)
+        start = time.monotonic()
+        r = self.nx("lock", "-w", "0.5", "busy")
+        self.assertEqual(r.returncode, 75, r.stderr)
+        self.assertGreaterEqual(time.monotonic() - start, 0.5)
+        self.assertEqual(self.nx("lock", "-w", "1000000", "free").returncode, 0)
+        r = self.nx("--timeout", "1000000", "run-locked", "--kill-after", "1000000", "k", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class ForceUnlockCorruptHolder(NxlockTestCase):
+    """unlock --force releases even when the holder record is corrupt."""
+
+    def test_corrupt_holder_record(self):
+        self.assertEqual(self.nx("lock", "k").returncode, 0)
+        stripe, name = bucket_of("{k}:holder:k")
+        record = os.path.join(self.store_path, "data", stripe, name)
+        with open(record, "r+b") as f:
+            data = bytearray(f.read())
+            data[-6] ^= 0xFF
+            f.seek(0)
+            f.write(data)
+        r = self.nx("unlock", "--force", "k")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        err = r.stderr.decode()
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("holder", err)
+        self.assertIn(record, err)
+        self.assertEqual(self.nx("get", "k").returncode, 1, "the lock is gone")
+        r = self.nx("--json", "unlock", "--force", "k")
+        self.assertEqual(r.returncode, 1)  # nothing left to delete
+
+
+class PrivateCheckout(unittest.TestCase):
+    """Tests that run nxlock as another user work from a mode-0700 checkout."""
+
+    def test_unreadable_store_test_from_a_private_directory(self):
+        private = tempfile.mkdtemp(prefix="nxlock-private-")
+        self.addCleanup(shutil.rmtree, private, True)
+        os.chmod(private, 0o700)
+        binary = os.path.join(private, "nxlock")
+        shutil.copy(BIN, binary)
+        env = dict(os.environ, NXLOCK_BIN=binary)
+        r = subprocess.run([sys.executable, "-m", "unittest",
+                            "test_bad_input.BadInput.test_unreadable_store_is_77"],
+                           cwd=os.path.dirname(os.path.abspath(__file__)), env=env,
+                           capture_output=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace")[-2000:])
 
 
 if __name__ == "__main__":

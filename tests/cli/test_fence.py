@@ -1,6 +1,6 @@
-"""Fencing tokens (issue 14): every acquisition's token is above every earlier one of the key on
-the backend; exact ownership (issue 12 finding 8); servers that refuse scripts (finding 7);
-tokens on a Redis Cluster, counter in the lock key's slot (issue 13)."""
+"""Fencing tokens: every acquisition's token is above every earlier one of the key on the
+backend; a holder releases or renews only the acquisition it made (exact ownership); servers
+that refuse scripts; tokens on a Redis Cluster, the counter in the lock key's slot."""
 import json
 import os
 import signal
@@ -293,7 +293,7 @@ class TestPausedHolder(FenceTestCase):
 
 
 class TestServersThatRefuseScripts(FenceTestCase):
-    """Issue 12 finding 7: nxlock's lock steps are scripts, so a server that refuses
+    """nxlock's lock steps are scripts, so a server that refuses
     EVAL is found out by the acquisition itself, before any job starts."""
 
     def assertNothingStartedOrLeft(self, server, result, status, *words):

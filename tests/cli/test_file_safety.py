@@ -1,4 +1,4 @@
-"""The embedded store under production faults (issue 28): tokens that never go back,
+"""The embedded store under production faults: tokens that never go back,
 nothing left behind, a live holder never taken over because of a clock, no store
 made by a read."""
 import json
@@ -66,7 +66,7 @@ class FileSafetyCase(NxlockTestCase):
 
 
 class TestTokens(FileSafetyCase):
-    """Finding 1: a lost counter or lost records never make a token go back."""
+    """A lost counter or lost records never make a token go back."""
 
     def test_tokens_increase_after_the_counter_and_the_store_are_lost(self):
         tokens = []
@@ -89,7 +89,7 @@ class TestTokens(FileSafetyCase):
 
 
 class TestNothingPilesUp(FileSafetyCase):
-    """Finding 4: released locks leave nothing; abandoned ones and dead waiters go."""
+    """Released locks leave nothing; abandoned ones and dead waiters go."""
 
     def test_released_locks_leave_a_bounded_number_of_files(self):
         got = self.lock_json("-n", "first")
@@ -182,7 +182,7 @@ class TestNothingPilesUp(FileSafetyCase):
 
 
 class TestClockSteps(FileSafetyCase):
-    """Finding 7: a live run-locked on this host is not taken over because a caller's
+    """A live run-locked on this host is not taken over because a caller's
     clock says its lock expired; liveness never ends a lock sooner than its timestamp."""
 
     def test_a_caller_an_hour_ahead_does_not_take_a_live_run_locked(self):
@@ -232,7 +232,7 @@ class TestClockSteps(FileSafetyCase):
 
 
 class TestMissingStore(FileSafetyCase):
-    """Finding 8: `status` and `get` on a store that does not exist create nothing."""
+    """`status` and `get` on a store that does not exist create nothing."""
 
     def test_reads_of_a_missing_store_create_nothing(self):
         missing = os.path.join(self.tmp, "not", "there")

@@ -2,10 +2,11 @@
 import json
 import os
 import signal
+import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase
 
 
 class Json(NxlockTestCase):
@@ -152,6 +153,48 @@ class Json(NxlockTestCase):
                 # The same one line also goes to stderr.
                 self.assertTrue(r.stderr.decode().startswith("nxlock: "), r.stderr)
                 self.assertNotIn("wrong", r.stdout.decode() + r.stderr.decode())
+
+
+def faketime_env(env):
+    """For faketime(1): real monotonic time, and an ASan build that accepts the preload."""
+    asan = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    return dict(env, FAKETIME_DONT_FAKE_MONOTONIC="1", ASAN_OPTIONS=asan)
+
+
+class BusyJsonClock(NxlockTestCase):
+    """A busy lock's seconds_left comes from the clock that found it held."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def test_seconds_left_with_a_skewed_local_clock(self):
+        url = self.redis.url + "/1"
+        self.assertEqual(self.nx("-u", url, "lock", "-t", "30", "k").returncode, 0)
+        env = faketime_env(self.env)
+        for clock in (["--clock", "server"], []):
+            with self.subTest(clock=clock):
+                # This host's clock is an hour ahead of the server's.
+                r = subprocess.run(["faketime", "-f", "+1h", BIN, "--json", "-u", url, "lock",
+                                    "-n", *clock, "k"], env=env, capture_output=True,
+                                   timeout=COMMAND_TIMEOUT)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                left = json.loads(r.stdout)["seconds_left"]
+                self.assertTrue(1 <= left <= 32, "seconds_left %d" % left)
+
+    def test_seconds_left_under_clock_local(self):
+        url = self.redis.url + "/1"
+        env = faketime_env(self.env)
+        # The holder's and the waiter's clocks agree with each other, not the server's.
+        fake = ["faketime", "-f", "-1h"]
+        r = subprocess.run([*fake, BIN, "-u", url, "lock", "--clock", "local", "-t", "30", "k"],
+                           env=env, capture_output=True, timeout=COMMAND_TIMEOUT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([*fake, BIN, "--json", "-u", url, "lock", "-n", "--clock", "local",
+                            "k"], env=env, capture_output=True, timeout=COMMAND_TIMEOUT)
+        self.assertEqual(r.returncode, 75, r.stderr)
+        left = json.loads(r.stdout)["seconds_left"]
+        self.assertTrue(1 <= left <= 32, "seconds_left %d" % left)
 
 
 if __name__ == "__main__":

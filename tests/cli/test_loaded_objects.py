@@ -1,5 +1,5 @@
 """The shared objects nxlock's start loads: every one costs each invocation the
-dynamic loader's work (BENCHMARKS.md, issue 15 goal 1). libm was loaded for one
+dynamic loader's work (BENCHMARKS.md, start-up time). libm was loaded for one
 std::ceil in run-locked; this keeps it from coming back unnoticed."""
 import subprocess
 import unittest

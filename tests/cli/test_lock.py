@@ -1,7 +1,11 @@
-"""lock/unlock/renew/status and the documented algorithm under real contention, on every backend."""
+"""lock/unlock/renew/status and the documented algorithm under real contention, on every backend:
+taking and releasing, expiry and takeover, waiting and waking, contention, interoperation with a
+client written from the SETNX page, far-future values, and a signal while the lock is being taken."""
+import fcntl
 import json
 import os
 import random
+import re
 import select
 import signal
 import subprocess
@@ -9,7 +13,8 @@ import threading
 import time
 import unittest
 
-from harness import NxlockTestCase, BIN, die_with_parent, wait_for as wait_until
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, die_with_parent,
+                     wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,10 +57,20 @@ def stop(process):
             stream.close()
 
 
-class LockCommands(NxlockTestCase):
+class LockTestCase(NxlockTestCase):
+    """Starts the Redis that backends() includes, once per class."""
+
     @classmethod
     def setUpClass(cls):
         cls.start_redis()
+
+    def backend(self, name):
+        """The backend of that name: "file", "redis" (TCP) or "unix"."""
+        return next(b for b in self.backends() if b.name == name)
+
+
+class TakeAndRelease(LockTestCase):
+    """lock, status, unlock and renew: a held lock's whole life, on every backend."""
 
     def test_lock_status_unlock_cycle(self):
         for backend in self.backends():
@@ -97,6 +112,10 @@ class LockCommands(NxlockTestCase):
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 1)
 
+
+class ExpiryAndTakeover(LockTestCase):
+    """An expired lock is taken over, by the clock that decides; garbage never is."""
+
     def test_expired_lock_is_taken_over_and_not_unlockable(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):
@@ -117,82 +136,6 @@ class LockCommands(NxlockTestCase):
                 self.assertOneLineError(r, 65, "data")
                 self.assertEqual(self.nx(*u, "get", "data").stdout, b"not a timestamp\n")
                 self.assertEqual(self.nx(*u, "status", "data").returncode, 65)
-
-    def test_wait_times_out(self):
-        for backend in self.backends():
-            with self.subTest(backend=backend.name):
-                u = backend.args()
-                self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
-                start = time.monotonic()
-                r = self.nx(*u, "lock", "-w", "0.5", "job")
-                elapsed = time.monotonic() - start
-                self.assertEqual(r.returncode, 75)
-                self.assertGreaterEqual(elapsed, 0.5)
-                self.assertLess(elapsed, 5)
-
-    def test_waiter_wakes_on_release_well_before_a_poll_tick(self):
-        # Waiters also poll, every 100-300 ms. Release just after the waiter's
-        # last look, once it has settled into its wait (two looks: the first is
-        # followed by a second once the watch is armed; then 15 ms with no new
-        # look, as a spurious wake-up may follow the arming), and time its
-        # entry from the release: a poll alone takes at least 100 - 15 ms, a
-        # wake-up on release a few ms. The holder is a run-locked whose child
-        # ends when told, so no process start-up lies between the release and
-        # the clock; the median of several rounds absorbs the odd slow one on a
-        # loaded machine.
-        rounds = 7
-        for backend in self.backends():
-            with self.subTest(backend=backend.name):
-                u = backend.args()
-                latencies = [self.time_one_handoff(u) for _ in range(rounds)]
-                median = sorted(latencies)[rounds // 2]
-                print("\n%s: waiter entered %s ms after the release (median %.1f ms)"
-                      % (backend.name, " ".join("%.1f" % (1000 * x) for x in latencies),
-                         1000 * median))
-                self.assertLess(median, 0.060, "the waiter did not wake on the release")
-
-    def time_one_handoff(self, u):
-        holder = self.popen(*u, "run-locked", "job", "sh", "-c", "read line",
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        self.addCleanup(stop, holder)
-        self.assertTrue(wait_until(lambda: self.nx(*u, "status", "job").returncode == 0))
-        waiter = self.popen(*u, "-v", "lock", "-w", "20", "job", stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-        self.addCleanup(stop, waiter)
-        looks = 0
-        trace = b""
-        deadline = time.monotonic() + 10
-        while looks < 2 and time.monotonic() < deadline:
-            if select.select([waiter.stderr], [], [], 0.5)[0]:
-                line = waiter.stderr.readline()
-                trace += line
-                looks += b" GET " in line
-        self.assertEqual(looks, 2, trace)
-        while select.select([waiter.stderr], [], [], 0.015)[0] and time.monotonic() < deadline:
-            line = waiter.stderr.readline()
-            if not line:
-                break
-            trace += line
-        released = time.monotonic()
-        holder.stdin.write(b"\n")
-        holder.stdin.close()
-        self.assertTrue(select.select([waiter.stdout], [], [], 10)[0], "the waiter never entered")
-        value = waiter.stdout.readline().strip()
-        entered = time.monotonic()
-        self.assertEqual(waiter.wait(timeout=10), 0)
-        self.assertEqual(holder.wait(timeout=10), 0)
-        waiter.stdout.close()
-        waiter.stderr.close()
-        self.assertEqual(self.nx(*u, "unlock", "job", value).returncode, 0)
-        return entered - released
-
-    def test_waiter_wakes_at_expiry(self):
-        for backend in self.backends():
-            with self.subTest(backend=backend.name):
-                u = backend.args()
-                self.assertEqual(self.nx(*u, "lock", "-t", "1", "job").returncode, 0)
-                r = self.nx(*u, "lock", "-w", "10", "job")
-                self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_the_server_clock_decides_for_a_skewed_client(self):
         # A client an hour ahead (libfaketime; nxlock links libc dynamically):
@@ -236,31 +179,135 @@ class LockCommands(NxlockTestCase):
                     self.assertEqual(r.returncode, 0, "%s: %s" % (r.stdout, r.stderr))
                     self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
 
-    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
-        rounds = 30
+
+class WaitingAndWaking(LockTestCase):
+    """lock -w: a waiter gives up at its deadline, and wakes on a release or an expiry."""
+
+    def test_wait_times_out(self):
         for backend in self.backends():
-            winners_total = 0
-            for round_ in range(rounds):
+            with self.subTest(backend=backend.name):
                 u = backend.args()
-                self.nx(*u, "del", "contended")
-                self.nx(*u, "setnx", "contended", str(int(time.time()) - 3))
-                procs = [self.popen(*u, "lock", "-n", "-t", "30", "contended",
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                         for _ in range(10)]
-                codes = [p.wait(timeout=30) for p in procs]
-                values = [p.stdout.read().strip() for p in procs]
-                for p in procs:
-                    p.stdout.close()
-                    p.stderr.close()
-                self.assertEqual(sorted(codes), [0] + [75] * 9,
-                                 "%s round %d: %s" % (backend.name, round_, codes))
-                winners_total += codes.count(0)
-                # The losers' GETSETs left the winner's value in place: it can unlock.
-                winner_value = values[codes.index(0)]
-                self.assertEqual(self.nx(*u, "get", "contended").stdout.strip(), winner_value)
-                self.assertEqual(self.nx(*u, "unlock", "contended", winner_value).returncode, 0)
-            print("\n%s: %d rounds x 10 contenders, %d winners" % (backend.name, rounds,
-                                                                  winners_total))
+                self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
+                start = time.monotonic()
+                r = self.nx(*u, "lock", "-w", "0.5", "job")
+                elapsed = time.monotonic() - start
+                self.assertEqual(r.returncode, 75)
+                self.assertGreaterEqual(elapsed, 0.5)
+                self.assertLess(elapsed, 5)
+
+    def test_waiter_wakes_on_release_well_before_a_poll_tick(self):
+        # Waiters also poll, every 100-300 ms. Release just after the waiter's
+        # last look, once it has settled into its wait (two looks: the first is
+        # followed by a second once the watch is armed; then 15 ms with no new
+        # look, as a spurious wake-up may follow the arming), and time its
+        # entry from the release: a poll alone takes at least 100 - 15 ms, a
+        # wake-up on release a few ms. The holder is a run-locked whose child
+        # ends when told, so no process start-up lies between the release and
+        # the clock; the median of several rounds absorbs the odd slow one on a
+        # loaded machine.
+        rounds = 7
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                latencies = [self.time_one_handoff(u) for _ in range(rounds)]
+                median = sorted(latencies)[rounds // 2]
+                print("\n%s: waiter entered %s ms after the release (median %.1f ms)"
+                      % (backend.name, " ".join("%.1f" % (1000 * x) for x in latencies),
+                         1000 * median))
+                self.assertLess(median, 0.060, "the waiter did not wake on the release")
+
+    def time_one_handoff(self, u):
+        holder = self.popen(*u, "run-locked", "job", "sh", "-c", "read line",
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        self.addCleanup(stop, holder)
+        self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0))
+        waiter = self.popen(*u, "-v", "lock", "-w", "20", "job", stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+        self.addCleanup(stop, waiter)
+        looks = 0
+        trace = b""
+        deadline = time.monotonic() + 10
+        while looks < 2 and time.monotonic() < deadline:
+            if select.select([waiter.stderr], [], [], 0.5)[0]:
+                line = waiter.stderr.readline()
+                trace += line
+                looks += b" GET " in line
+        self.assertEqual(looks, 2, trace)
+        while select.select([waiter.stderr], [], [], 0.015)[0] and time.monotonic() < deadline:
+            line = waiter.stderr.readline()
+            if not line:
+                break
+            trace += line
+        released = time.monotonic()
+        holder.stdin.write(b"\n")
+        holder.stdin.close()
+        self.assertTrue(select.select([waiter.stdout], [], [], 10)[0], "the waiter never entered")
+        value = waiter.stdout.readline().strip()
+        entered = time.monotonic()
+        self.assertEqual(waiter.wait(timeout=10), 0)
+        self.assertEqual(holder.wait(timeout=10), 0)
+        waiter.stdout.close()
+        waiter.stderr.close()
+        self.assertEqual(self.nx(*u, "unlock", "job", value).returncode, 0)
+        return entered - released
+
+    def test_waiter_wakes_at_expiry(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                self.assertEqual(self.nx(*u, "lock", "-t", "1", "job").returncode, 0)
+                r = self.nx(*u, "lock", "-w", "10", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class ContendersForAnExpiredLock(LockTestCase):
+    """Of ten clients that find the same lock expired, exactly one takes it. Its
+    subclasses take one backend each, as separate ctest entries run in parallel."""
+
+    def ten_contenders_one_expired_lock_exactly_one_wins(self, backend):
+        rounds = 30
+        winners_total = 0
+        for round_ in range(rounds):
+            u = backend.args()
+            self.nx(*u, "del", "contended")
+            self.nx(*u, "setnx", "contended", str(int(time.time()) - 3))
+            procs = [self.popen(*u, "lock", "-n", "-t", "30", "contended",
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for _ in range(10)]
+            codes = [p.wait(timeout=30) for p in procs]
+            values = [p.stdout.read().strip() for p in procs]
+            for p in procs:
+                p.stdout.close()
+                p.stderr.close()
+            self.assertEqual(sorted(codes), [0] + [75] * 9,
+                             "%s round %d: %s" % (backend.name, round_, codes))
+            winners_total += codes.count(0)
+            # The losers' GETSETs left the winner's value in place: it can unlock.
+            winner_value = values[codes.index(0)]
+            self.assertEqual(self.nx(*u, "get", "contended").stdout.strip(), winner_value)
+            self.assertEqual(self.nx(*u, "unlock", "contended", winner_value).returncode, 0)
+        print("\n%s: %d rounds x 10 contenders, %d winners" % (backend.name, rounds,
+                                                              winners_total))
+
+
+class ContendersForAnExpiredLockOnFile(ContendersForAnExpiredLock):
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("file"))
+
+
+class ContendersForAnExpiredLockOnRedis(ContendersForAnExpiredLock):
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("redis"))
+
+
+class ContendersForAnExpiredLockOnUnixSocket(ContendersForAnExpiredLock):
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("unix"))
+
+
+class ContentionWithKilledHolders(LockTestCase):
+    """run-locked holders, some SIGKILLed, never overlap in their critical sections. Its
+    subclasses take one backend each, as separate ctest entries run in parallel."""
 
     def run_contention(self, backend, workers, sections, kill_probability, extra=()):
         """Workers loop on run-locked; a killer SIGKILLs some holders. Returns intervals."""
@@ -312,14 +359,26 @@ class LockCommands(NxlockTestCase):
         self.assertEqual(len(done), workers, "every worker finishes")
         return parse_sections(log, kills), kills
 
+    def contention_with_killed_holders_never_overlaps(self, backend):
+        intervals, kills = self.run_contention(backend, 4, 6, 0.15)
+        self.assertEqual(overlaps(intervals), [])
+        self.assertEqual(len(intervals), 4 * 6)
+        print("\n%s: %d critical sections, %d holders SIGKILLed, 0 overlaps"
+              % (backend.name, len(intervals), len(kills)))
+
+
+class ContentionWithKilledHoldersOnFile(ContentionWithKilledHolders):
     def test_contention_with_killed_holders_never_overlaps(self):
-        for backend in self.backends()[:2]:
-            with self.subTest(backend=backend.name):
-                intervals, kills = self.run_contention(backend, 4, 6, 0.15)
-                self.assertEqual(overlaps(intervals), [])
-                self.assertEqual(len(intervals), 4 * 6)
-                print("\n%s: %d critical sections, %d holders SIGKILLed, 0 overlaps"
-                      % (backend.name, len(intervals), len(kills)))
+        self.contention_with_killed_holders_never_overlaps(self.backend("file"))
+
+
+class ContentionWithKilledHoldersOnRedis(ContentionWithKilledHolders):
+    def test_contention_with_killed_holders_never_overlaps(self):
+        self.contention_with_killed_holders_never_overlaps(self.backend("redis"))
+
+
+class InteropWithThePageClient(LockTestCase):
+    """nxlock and a client written from the SETNX page's algorithm share a lock safely."""
 
     def test_interop_with_a_client_written_from_the_page(self):
         log = os.path.join(self.tmp, "interop.log")
@@ -354,6 +413,83 @@ class LockCommands(NxlockTestCase):
         page = sum(1 for i in intervals if i[2].startswith("page-client"))
         print("\ninterop: %d sections (%d page-client, %d nxlock), 0 overlaps"
               % (len(intervals), page, len(intervals) - page))
+
+
+class FarFutureLockValues(LockTestCase):
+    """A waiter on a far-future or overflowing value sleeps; its date prints sanely."""
+
+    values = ("9999999999999", "999999999999999999")
+
+    def test_waiter_on_the_file_store_does_not_spin(self):
+        # LeakSanitizer cannot run under ptrace: an ASan build checks leaks elsewhere.
+        asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+        for value in self.values:
+            with self.subTest(value=value):
+                self.nx("del", "far")
+                self.assertEqual(self.nx("setnx", "far", value).returncode, 0)
+                out = os.path.join(self.tmp, "strace")
+                r = subprocess.run(["strace", "-f", "-e", "trace=openat", "-o", out,
+                                    BIN, "lock", "-w", "2", "far"],
+                                   env=dict(self.env, ASAN_OPTIONS=asan), capture_output=True,
+                                   timeout=COMMAND_TIMEOUT)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                opens = sum(1 for line in open(out) if "openat(" in line)
+                # A poll tick is 100-300 ms: a few openat per look, ~20 looks.
+                self.assertLess(opens, 300, "%d openat calls in a 2 s wait" % opens)
+
+    def test_waiter_on_redis_does_not_spin(self):
+        url = self.redis.url + "/1"
+        for value in self.values:
+            with self.subTest(value=value):
+                self.redis.cli("-n", "1", "SET", "far", value)
+                self.redis.cli("CONFIG", "RESETSTAT")
+                r = self.nx("-u", url, "lock", "-w", "2", "far")
+                self.assertEqual(r.returncode, 75, r.stderr)
+                stats = self.redis.cli("INFO", "commandstats").decode()
+                found = re.search(r"cmdstat_get:calls=(\d+)", stats)
+                gets = int(found.group(1)) if found else 0
+                self.assertLess(gets, 100, "%d GETs in a 2 s wait" % gets)
+
+    def test_dates_beyond_9999_print_sanely(self):
+        for value in self.values:
+            with self.subTest(value=value):
+                self.nx("del", "far")
+                self.assertEqual(self.nx("setnx", "far", value).returncode, 0)
+                status = self.nx("status", "far").stdout.decode()
+                self.assertIn("held until beyond the year 9999", status)
+                busy = self.nx("lock", "-n", "far").stderr.decode()
+                self.assertIn("busy, held until beyond the year 9999", busy)
+
+
+class SignalAfterTakingTheLock(NxlockTestCase):
+    """A SIGTERM between the store write and the printed value loses nothing."""
+
+    def test_sigterm_before_lock_prints(self):
+        # `lock` writes the lock, then the holder details under {k}:holder, then
+        # prints. Holding the stripe lock of {k}:holder's bucket stops it in between.
+        stripe, _ = bucket_of("{k}:holder:k")
+        self.assertNotEqual(stripe, bucket_of("k")[0])
+        neighbour = next("n%d" % i for i in range(100000) if bucket_of("n%d" % i)[0] == stripe)
+        self.assertEqual(self.nx("setnx", neighbour, "x").returncode, 0)  # creates the stripe
+        fd = os.open(os.path.join(self.store_path, "data", stripe), os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        p = self.popen("lock", "-t", "60", "k", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        self.assertTrue(wait_for(lambda: self.nx("get", "k").returncode == 0), "lock not taken")
+        self.assertIsNone(p.poll())  # stopped on the holder's stripe
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the signal is pending before the store lets go
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        out, err = p.communicate(timeout=COMMAND_TIMEOUT)
+        stored = self.nx("get", "k")
+        if p.returncode == 0:
+            # Printed: the caller has the value to unlock with.
+            self.assertEqual(out.strip(), stored.stdout.strip(), err)
+        else:
+            # Or released: nobody holds it.
+            self.assertEqual(stored.returncode, 1,
+                             "exit %d, nothing printed, lock left held" % p.returncode)
 
 
 if __name__ == "__main__":

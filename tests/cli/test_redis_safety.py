@@ -1,7 +1,6 @@
-"""Safety under production faults on Redis (issue 28): tokens that never go back after data loss
-(finding 1), servers that may evict locks (2), side keys that never collide (3) or pile up (4), a
-deleted counter is not a lost lock (8), and no takeover on a clock estimate that a slow TIME reply
-ran ahead of the server (9)."""
+"""Safety under production faults on Redis: tokens that never go back after data loss, servers
+that may evict locks, side keys that never collide or pile up, a deleted counter is not a lost
+lock, and no takeover on a clock estimate that a slow TIME reply ran ahead of the server."""
 import json
 import os
 import signal
@@ -63,7 +62,7 @@ class TestTokensAfterDataLoss(RedisSafetyCase):
         self.assertTrue(wait_for(lambda: self.cli("EXISTS", "job") == "1"))
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            # The counter (and its name before issue 28, to show what went wrong then).
+            # The counter, under its name and under the one older versions gave it.
             self.cli("DEL", side_key("job", "fence"), "{job}:fence")
             time.sleep(0.3)
         _, err = job.communicate(timeout=COMMAND_TIMEOUT + 10)

@@ -1,6 +1,7 @@
 """A store's own deletions wake its waiters (there is no separate notify step):
 unlock, unlock --force and del each wake a waiting `lock -w` on every backend,
-over Redis by a message in the same round trip as the delete."""
+over Redis by a message in the same round trip as the delete. That message is best
+effort: a client that may not PUBLISH still releases."""
 import select
 import subprocess
 import time
@@ -66,6 +67,42 @@ class DeletionsWakeWaiters(NxlockTestCase):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 self.release_wakes(u, lambda value: self.nx(*u, "del", "other", "job"))
+
+
+class WakeUpIsBestEffort(NxlockTestCase):
+    """A user whose ACL forbids PUBLISH still releases (exit 0); the wake-up is
+    best effort, and the holder details go with the lock."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def setUp(self):
+        super().setUp()
+        self.redis.cli("ACL", "SETUSER", "nopub", "reset", "on", ">nopub-pw", "~*", "&*",
+                       "+@all", "-publish")
+        self.addCleanup(self.redis.cli, "ACL", "DELUSER", "nopub")
+        self.url = "redis://nopub:nopub-pw@127.0.0.1:%d" % self.redis.port
+
+    def test_unlock_without_publish_permission(self):
+        taken = self.nx("-u", self.url, "lock", "k")
+        self.assertEqual(taken.returncode, 0, taken.stderr)
+        self.assertNotEqual(self.redis.cli("EXISTS", "{k}:holder:k").strip(), b"0")
+        released = self.nx("-u", self.url, "unlock", "k", taken.stdout.strip())
+        self.assertEqual(released.returncode, 0, released.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", "k", "{k}:holder:k").strip(), b"0")
+
+    def test_forced_unlock_without_publish_permission(self):
+        self.assertEqual(self.nx("-u", self.url, "lock", "k").returncode, 0)
+        forced = self.nx("-u", self.url, "unlock", "--force", "k")
+        self.assertEqual(forced.returncode, 0, forced.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", "k").strip(), b"0")
+
+    def test_run_locked_without_publish_permission(self):
+        r = self.nx("-u", self.url, "run-locked", "k", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"not released", r.stderr)
+        self.assertEqual(self.redis.cli("EXISTS", "k", "{k}:holder:k").strip(), b"0")
 
 
 if __name__ == "__main__":
