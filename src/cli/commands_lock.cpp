@@ -28,6 +28,9 @@ nlohmann::json holder_json(const lock::Holder& holder) {
   if (holder.finished_at != 0) {
     j["finished_at"] = holder.finished_at;
   }
+  if (holder.gone()) {
+    j["running"] = false;
+  }
   return j;
 }
 
@@ -36,7 +39,16 @@ std::string holder_text(const lock::Holder& holder) {
   if (!holder.command.empty()) {
     text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
   }
+  if (holder.gone()) {
+    text += ", no longer running";
+  }
   return text;
+}
+
+// What a user can do about a lock whose holder is gone (Holder::gone).
+std::string gone_advice(std::string_view key) {
+  return "the lock stays held until it expires, or until `nxlock unlock --force " +
+         util::escape(key) + "`";
 }
 
 // While a waiter waits on a terminal, one line on stderr says who holds the
@@ -206,6 +218,8 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     message += " by " + holder_text(*holder);
     if (holder->finished_at != 0) {
       message += ", which finished and holds it for --hold";
+    } else if (holder->gone()) {
+      message += ": " + gone_advice(lock.key());
     }
   }
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
@@ -350,6 +364,9 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
       ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
                    util::format_local_time(status.holder->acquired_at));
       ctx.out.field("holder", holder_json(*status.holder));
+      if (status.holder->finished_at == 0 && status.holder->gone()) {
+        ctx.out.line("the holder is gone: " + gone_advice(args->key));
+      }
       if (status.holder->finished_at != 0) {
         // run-locked --hold: the job is over, but the lock stays until its expiry.
         ctx.out.line("finished " + util::format_local_time(status.holder->finished_at) +

@@ -7,6 +7,7 @@
 
 #include "lock/keys.hpp"
 #include "util/error.hpp"
+#include "util/process_identity.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -19,6 +20,10 @@ std::string Holder::to_json() const {
                       {"acquired_at", acquired_at}};
   if (finished_at != 0) {
     j["finished_at"] = finished_at;
+  }
+  if (start != 0 && !boot.empty()) {
+    j["start"] = start;
+    j["boot"] = boot;
   }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -35,6 +40,11 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   h.command = j.value("command", "");
   h.acquired_at = j.value("acquired_at", std::int64_t{0});
   h.finished_at = j.value("finished_at", std::int64_t{0});
+  if (j.contains("start") && j["start"].is_number_unsigned() && j.contains("boot") &&
+      j["boot"].is_string()) {
+    h.start = j["start"].get<std::uint64_t>();
+    h.boot = j["boot"].get<std::string>();
+  }
   return h;
 }
 
@@ -42,11 +52,34 @@ std::string holder_key(std::string_view key) {
   return companion_key(key, "holder");
 }
 
-Holder describe_holder(std::string value, std::int64_t pid, std::string command,
-                       std::int64_t acquired_at) {
+namespace {
+std::string host_name() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  return Holder{std::move(value), host, pid, std::move(command), acquired_at};
+  return host;
+}
+}  // namespace
+
+bool Holder::gone() const {
+  if (start == 0 || boot.empty() || host != host_name()) {
+    return false;
+  }
+  return !util::still_running({pid, start, boot});
+}
+
+Holder describe_holder(std::string value, std::int64_t pid, std::string command,
+                       std::int64_t acquired_at) {
+  Holder holder;
+  holder.value = std::move(value);
+  holder.host = host_name();
+  holder.pid = pid;
+  holder.command = std::move(command);
+  holder.acquired_at = acquired_at;
+  if (const auto process = util::identify_process(pid)) {
+    holder.start = process->start;
+    holder.boot = process->boot;
+  }
+  return holder;
 }
 
 void write_holder(store::Store& store, std::string_view key, const Holder& holder) {

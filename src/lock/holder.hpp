@@ -23,6 +23,17 @@ struct Holder {
   // Unix seconds at which the job ended while the lock stays held (run-locked
   // --hold); 0 while it runs.
   std::int64_t finished_at = 0;
+  // The process's start time and boot (util::ProcessIdentity), so that one that
+  // is gone can be told from a new process given the same pid; 0 and empty in
+  // records of older versions.
+  std::uint64_t start = 0;
+  std::string boot;
+
+  // True when the holder process is known to be gone: it ran on this host, and
+  // either this host has booted since or that process no longer runs. False
+  // when it cannot be known (another host, an older record). The lock itself
+  // stays held until it expires, whoever is gone.
+  bool gone() const;
 
   std::string to_json() const;
   // nullopt if the text is not a holder record.

@@ -6,7 +6,7 @@ import re
 import subprocess
 import unittest
 
-from harness import NxlockTestCase, side_key, wait_for
+from harness import BIN, NxlockTestCase, side_key, wait_for
 
 # A trace line of a store step: "nxlock: SETNX key value → 1".
 STEP = re.compile(r"^nxlock: (TIME|SETNX|GET|GETSET|SET|DEL|DEL-IF-EQUAL|SET-IF-EQUAL)( |$)")
@@ -198,6 +198,36 @@ class BusyMessages(NxlockTestCase):
         self.assertEqual(out["exit_status"], 75, out)
         self.assertTrue(out["queued_ahead"], out)
         self.assertNotIn("held_until", out)
+    def test_a_holder_that_is_gone_is_shown_as_gone(self):
+        # `lock` records the process that asked (here a shell that has exited)
+        # as the holder: status and the busy message must not show its pid as if
+        # it ran, and must say what is left to do. A live holder is not gone.
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                shell = subprocess.run(["sh", "-c", '"$0" "$@" >/dev/null', BIN, *url,
+                                        "lock", "-t", "60", "gone"], env=self.env, timeout=30)
+                self.assertEqual(shell.returncode, 0)
+                r = self.nx(*url, "status", "gone")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("no longer running", r.stdout.decode())
+                self.assertIn("nxlock unlock --force gone", r.stdout.decode())
+                held = json.loads(self.nx(*url, "--json", "status", "gone").stdout)
+                self.assertIs(held["holder"]["running"], False, held)
+                r = self.nx(*url, "lock", "-n", "gone")
+                self.assertOneLineError(r, 75, "no longer running")
+
+                live = self.popen(*url, "run-locked", "-t", "60", "alive", "sleep", "30")
+                self.addCleanup(lambda: live.poll() is None and (live.kill(), live.wait()))
+                self.assertTrue(wait_for(lambda: b"holder:" in self.nx(*url, "status", "alive").stdout,
+                                         20))
+                r = self.nx(*url, "status", "alive")
+                self.assertNotIn("no longer running", r.stdout.decode())
+                self.assertNotIn("running", json.loads(
+                    self.nx(*url, "--json", "status", "alive").stdout)["holder"])
+                live.kill()
+                live.wait()
+
 
 if __name__ == "__main__":
     unittest.main()
