@@ -32,9 +32,9 @@ class QueueContract : public StoreContract {
   static constexpr util::Micros k_long_lease{10'000'000};
 
   // The queued step under test, for ticket `ticket` on lock "k", counter "c", queue "q".
-  store::Store::QueuedSet attempt(const std::string& ticket, bool waiting = true,
-                                  util::Micros lease = k_long_lease) {
-    return m_store->set_if_absent_queued("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
+  store::WaitersQueue::QueuedSet attempt(const std::string& ticket, bool waiting = true,
+                                         util::Micros lease = k_long_lease) {
+    return m_store->queue()->set_if_absent("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
   }
 };
 

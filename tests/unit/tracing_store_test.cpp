@@ -41,7 +41,7 @@ TEST(TracingStore, EachOperationIsOneLine) {
   EXPECT_EQ(trace.take(), V{"GET k → 1732000061"});
   EXPECT_EQ(store.get("none"), std::nullopt);
   EXPECT_EQ(trace.take(), V{"GET none → (nil)"});
-  EXPECT_EQ(store.get_and_set("k", "1732000070"), "1732000061");
+  EXPECT_EQ(store.get_and_set("k", "1732000070").old, "1732000061");
   EXPECT_EQ(trace.take(), V{"GETSET k 1732000070 → 1732000061"});
   store.set("h", "x");
   EXPECT_EQ(trace.take(), V{"SET h x → OK"});
@@ -74,27 +74,19 @@ TEST(TracingStore, KeysAndValuesAreEscapedOntoOneLine) {
 class BrokenStore final : public Store {
  public:
   std::string describe() const override { return "broken"; }
-  bool set_if_absent(std::string_view, std::string_view) override { fail(); }
+  SetIfAbsent set_if_absent(std::string_view, std::string_view,
+                            std::optional<std::string_view>) override {
+    fail();
+  }
   std::optional<std::string> get(std::string_view) override { fail(); }
-  std::optional<std::string> get_and_set(std::string_view, std::string_view) override { fail(); }
+  Swap get_and_set(std::string_view, std::string_view, std::optional<Takeover>) override { fail(); }
   void set(std::string_view, std::string_view) override { fail(); }
   std::size_t del(const std::vector<std::string>&) override { fail(); }
-  bool compare_and_delete(std::string_view, std::string_view) override { fail(); }
-  bool compare_and_set(std::string_view, std::string_view, std::string_view) override { fail(); }
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view, std::string_view,
-                                                   std::string_view) override {
+  bool compare_and_delete(std::string_view, std::string_view, std::optional<Fence>) override {
     fail();
   }
-  FencedSwap get_and_set_fenced(std::string_view, std::string_view, std::string_view,
-                                std::int64_t) override {
-    fail();
-  }
-  bool compare_and_set_fenced(std::string_view, std::string_view, std::string_view,
-                              std::string_view, std::int64_t) override {
-    fail();
-  }
-  bool compare_and_delete_fenced(std::string_view, std::string_view, std::string_view,
-                                 std::int64_t) override {
+  bool compare_and_set(std::string_view, std::string_view, std::string_view,
+                       std::optional<Fence>) override {
     fail();
   }
   util::Micros now() override { fail(); }
