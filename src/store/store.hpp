@@ -46,7 +46,8 @@ class Watcher {
 // lock key's hash slot) must still hold the holder's `token`, or be absent
 // (lost: every acquisition writes it, so none came since it went; the step
 // writes it back as `token`). Two acquisitions that wrote the same value are
-// told apart by their tokens.
+// told apart by their tokens. (The embedded store keeps each lock's token in
+// the lock's own entry, and compares that one.)
 struct Fence {
   std::string_view counter;
   std::int64_t token = 0;

@@ -88,7 +88,7 @@ constexpr std::string_view k_compare_and_set_script =
   "if token < now then redis.call('SET', c, now_text) token = now end "      \
   "redis.call('PEXPIRE', c, ms) return token end "
 
-// The fenced steps (Store's "Fenced steps") are scripts for the same reason,
+// The fenced steps (Store's steps with a guard) are scripts for the same reason,
 // and one more: the owning write and the counter's step must be one step, or a
 // holder paused between them could be handed a token above its successor's, or
 // the counter could move without an owner. Redis runs a script whole, with no
@@ -153,7 +153,7 @@ constexpr std::string_view k_fenced_delete =
 const std::string k_compare_and_delete_fenced_script =
     std::string(k_fenced_delete) + "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
 
-// The waiters' queue (Store's "waiters' queue"): two sorted sets in the lock
+// The waiters' queue (WaitersQueue, store.hpp): two sorted sets in the lock
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
 // QUEUE's lease companion (the same tickets scored by the instant their lease
 // lapses). A release PUBLISHes the first live ticket on that waiter's own turn
