@@ -70,8 +70,24 @@ TEST(TracingStore, KeysAndValuesAreEscapedOntoOneLine) {
   EXPECT_EQ(trace.take(), std::vector<std::string>{"GET a\\x0ab → v\\x0d\\x0a\\xff"});
 }
 
+TEST(TracingStore, AGuardedStepIsTracedWithItsCounter) {
+  TraceLines trace;
+  TracingStore store(std::make_unique<MemoryStore>());
+  using V = std::vector<std::string>;
+
+  EXPECT_EQ(store.set_if_absent("k", "10", "c").fence, 1);
+  EXPECT_EQ(trace.take(), V{"SETNX k 10 → 1, INCR c → 1"});
+  EXPECT_TRUE(store.compare_and_set("k", "10", "5", Fence{"c", 1}));
+  EXPECT_EQ(trace.take(), V{"SET-IF-EQUAL k 10 5 if c = 1 → 1"});
+  EXPECT_EQ(store.get_and_set("k", "20", Takeover{"c", 6}).fence, 2);
+  EXPECT_EQ(trace.take(), V{"GETSET k 20 → 5, INCR c → 2"});
+  EXPECT_TRUE(store.compare_and_delete("k", "20", Fence{"c", 2}));
+  EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 20 if c = 2 → 1"});
+  EXPECT_EQ(store.queue(), nullptr);  // as the memory store: no queue
+}
+
 // A store whose every operation fails, as a backend that went away.
-class BrokenStore final : public Store {
+class BrokenStore final : public Store, public WaitersQueue {
  public:
   std::string describe() const override { return "broken"; }
   SetIfAbsent set_if_absent(std::string_view, std::string_view,
@@ -91,6 +107,17 @@ class BrokenStore final : public Store {
   }
   util::Micros now() override { fail(); }
   std::unique_ptr<Watcher> watch(std::string_view) override { fail(); }
+  WaitersQueue* queue() override { return this; }
+  QueuedSet set_if_absent(std::string_view, std::string_view, std::string_view, std::string_view,
+                          std::string_view, bool, util::Micros) override {
+    fail();
+  }
+  bool compare_and_delete(std::string_view, std::string_view, const Fence&,
+                          std::string_view) override {
+    fail();
+  }
+  void leave(std::string_view, std::string_view, std::string_view) override { fail(); }
+  std::unique_ptr<Watcher> watch(std::string_view, std::string) override { fail(); }
 
  private:
   [[noreturn]] static void fail() {
@@ -103,6 +130,10 @@ TEST(TracingStore, AFailureIsTracedAndRethrown) {
   TracingStore store(std::make_unique<BrokenStore>());
   EXPECT_THROW(store.set_if_absent("k", "1"), util::Error);
   EXPECT_EQ(trace.take(), std::vector<std::string>{"SETNX k 1 → failed: timed out after 2s"});
+  // The queue's steps too, through the inner store's queue.
+  ASSERT_NE(store.queue(), nullptr);
+  EXPECT_THROW(store.queue()->leave("k", "q", "qa"), util::Error);
+  EXPECT_EQ(trace.take(), std::vector<std::string>{"LEAVE q qa → failed: timed out after 2s"});
 }
 
 TEST(TracingStore, SilentWithoutASink) {
