@@ -54,14 +54,14 @@ std::string make_ticket() {
 // already: best effort, a waiter that cannot leave is dropped with its lease.
 class QueueTicket {
  public:
-  QueueTicket(store::Store& store, const std::string& key, const std::string& queue)
-      : m_store(store), m_key(key), m_queue(queue) {}
+  QueueTicket(store::WaitersQueue& waiters, const std::string& key, const std::string& queue)
+      : m_waiters(waiters), m_key(key), m_queue(queue) {}
   ~QueueTicket() {
     if (!m_joined) {
       return;
     }
     try {
-      m_store.leave_queue(m_key, m_queue, m_ticket);
+      m_waiters.leave(m_key, m_queue, m_ticket);
     } catch (const util::Error& e) {
       util::trace(std::string("queue not left (the lease lapses): ") + e.what());
     }
@@ -73,7 +73,7 @@ class QueueTicket {
   void joined(bool yes) { m_joined = yes; }
 
  private:
-  store::Store& m_store;
+  store::WaitersQueue& m_waiters;
   const std::string& m_key;
   const std::string& m_queue;
   std::string m_ticket = make_ticket();
@@ -155,9 +155,9 @@ Attempt Lock::try_once(std::int64_t ttl) {
   };
 
   // SETNX, and the token with it when it sets (see Store's fenced steps).
-  const auto set = m_store.set_if_absent_fenced(m_key, value, m_fence_key);
-  if (set) {
-    return acquired(*set);
+  const auto set = m_store.set_if_absent(m_key, value, m_fence_key);
+  if (set.fence) {
+    return acquired(*set.fence);
   }
 
   const auto current = m_store.get(m_key);
@@ -175,10 +175,10 @@ Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting
   m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
 
   // The gate, the SETNX (with its token) and the GET of a busy lock, in one step.
-  const auto step = m_store.set_if_absent_queued(m_key, value, m_fence_key, m_queue_key, ticket,
-                                                 waiting, k_queue_lease);
+  const auto step = m_store.queue()->set_if_absent(m_key, value, m_fence_key, m_queue_key, ticket,
+                                                   waiting, k_queue_lease);
   switch (step.outcome) {
-    case store::Store::QueuedSet::Outcome::set:
+    case store::WaitersQueue::QueuedSet::Outcome::set:
       if (!step.fence) {
         throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
                           "the store issued no fencing token");
@@ -189,12 +189,12 @@ Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting
         acquired.dequeued = true;
         return acquired;
       }
-    case store::Store::QueuedSet::Outcome::held:
+    case store::WaitersQueue::QueuedSet::Outcome::held:
       if (!step.current) {
         return {Attempt::Outcome::retry, {}, 0};
       }
       return after_setnx(now, valid_from, value, *step.current);
-    case store::Store::QueuedSet::Outcome::behind:
+    case store::WaitersQueue::QueuedSet::Outcome::behind:
       break;
   }
   // Another waiter goes first, even when the lock is free this instant (it is
@@ -223,7 +223,7 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
   // store takes the token in the same step exactly when the old value says we
   // own the lock (store::getset_owns), with our clock reading or, on the
   // backend's own clock, the backend's at that instant: the token is the verdict.
-  const auto swap = m_store.get_and_set_fenced(m_key, value, m_fence_key, now);
+  const auto swap = m_store.get_and_set(m_key, value, store::Takeover{m_fence_key, now});
   const auto& old = swap.old;
   if (swap.fence) {
     return acquired(*swap.fence);  // expired, or deleted meanwhile
@@ -252,11 +252,11 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   std::unique_ptr<store::Watcher> watcher;
   // A waiter queues where the backend keeps a queue; a single try (-n) only
   // respects it.
-  const bool queued = m_store.has_queue();
+  const bool queued = m_store.queue() != nullptr;
   const bool waiting = queued && (forever || *policy.wait_for > Micros(0));
   std::optional<QueueTicket> ticket;
   if (queued) {
-    ticket.emplace(m_store, m_key, m_queue_key);
+    ticket.emplace(*m_store.queue(), m_key, m_queue_key);
   }
 
   WaitSteps steps;
@@ -309,7 +309,7 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       return false;
     }
     // Queued: releases wake the first waiter only.
-    watcher = queued ? m_store.watch_queued(m_key, ticket->ticket()) : m_store.watch(m_key);
+    watcher = queued ? m_store.queue()->watch(m_key, ticket->ticket()) : m_store.watch(m_key);
     return true;
   };
   steps.wait = [&](Micros timeout, int interrupt_fd, const Look* busy) {
@@ -342,8 +342,7 @@ Verdict Lock::why_not(std::string_view value) {
 }
 
 bool Lock::swap_value(std::string_view from, std::string_view to) {
-  return m_fence != 0 ? m_store.compare_and_set_fenced(m_key, from, to, m_fence_key, m_fence)
-                      : m_store.compare_and_set(m_key, from, to);
+  return m_store.compare_and_set(m_key, from, to, fence_guard());
 }
 
 bool Lock::raise_fence(std::int64_t token) {
@@ -365,14 +364,15 @@ bool Lock::raise_fence(std::int64_t token) {
 }
 
 bool Lock::delete_value(std::string_view value) {
+  store::WaitersQueue* const waiters = m_store.queue();
   if (m_fence == 0) {
     // `unlock KEY VALUE`: no token to compare. The deletion wakes the key's
     // watchers; the first queued waiter may be asleep on its own wake-up alone
     // (the embedded store), so it gets one too.
     const bool deleted = m_store.compare_and_delete(m_key, value);
-    if (deleted && m_store.has_queue()) {
+    if (deleted && waiters != nullptr) {
       try {
-        m_store.leave_queue(m_key, m_queue_key, {});
+        waiters->leave(m_key, m_queue_key, {});
       } catch (const util::Error& e) {
         util::trace(std::string("first waiter not woken (it polls): ") + e.what());
       }
@@ -381,9 +381,8 @@ bool Lock::delete_value(std::string_view value) {
   }
   // The release wakes the first queued waiter only (all of them, on a backend
   // without a queue).
-  return m_store.has_queue()
-             ? m_store.compare_and_delete_queued(m_key, value, m_fence_key, m_fence, m_queue_key)
-             : m_store.compare_and_delete_fenced(m_key, value, m_fence_key, m_fence);
+  return waiters != nullptr ? waiters->compare_and_delete(m_key, value, *fence_guard(), m_queue_key)
+                            : m_store.compare_and_delete(m_key, value, fence_guard());
 }
 
 std::optional<Verdict> Lock::past_expiry(std::string_view value, std::int64_t now) {

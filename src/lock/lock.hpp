@@ -127,7 +127,7 @@ class Lock final : public Lockable {
   // Throws util::Error(data) if the key holds something that is not a timestamp.
   Attempt try_once(std::int64_t ttl);
 
-  // try_once() for a backend with a waiters' queue (Store::has_queue): the
+  // try_once() for a backend with a waiters' queue (Store::queue): the
   // SETNX is tried only while `ticket` may go first (no live waiter queued
   // ahead of it), and with `waiting` the ticket joins the queue (or keeps its
   // place) and renews its lease, in the same step. The SETNX leaves the queue
@@ -210,6 +210,14 @@ class Lock final : public Lockable {
   // token when we took the lock ourselves.
   bool swap_value(std::string_view from, std::string_view to);
   bool delete_value(std::string_view value);
+  // The guard of our fenced steps: our token in the counter; none before we
+  // took the lock ourselves (unlock KEY VALUE).
+  std::optional<store::Fence> fence_guard() const {
+    if (m_fence == 0) {
+      return std::nullopt;
+    }
+    return store::Fence{m_fence_key, m_fence};
+  }
 
   store::Store& m_store;
   Clock& m_clock;

@@ -3,8 +3,7 @@
 
 #include <poll.h>
 
-#include <algorithm>
-
+#include "store/fenced_steps.hpp"
 #include "store/lock_value.hpp"
 
 namespace nxlock::store {
@@ -38,10 +37,16 @@ class MemoryWatcher final : public Watcher {
 MemoryStore::MemoryStore(std::function<util::Micros()> clock, Tokens tokens)
     : m_clock(std::move(clock)), m_tokens(tokens) {}
 
-bool MemoryStore::set_if_absent(std::string_view key, std::string_view value) {
+SetIfAbsent MemoryStore::set_if_absent(std::string_view key, std::string_view value,
+                                       std::optional<std::string_view> counter) {
+  const auto last = counter ? token_of(*counter) : std::nullopt;  // a bad counter: nothing written
   const auto [it, inserted] = m_data.try_emplace(std::string(key), value);
   m_version += inserted ? 1 : 0;
-  return inserted;
+  SetIfAbsent result{inserted, std::nullopt};
+  if (inserted && counter) {
+    result.fence = issue(*counter, last);
+  }
+  return result;
 }
 
 std::optional<std::string> MemoryStore::get(std::string_view key) {
@@ -52,11 +57,17 @@ std::optional<std::string> MemoryStore::get(std::string_view key) {
   return it->second;
 }
 
-std::optional<std::string> MemoryStore::get_and_set(std::string_view key, std::string_view value) {
-  auto old = get(key);
+Swap MemoryStore::get_and_set(std::string_view key, std::string_view value,
+                              std::optional<Takeover> takeover) {
+  const auto last = takeover ? token_of(takeover->counter) : std::nullopt;
+  Swap swap;
+  swap.old = get(key);
   m_data.insert_or_assign(std::string(key), std::string(value));
   ++m_version;
-  return old;
+  if (takeover && getset_owns(swap.old, takeover->now_seconds)) {
+    swap.fence = issue(takeover->counter, last);
+  }
+  return swap;
 }
 
 void MemoryStore::set(std::string_view key, std::string_view value) {
@@ -73,9 +84,10 @@ std::size_t MemoryStore::del(const std::vector<std::string>& keys) {
   return removed;
 }
 
-bool MemoryStore::compare_and_delete(std::string_view key, std::string_view expected) {
+bool MemoryStore::compare_and_delete(std::string_view key, std::string_view expected,
+                                     std::optional<Fence> fence) {
   const auto it = m_data.find(key);
-  if (it == m_data.end() || it->second != expected) {
+  if (it == m_data.end() || it->second != expected || !holds(fence)) {
     return false;
   }
   m_data.erase(it);
@@ -84,9 +96,9 @@ bool MemoryStore::compare_and_delete(std::string_view key, std::string_view expe
 }
 
 bool MemoryStore::compare_and_set(std::string_view key, std::string_view expected,
-                                  std::string_view value) {
+                                  std::string_view value, std::optional<Fence> fence) {
   const auto it = m_data.find(key);
-  if (it == m_data.end() || it->second != expected) {
+  if (it == m_data.end() || it->second != expected || !holds(fence)) {
     return false;
   }
   it->second = value;
@@ -94,53 +106,33 @@ bool MemoryStore::compare_and_set(std::string_view key, std::string_view expecte
   return true;
 }
 
-std::int64_t MemoryStore::increment(std::string_view counter) {
-  const auto current = get(counter);
-  std::int64_t next = next_fence(current ? &*current : nullptr, counter);
-  if (m_tokens == Tokens::clock_floor) {
-    next = std::max(next, m_clock().count());
-  }
+std::optional<std::int64_t> MemoryStore::token_of(std::string_view counter) {
+  return counter_token(get(counter), counter);
+}
+
+std::int64_t MemoryStore::issue(std::string_view counter, std::optional<std::int64_t> last) {
+  const std::int64_t floor = m_tokens == Tokens::clock_floor ? m_clock().count() : 0;
+  // Never nullopt: token_of() refused a counter at its maximum.
+  const std::int64_t next = *next_token(last, floor);
   set(counter, std::to_string(next));
   return next;
 }
 
-bool MemoryStore::counter_holds(std::string_view counter, std::int64_t fence) {
-  return get(counter) == std::to_string(fence);
-}
-
-std::optional<std::int64_t> MemoryStore::set_if_absent_fenced(std::string_view key,
-                                                              std::string_view value,
-                                                              std::string_view counter) {
-  const auto current = get(counter);
-  next_fence(current ? &*current : nullptr, counter);  // a bad counter: nothing written
-  if (!set_if_absent(key, value)) {
-    return std::nullopt;
+bool MemoryStore::holds(const std::optional<Fence>& fence) {
+  if (!fence) {
+    return true;
   }
-  return increment(counter);
-}
-
-Store::FencedSwap MemoryStore::get_and_set_fenced(std::string_view key, std::string_view value,
-                                                  std::string_view counter,
-                                                  std::int64_t now_seconds) {
-  const auto current = get(counter);
-  next_fence(current ? &*current : nullptr, counter);
-  FencedSwap swap;
-  swap.old = get_and_set(key, value);
-  if (getset_owns(swap.old, now_seconds)) {
-    swap.fence = increment(counter);
+  // As Redis's scripts compare: a counter that holds no integer holds no
+  // token either (0: never issued), and refuses without an error.
+  const auto text = get(fence->counter);
+  const auto counter = text ? std::optional(parse_fence(*text).value_or(0)) : std::nullopt;
+  if (!counter_holds(counter, fence->token)) {
+    return false;
   }
-  return swap;
-}
-
-bool MemoryStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
-                                         std::string_view value, std::string_view counter,
-                                         std::int64_t fence) {
-  return counter_holds(counter, fence) && compare_and_set(key, expected, value);
-}
-
-bool MemoryStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                            std::string_view counter, std::int64_t fence) {
-  return counter_holds(counter, fence) && compare_and_delete(key, expected);
+  if (!counter) {
+    set(fence->counter, std::to_string(fence->token));
+  }
+  return true;
 }
 
 std::unique_ptr<Watcher> MemoryStore::watch(std::string_view) {

@@ -22,23 +22,17 @@ class MemoryStore final : public Store {
                        Tokens tokens = Tokens::increment);
 
   std::string describe() const override { return "memory"; }
-  bool set_if_absent(std::string_view key, std::string_view value) override;
+  SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
+                            std::optional<std::string_view> counter = {}) override;
   std::optional<std::string> get(std::string_view key) override;
-  std::optional<std::string> get_and_set(std::string_view key, std::string_view value) override;
+  Swap get_and_set(std::string_view key, std::string_view value,
+                   std::optional<Takeover> takeover = {}) override;
   void set(std::string_view key, std::string_view value) override;
   std::size_t del(const std::vector<std::string>& keys) override;
-  bool compare_and_delete(std::string_view key, std::string_view expected) override;
-  bool compare_and_set(std::string_view key, std::string_view expected,
-                       std::string_view value) override;
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view key, std::string_view value,
-                                                   std::string_view counter) override;
-  FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
-                                std::string_view counter, std::int64_t now_seconds) override;
-  bool compare_and_set_fenced(std::string_view key, std::string_view expected,
-                              std::string_view value, std::string_view counter,
-                              std::int64_t fence) override;
-  bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                 std::string_view counter, std::int64_t fence) override;
+  bool compare_and_delete(std::string_view key, std::string_view expected,
+                          std::optional<Fence> fence = {}) override;
+  bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
+                       std::optional<Fence> fence = {}) override;
   util::Micros now() override { return m_clock(); }
   std::unique_ptr<Watcher> watch(std::string_view key) override;
 
@@ -51,9 +45,12 @@ class MemoryStore final : public Store {
   std::map<std::string, std::string, std::less<>> m_data;
   std::uint64_t m_version = 0;
 
-  // INCR counter (one process, one thread: every operation here is atomic).
-  std::int64_t increment(std::string_view counter);
-  bool counter_holds(std::string_view counter, std::int64_t fence);
+  // The counter's token (nullopt: absent); throws for a bad counter (fenced_steps.hpp).
+  std::optional<std::int64_t> token_of(std::string_view counter);
+  // INCR counter, after `last` (one process, one thread: every operation here is atomic).
+  std::int64_t issue(std::string_view counter, std::optional<std::int64_t> last);
+  // Whether `fence` holds; an absent counter is written back as the token.
+  bool holds(const std::optional<Fence>& fence);
 };
 
 }  // namespace nxlock::store

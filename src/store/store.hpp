@@ -37,10 +37,50 @@ class Watcher {
   // (if >= 0) becomes readable. Spurious `changed` results are allowed.
   virtual WaitResult wait(util::Micros timeout, int interrupt_fd) = 0;
 
-  // Whether the queued waiter is first now (Store::watch_queued): a waiter behind another
+  // Whether the queued waiter is first now (WaitersQueue::watch): a waiter behind another
   // need not see the key's changes at all, only the wake-up addressed to it.
-  virtual void first(bool yes) { (void)yes; }
+  virtual void first(bool) {}
 };
+
+// A fenced step's guard: the counter beside the lock (on a Redis Cluster, in the
+// lock key's hash slot) must still hold the holder's `token`, or be absent
+// (lost: every acquisition writes it, so none came since it went; the step
+// writes it back as `token`). Two acquisitions that wrote the same value are
+// told apart by their tokens. (The embedded store keeps each lock's token in
+// the lock's own entry, and compares that one.)
+struct Fence {
+  std::string_view counter;
+  std::int64_t token = 0;
+};
+
+// get_and_set()'s ownership guard: a token is issued from `counter` only if the
+// old value was absent or a lock timestamp older than `now_seconds` (getset_owns
+// in fenced_steps.hpp). `now_seconds` is the clock reading the caller's own
+// decision uses; after decide_on_own_clock(true) the backend may decide with its
+// own clock at the instant of the step instead.
+struct Takeover {
+  std::string_view counter;
+  std::int64_t now_seconds = 0;
+};
+
+// What set_if_absent() did.
+struct SetIfAbsent {
+  bool set = false;
+  std::optional<std::int64_t> fence;  // fenced: the token the counter issued, when set
+  explicit operator bool() const { return set; }
+};
+
+// What get_and_set() did.
+struct Swap {
+  std::optional<std::string> old;     // the old value (nullopt if there was none)
+  std::optional<std::int64_t> fence;  // with a Takeover: the token, if getset_owns(old)
+  // Whether `value` was written. A backend that compares first writes only
+  // when it owns (fence); one that writes as GETSET does may leave the value
+  // of a step that did not own, for the caller to give back.
+  bool written = true;
+};
+
+class WaitersQueue;
 
 class Store {
  public:
@@ -54,14 +94,28 @@ class Store {
   // The backend as a user would name it (URL with password redacted, or path).
   virtual std::string describe() const = 0;
 
-  // SETNX: sets key to value if it does not exist. True if it was set.
-  virtual bool set_if_absent(std::string_view key, std::string_view value) = 0;
+  // ---- The steps: each plain (the key/value commands), or fenced for a lock ----
+  //
+  // A fenced step is a lock's owning step together with its fencing counter.
+  // Only an owning step increments the counter, in the same atomic step as the
+  // write that owns the lock, so every acquisition's token is above every
+  // earlier one's, and a holder paused past its expiry never holds a token
+  // above its successor's. nxlock never resets it. Throws util::Error(data) if
+  // the counter holds something else than an integer (nothing is written then).
+
+  // SETNX: sets key to value if it does not exist. With a `counter`, INCR it,
+  // only if that set the key, atomically: `fence` is the token.
+  virtual SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
+                                    std::optional<std::string_view> counter = {}) = 0;
 
   // GET: the value, or nullopt if the key does not exist.
   virtual std::optional<std::string> get(std::string_view key) = 0;
 
-  // GETSET: sets key to value and returns the old value (nullopt if there was none).
-  virtual std::optional<std::string> get_and_set(std::string_view key, std::string_view value) = 0;
+  // GETSET: sets key to value and returns the old value. With a `takeover`,
+  // the step also takes a token exactly when the caller owns the lock (see
+  // Takeover): the caller owns it exactly when `fence` is set.
+  virtual Swap get_and_set(std::string_view key, std::string_view value,
+                           std::optional<Takeover> takeover = {}) = 0;
 
   // SET: sets key to value unconditionally.
   virtual void set(std::string_view key, std::string_view value) = 0;
@@ -70,70 +124,60 @@ class Store {
   // how many were removed.
   virtual std::size_t del(const std::vector<std::string>& keys) = 0;
 
-  // Deletes key only if it holds exactly `expected`, and then wakes the key's
-  // watchers. True if deleted.
-  virtual bool compare_and_delete(std::string_view key, std::string_view expected) = 0;
+  // Deletes key only if it holds exactly `expected` (and the `fence` holds),
+  // and then wakes the key's watchers. True if deleted.
+  virtual bool compare_and_delete(std::string_view key, std::string_view expected,
+                                  std::optional<Fence> fence = {}) = 0;
 
-  // Sets key to `value` only if it holds exactly `expected`. True if set.
+  // Sets key to `value` only if it holds exactly `expected` (and the `fence`
+  // holds). True if set.
   virtual bool compare_and_set(std::string_view key, std::string_view expected,
-                               std::string_view value) = 0;
+                               std::string_view value, std::optional<Fence> fence = {}) = 0;
 
-  // ---- Fenced steps: the lock's owning steps and its fencing counter, together ----
-  //
-  // `counter` is an integer key beside the lock (on a Redis Cluster, in the lock
-  // key's hash slot). Only an owning step increments it, in the same atomic step
-  // as the write that owns the lock, so every acquisition's token is above every
-  // earlier one's, and a holder paused past its expiry never holds a token above
-  // its successor's. nxlock never resets it. Throws util::Error(data) if the
-  // counter holds something else than an integer (nothing is written then).
+  // The waiters' queue, or nullptr if this backend keeps none.
+  virtual WaitersQueue* queue() { return nullptr; }
 
-  // SETNX key value and, only if that set it, INCR counter, atomically. The
-  // counter's new value (the token) if the key was set; nullopt if it was not.
-  virtual std::optional<std::int64_t> set_if_absent_fenced(std::string_view key,
-                                                           std::string_view value,
-                                                           std::string_view counter) = 0;
+  // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
+  virtual util::Micros now() = 0;
 
-  struct FencedSwap {
-    std::optional<std::string> old;     // as get_and_set() returns it
-    std::optional<std::int64_t> fence;  // the token, if getset_owns(old, now_seconds)
-    // Whether `value` was written. A backend that compares first writes only
-    // when it owns (fence); one that writes as GETSET does may leave the value
-    // of a step that did not own, for the caller to give back.
-    bool written = true;
-  };
-  // GETSET key value and, only if the old value was absent or a lock timestamp
-  // older than `now_seconds` (getset_owns in lock_value.hpp), INCR counter,
-  // atomically. `now_seconds` is the clock reading the caller's own decision uses;
-  // after decide_on_own_clock(true) the backend may decide with its own clock at
-  // the instant of the step instead. The caller owns the lock exactly when
-  // `fence` is set.
-  virtual FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
-                                        std::string_view counter, std::int64_t now_seconds) = 0;
+  // Starts watching key for changes (see Watcher).
+  virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
 
-  // compare_and_set(), only if the counter also still holds `fence`, or is
-  // absent (lost: every acquisition writes it, so none came since it went; the
-  // step writes it back as `fence`): two acquisitions that wrote the same value
-  // are told apart by their tokens.
-  virtual bool compare_and_set_fenced(std::string_view key, std::string_view expected,
-                                      std::string_view value, std::string_view counter,
-                                      std::int64_t fence) = 0;
+  // ---- How the lock layer uses the backend (optional; defaults do nothing) ----
 
-  // compare_and_delete() (waking the key's watchers), only if the counter also
-  // still holds `fence` (or is absent, and is then written back as `fence`).
-  virtual bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                         std::string_view counter, std::int64_t fence) = 0;
+  // From now on every lock step's write (the lock, its holder details, its
+  // counter) keeps its key at least `lifetime` from the write, and then lets it
+  // expire: Redis sets the expiry in the same script as the write (SET and
+  // GETSET drop one). A fencing counter is kept k_fence_keep (or `lifetime`, if
+  // longer) after each step that uses it. Zero (the default): the lock and holder
+  // keys get no expiry (the key/value commands never call this).
+  virtual void keep_keys_for(util::Micros) {}
 
-  // ---- The waiters' queue (optional): one wake-up per release, in arrival order ----
-  //
-  // `queue` is a companion key beside the lock (on a Redis Cluster, in its slot;
-  // the backend may keep more keys named after it). It holds tickets, each in
-  // arrival order with a liveness lease; an entry whose lease has lapsed (its
-  // waiter died) is dropped by the next step that meets it. The lock key and its
-  // value are untouched by the queue: clients that know nothing of it still
-  // interoperate, they are only not queued.
+  // The lock layer's "now" is this backend's own clock (the default clock, not
+  // --clock local): get_and_set() with a Takeover may then decide expiry with
+  // the backend's clock at the instant of the step, rather than on a carried
+  // estimate of it.
+  virtual void decide_on_own_clock(bool) {}
 
-  // Whether this backend keeps a queue; if not, the steps below are never called.
-  virtual bool has_queue() const { return false; }
+  // Bounds every later operation by a monotonic deadline (util::mono_now()
+  // time), on top of the backend's own per-command timeout, until called
+  // again with nullopt. run-locked's renewal sets it to the moment its lock
+  // could expire: no lock decision may rest on a reply that came later.
+  // Backends that never wait on a network may ignore it.
+  virtual void set_deadline(std::optional<util::Micros>) {}
+};
+
+// The waiters' queue: one wake-up per release, in arrival order.
+//
+// `queue` is a companion key beside the lock (on a Redis Cluster, in its slot;
+// the backend may keep more keys named after it). It holds tickets, each in
+// arrival order with a liveness lease; an entry whose lease has lapsed (its
+// waiter died) is dropped by the next step that meets it. The lock key and its
+// value are untouched by the queue: clients that know nothing of it still
+// interoperate, they are only not queued.
+class WaitersQueue {
+ public:
+  virtual ~WaitersQueue() = default;
 
   struct QueuedSet {
     enum class Outcome {
@@ -146,88 +190,42 @@ class Store {
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
   };
-  // set_if_absent_fenced(), only while `ticket` may go first: the queue holds no
-  // live waiter, or `ticket` is its first live one. With `waiting`, the ticket
-  // also joins the queue (at the back, if it is not in it) and its lease is
-  // renewed to now + `lease`, all in the same atomic step.
-  virtual QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
-                                         std::string_view counter, std::string_view queue,
-                                         std::string_view ticket, bool waiting,
-                                         util::Micros lease) {
-    (void)key, (void)value, (void)counter, (void)queue, (void)ticket, (void)waiting, (void)lease;
-    return {};
-  }
+  // Store::set_if_absent() with a counter, only while `ticket` may go first:
+  // the queue holds no live waiter, or `ticket` is its first live one. With
+  // `waiting`, the ticket also joins the queue (at the back, if it is not in it)
+  // and its lease is renewed to now + `lease`, all in the same atomic step.
+  virtual QueuedSet set_if_absent(std::string_view key, std::string_view value,
+                                  std::string_view counter, std::string_view queue,
+                                  std::string_view ticket, bool waiting, util::Micros lease) = 0;
 
-  // compare_and_delete_fenced(), waking only the queue's first live waiter (or
-  // every watcher of the key, when the queue is empty).
-  virtual bool compare_and_delete_queued(std::string_view key, std::string_view expected,
-                                         std::string_view counter, std::int64_t fence,
-                                         std::string_view queue) {
-    (void)queue;
-    return compare_and_delete_fenced(key, expected, counter, fence);
-  }
+  // Store::compare_and_delete() with a fence, waking only the queue's first
+  // live waiter (or every watcher of the key, when the queue is empty).
+  virtual bool compare_and_delete(std::string_view key, std::string_view expected,
+                                  const Fence& fence, std::string_view queue) = 0;
 
   // Takes `ticket` out of the queue; if that leaves a live waiter first while
   // `key` is free, wakes it. An empty ticket only wakes.
-  virtual void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
-    (void)key, (void)queue, (void)ticket;
-  }
+  virtual void leave(std::string_view key, std::string_view queue, std::string_view ticket) = 0;
 
-  // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
-  virtual util::Micros now() = 0;
-
-  // Starts watching key for changes (see Watcher).
-  virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
-
-  // watch(), for a waiter queued with `ticket`, armed for both when it
+  // Store::watch(), for a waiter queued with `ticket`, armed for both when it
   // returns: a wake-up addressed to the ticket after this returned is never
   // missed either. A wake-up addressed to another waiter's ticket is not a
   // change for this one: it sleeps on. Wake-ups addressed to nobody in
-  // particular (a DEL, an older client) still wake it. The default, watch(),
-  // is for backends without a queue (has_queue()); a store that wraps another
-  // forwards this too.
-  virtual std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) {
-    (void)ticket;
-    return watch(key);
-  }
-
-  // ---- How the lock layer uses the backend (optional; defaults do nothing) ----
-
-  // From now on every lock step's write (the lock, its holder details, its
-  // counter) keeps its key at least `lifetime` from the write, and then lets it
-  // expire: Redis sets the expiry in the same script as the write (SET and
-  // GETSET drop one). A fencing counter is kept k_fence_keep (or `lifetime`, if
-  // longer) after each step that uses it. Zero (the default): the lock and holder
-  // keys get no expiry (the key/value commands never call this).
-  virtual void keep_keys_for(util::Micros lifetime) { (void)lifetime; }
-
-  // The lock layer's "now" is this backend's own clock (the default clock, not
-  // --clock local): get_and_set_fenced may then decide expiry with the
-  // backend's clock at the instant of the step, rather than on a carried
-  // estimate of it.
-  virtual void decide_on_own_clock(bool yes) { (void)yes; }
-
-  // Bounds every later operation by a monotonic deadline (util::mono_now()
-  // time), on top of the backend's own per-command timeout, until called
-  // again with nullopt. run-locked's renewal sets it to the moment its lock
-  // could expire: no lock decision may rest on a reply that came later.
-  // Backends that never wait on a network may ignore it.
-  virtual void set_deadline(std::optional<util::Micros> monotonic_deadline) {
-    (void)monotonic_deadline;
-  }
+  // particular (a DEL, an older client) still wake it.
+  virtual std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) = 0;
 
  protected:
-  // set_if_absent_fenced() answered as a queued step (set, or held with the
-  // value a busy lock needs): for a step the queue does not take part in.
-  QueuedSet set_if_absent_unqueued(std::string_view key, std::string_view value,
-                                   std::string_view counter) {
+  // set_if_absent() answered as a queued step (set, or held with the value a
+  // busy lock needs): for a step the queue does not take part in.
+  static QueuedSet unqueued(Store& store, std::string_view key, std::string_view value,
+                            std::string_view counter) {
     QueuedSet result;
-    result.fence = set_if_absent_fenced(key, value, counter);
+    result.fence = store.set_if_absent(key, value, counter).fence;
     if (result.fence) {
       result.outcome = QueuedSet::Outcome::set;
     } else {
       result.outcome = QueuedSet::Outcome::held;
-      result.current = get(key);
+      result.current = store.get(key);
     }
     return result;
   }

@@ -63,18 +63,89 @@ std::string setnx_text(std::string_view counter, std::optional<std::int64_t> tok
   return text;
 }
 
-std::string fence_condition(std::string_view counter, std::int64_t fence) {
-  return " if " + util::escape(counter, k_trace_bytes) + " = " + std::to_string(fence);
+// " if COUNTER = TOKEN" for a fenced step, nothing for a plain one.
+std::string fence_condition(const std::optional<Fence>& fence) {
+  if (!fence) {
+    return {};
+  }
+  return " if " + util::escape(fence->counter, k_trace_bytes) + " = " +
+         std::to_string(fence->token);
 }
+
+// The inner store's queue, each step traced as the documented steps it holds.
+class TracingQueue final : public WaitersQueue {
+ public:
+  explicit TracingQueue(WaitersQueue& inner) : m_inner(inner) {}
+
+  QueuedSet set_if_absent(std::string_view key, std::string_view value, std::string_view counter,
+                          std::string_view queue, std::string_view ticket, bool waiting,
+                          util::Micros lease) override {
+    // One step on the backend, traced as the documented steps it holds (the same
+    // words as without a queue): the SETNX, or that another waiter goes first,
+    // then the GET of a busy lock.
+    const std::string step = step_text("SETNX", {key, value});
+    const auto result = traced(
+        step,
+        [&] { return m_inner.set_if_absent(key, value, counter, queue, ticket, waiting, lease); },
+        [&](const QueuedSet& r) {
+          switch (r.outcome) {
+            case QueuedSet::Outcome::set:
+              return setnx_text(counter, r.fence.value_or(0));
+            case QueuedSet::Outcome::held:
+              return setnx_text(counter, std::nullopt);
+            case QueuedSet::Outcome::behind:
+              break;
+          }
+          return "not tried: another waiter is first in " + util::escape(queue, k_trace_bytes);
+        });
+    if (util::tracing() && result.outcome != QueuedSet::Outcome::set) {
+      util::trace(step_text("GET", {key}) + " → " + optional_text(result.current));
+    }
+    return result;
+  }
+
+  bool compare_and_delete(std::string_view key, std::string_view expected, const Fence& fence,
+                          std::string_view queue) override {
+    return traced(
+        step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(fence),
+        [&] { return m_inner.compare_and_delete(key, expected, fence, queue); }, flag_text);
+  }
+
+  void leave(std::string_view key, std::string_view queue, std::string_view ticket) override {
+    traced(
+        ticket.empty() ? step_text("WAKE-FIRST", {queue}) : step_text("LEAVE", {queue, ticket}),
+        [&] {
+          m_inner.leave(key, queue, ticket);
+          return true;
+        },
+        [](bool) { return std::string("done"); });
+  }
+
+  std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override {
+    return m_inner.watch(key, std::move(ticket));
+  }
+
+ private:
+  WaitersQueue& m_inner;
+};
 
 }  // namespace
 
-TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inner)) {}
+TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inner)) {
+  if (WaitersQueue* queue = m_inner->queue()) {
+    m_queue = std::make_unique<TracingQueue>(*queue);
+  }
+}
 
-bool TracingStore::set_if_absent(std::string_view key, std::string_view value) {
+// A fenced step reads as the page's step, and the counter's INCR that came
+// with it: "SETNX k 1795446489 → 1, INCR {k}:fence → 7".
+SetIfAbsent TracingStore::set_if_absent(std::string_view key, std::string_view value,
+                                        std::optional<std::string_view> counter) {
   return traced(
-      step_text("SETNX", {key, value}), [&] { return m_inner->set_if_absent(key, value); },
-      flag_text);
+      step_text("SETNX", {key, value}), [&] { return m_inner->set_if_absent(key, value, counter); },
+      [&](const SetIfAbsent& result) {
+        return counter ? setnx_text(*counter, result.fence) : flag_text(result.set);
+      });
 }
 
 std::optional<std::string> TracingStore::get(std::string_view key) {
@@ -82,10 +153,19 @@ std::optional<std::string> TracingStore::get(std::string_view key) {
       step_text("GET", {key}), [&] { return m_inner->get(key); }, optional_text);
 }
 
-std::optional<std::string> TracingStore::get_and_set(std::string_view key, std::string_view value) {
+Swap TracingStore::get_and_set(std::string_view key, std::string_view value,
+                               std::optional<Takeover> takeover) {
   return traced(
-      step_text("GETSET", {key, value}), [&] { return m_inner->get_and_set(key, value); },
-      optional_text);
+      step_text("GETSET", {key, value}), [&] { return m_inner->get_and_set(key, value, takeover); },
+      [&](const Swap& swap) {
+        if (!takeover) {
+          return optional_text(swap.old);
+        }
+        // A backend that compares first wrote nothing: the lock was not expired.
+        return optional_text(swap.old) +
+               (swap.fence ? incr_text(takeover->counter, *swap.fence) : "") +
+               (swap.written ? "" : " (not expired: nothing written)");
+      });
 }
 
 void TracingStore::set(std::string_view key, std::string_view value) {
@@ -109,109 +189,19 @@ std::size_t TracingStore::del(const std::vector<std::string>& keys) {
       [](std::size_t removed) { return std::to_string(removed); });
 }
 
-bool TracingStore::compare_and_delete(std::string_view key, std::string_view expected) {
+bool TracingStore::compare_and_delete(std::string_view key, std::string_view expected,
+                                      std::optional<Fence> fence) {
   return traced(
-      step_text("DEL-IF-EQUAL", {key, expected}),
-      [&] { return m_inner->compare_and_delete(key, expected); }, flag_text);
-}
-
-bool TracingStore::compare_and_set(std::string_view key, std::string_view expected,
-                                   std::string_view value) {
-  return traced(
-      step_text("SET-IF-EQUAL", {key, expected, value}),
-      [&] { return m_inner->compare_and_set(key, expected, value); }, flag_text);
-}
-
-// A fenced step reads as the page's step, and the counter's INCR that came
-// with it: "SETNX k 1795446489 → 1, INCR {k}:fence → 7".
-std::optional<std::int64_t> TracingStore::set_if_absent_fenced(std::string_view key,
-                                                               std::string_view value,
-                                                               std::string_view counter) {
-  return traced(
-      step_text("SETNX", {key, value}),
-      [&] { return m_inner->set_if_absent_fenced(key, value, counter); },
-      [&](const std::optional<std::int64_t>& token) { return setnx_text(counter, token); });
-}
-
-Store::FencedSwap TracingStore::get_and_set_fenced(std::string_view key, std::string_view value,
-                                                   std::string_view counter,
-                                                   std::int64_t now_seconds) {
-  return traced(
-      step_text("GETSET", {key, value}),
-      [&] { return m_inner->get_and_set_fenced(key, value, counter, now_seconds); },
-      [&](const FencedSwap& swap) {
-        // A backend that compares first wrote nothing: the lock was not expired.
-        return optional_text(swap.old) + (swap.fence ? incr_text(counter, *swap.fence) : "") +
-               (swap.written ? "" : " (not expired: nothing written)");
-      });
+      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(fence),
+      [&] { return m_inner->compare_and_delete(key, expected, fence); }, flag_text);
 }
 
 // "SET-IF-EQUAL k old new if {k}:fence = 7 → 1": the holder's value and token.
-bool TracingStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
-                                          std::string_view value, std::string_view counter,
-                                          std::int64_t fence) {
+bool TracingStore::compare_and_set(std::string_view key, std::string_view expected,
+                                   std::string_view value, std::optional<Fence> fence) {
   return traced(
-      step_text("SET-IF-EQUAL", {key, expected, value}) + fence_condition(counter, fence),
-      [&] { return m_inner->compare_and_set_fenced(key, expected, value, counter, fence); },
-      flag_text);
-}
-
-bool TracingStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                             std::string_view counter, std::int64_t fence) {
-  return traced(
-      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence),
-      [&] { return m_inner->compare_and_delete_fenced(key, expected, counter, fence); },
-      flag_text);
-}
-
-Store::QueuedSet TracingStore::set_if_absent_queued(std::string_view key, std::string_view value,
-                                                    std::string_view counter,
-                                                    std::string_view queue, std::string_view ticket,
-                                                    bool waiting, util::Micros lease) {
-  // One step on the backend, traced as the documented steps it holds (the same
-  // words as without a queue): the SETNX, or that another waiter goes first,
-  // then the GET of a busy lock.
-  const std::string step = step_text("SETNX", {key, value});
-  const auto result = traced(
-      step,
-      [&] {
-        return m_inner->set_if_absent_queued(key, value, counter, queue, ticket, waiting, lease);
-      },
-      [&](const QueuedSet& r) {
-        switch (r.outcome) {
-          case QueuedSet::Outcome::set:
-            return setnx_text(counter, r.fence.value_or(0));
-          case QueuedSet::Outcome::held:
-            return setnx_text(counter, std::nullopt);
-          case QueuedSet::Outcome::behind:
-            break;
-        }
-        return "not tried: another waiter is first in " + util::escape(queue, k_trace_bytes);
-      });
-  if (util::tracing() && result.outcome != QueuedSet::Outcome::set) {
-    util::trace(step_text("GET", {key}) + " → " + optional_text(result.current));
-  }
-  return result;
-}
-
-bool TracingStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
-                                             std::string_view counter, std::int64_t fence,
-                                             std::string_view queue) {
-  return traced(
-      step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(counter, fence),
-      [&] { return m_inner->compare_and_delete_queued(key, expected, counter, fence, queue); },
-      flag_text);
-}
-
-void TracingStore::leave_queue(std::string_view key, std::string_view queue,
-                               std::string_view ticket) {
-  traced(
-      ticket.empty() ? step_text("WAKE-FIRST", {queue}) : step_text("LEAVE", {queue, ticket}),
-      [&] {
-        m_inner->leave_queue(key, queue, ticket);
-        return true;
-      },
-      [](bool) { return std::string("done"); });
+      step_text("SET-IF-EQUAL", {key, expected, value}) + fence_condition(fence),
+      [&] { return m_inner->compare_and_set(key, expected, value, fence); }, flag_text);
 }
 
 util::Micros TracingStore::now() {

@@ -97,55 +97,28 @@ class TempFileStore final : public store::Store {
  public:
   TempFileStore() : m_store(m_dir.path() + "/store", {}) {}
   std::string describe() const override { return m_store.describe(); }
-  bool set_if_absent(std::string_view k, std::string_view v) override {
-    return m_store.set_if_absent(k, v);
+  store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
+                                   std::optional<std::string_view> c = {}) override {
+    return m_store.set_if_absent(k, v, c);
   }
   std::optional<std::string> get(std::string_view k) override { return m_store.get(k); }
-  std::optional<std::string> get_and_set(std::string_view k, std::string_view v) override {
-    return m_store.get_and_set(k, v);
+  store::Swap get_and_set(std::string_view k, std::string_view v,
+                          std::optional<store::Takeover> t = {}) override {
+    return m_store.get_and_set(k, v, t);
   }
   void set(std::string_view k, std::string_view v) override { m_store.set(k, v); }
   std::size_t del(const std::vector<std::string>& keys) override { return m_store.del(keys); }
-  bool compare_and_delete(std::string_view k, std::string_view e) override {
-    return m_store.compare_and_delete(k, e);
+  bool compare_and_delete(std::string_view k, std::string_view e,
+                          std::optional<store::Fence> f = {}) override {
+    return m_store.compare_and_delete(k, e, f);
   }
-  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
-    return m_store.compare_and_set(k, e, v);
+  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
+                       std::optional<store::Fence> f = {}) override {
+    return m_store.compare_and_set(k, e, v, f);
   }
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view k, std::string_view v,
-                                                   std::string_view c) override {
-    return m_store.set_if_absent_fenced(k, v, c);
-  }
-  FencedSwap get_and_set_fenced(std::string_view k, std::string_view v, std::string_view c,
-                                std::int64_t now) override {
-    return m_store.get_and_set_fenced(k, v, c, now);
-  }
-  bool compare_and_set_fenced(std::string_view k, std::string_view e, std::string_view v,
-                              std::string_view c, std::int64_t f) override {
-    return m_store.compare_and_set_fenced(k, e, v, c, f);
-  }
-  bool compare_and_delete_fenced(std::string_view k, std::string_view e, std::string_view c,
-                                 std::int64_t f) override {
-    return m_store.compare_and_delete_fenced(k, e, c, f);
-  }
-  bool has_queue() const override { return m_store.has_queue(); }
-  QueuedSet set_if_absent_queued(std::string_view k, std::string_view v, std::string_view c,
-                                 std::string_view q, std::string_view t, bool w,
-                                 util::Micros l) override {
-    return m_store.set_if_absent_queued(k, v, c, q, t, w, l);
-  }
-  bool compare_and_delete_queued(std::string_view k, std::string_view e, std::string_view c,
-                                 std::int64_t f, std::string_view q) override {
-    return m_store.compare_and_delete_queued(k, e, c, f, q);
-  }
-  void leave_queue(std::string_view k, std::string_view q, std::string_view t) override {
-    m_store.leave_queue(k, q, t);
-  }
+  store::WaitersQueue* queue() override { return m_store.queue(); }
   util::Micros now() override { return m_store.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return m_store.watch(k); }
-  std::unique_ptr<store::Watcher> watch_queued(std::string_view k, std::string t) override {
-    return m_store.watch_queued(k, std::move(t));
-  }
 
  private:
   TempDir m_dir;  // declared first: outlives the store
@@ -332,7 +305,7 @@ TEST_F(FileStoreTest, AnExplicitStoreHonoursTheUmaskAndTheParentsGroup) {
   const mode_t old_umask = ::umask(007);
   {
     FileStore store(path, {});
-    EXPECT_TRUE(store.set_if_absent_fenced("k", "v", "c").has_value());
+    EXPECT_TRUE(store.set_if_absent("k", "v", "c").fence.has_value());
   }
   ::umask(old_umask);
   EXPECT_EQ(mode_of(path), 02770u);
@@ -704,7 +677,7 @@ TEST_F(FileStoreTest, CollidingKeysShareOneBucket) {
   EXPECT_EQ(store.get(b), "B");
   EXPECT_EQ(read_file(bucket_path(a)), documented_record({{a, "A"}, {b, "B"}}));
 
-  EXPECT_EQ(store.get_and_set(a, "A2"), "A");
+  EXPECT_EQ(store.get_and_set(a, "A2").old, "A");
   EXPECT_TRUE(store.compare_and_set(b, "B", "B2"));
   EXPECT_FALSE(store.compare_and_delete(a, "B2"));
   EXPECT_EQ(store.del({a}), 1u);
@@ -848,7 +821,7 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
               counts[k][0] += store.set_if_absent(key, me) ? 1 : 0;
               break;
             case 1:
-              counts[k][0] += store.get_and_set(key, me) ? 0 : 1;
+              counts[k][0] += store.get_and_set(key, me).old ? 0 : 1;
               break;
             default:
               counts[k][1] += static_cast<std::int64_t>(store.del({key}));
@@ -944,7 +917,7 @@ TEST_F(FileStoreTest, DurableModeWorksTheSameAndSyncsEveryWrite) {
   };
   int syncs = syncs_of([&] { EXPECT_TRUE(store.set_if_absent("k", "v")); });
   EXPECT_GE(syncs, 2) << "durable set_if_absent: record and directory";
-  syncs = syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w"), "v"); });
+  syncs = syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w").old, "v"); });
   EXPECT_GE(syncs, 2) << "durable get_and_set: record and directory";
   syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_set("k", "w", "y")); });
   EXPECT_GE(syncs, 2) << "durable compare_and_set: record and directory";
@@ -972,14 +945,14 @@ TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
   FileStore holder(store_path(), {});
   FileStore other(store_path(), {});
   other.set("k", "held");
-  ASSERT_EQ(holder.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease).outcome,
-            store::Store::QueuedSet::Outcome::held);
-  ASSERT_EQ(other.set_if_absent_queued("k", "w", "c", "q", "qb", true, lease).outcome,
-            store::Store::QueuedSet::Outcome::behind);
+  ASSERT_EQ(holder.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease).outcome,
+            store::WaitersQueue::QueuedSet::Outcome::held);
+  ASSERT_EQ(other.queue()->set_if_absent("k", "w", "c", "q", "qb", true, lease).outcome,
+            store::WaitersQueue::QueuedSet::Outcome::behind);
   ASSERT_EQ(other.del({"k"}), 1u);
 
-  const auto taken = holder.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease);
-  ASSERT_EQ(taken.outcome, store::Store::QueuedSet::Outcome::set);
+  const auto taken = holder.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease);
+  ASSERT_EQ(taken.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos) << "not left yet";
   holder.set("holder-record", "x");
   EXPECT_EQ(other.get("q").value_or("").find("qa "), std::string::npos) << "left at the write";
@@ -987,19 +960,19 @@ TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
 
   // Taken again and released at once: the release leaves the line first, so
   // the next waiter is first when it is woken.
-  ASSERT_TRUE(holder.compare_and_delete_queued("k", "v", "c", *taken.fence, "q"));
-  ASSERT_EQ(holder.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease).outcome,
-            store::Store::QueuedSet::Outcome::behind);
-  const auto b = other.set_if_absent_queued("k", "w", "c", "q", "qb", true, lease);
-  ASSERT_EQ(b.outcome, store::Store::QueuedSet::Outcome::set);
-  ASSERT_TRUE(other.compare_and_delete_queued("k", "w", "c", *b.fence, "q"));
+  ASSERT_TRUE(holder.queue()->compare_and_delete("k", "v", store::Fence("c", *taken.fence), "q"));
+  ASSERT_EQ(holder.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease).outcome,
+            store::WaitersQueue::QueuedSet::Outcome::behind);
+  const auto b = other.queue()->set_if_absent("k", "w", "c", "q", "qb", true, lease);
+  ASSERT_EQ(b.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
+  ASSERT_TRUE(other.queue()->compare_and_delete("k", "w", store::Fence("c", *b.fence), "q"));
   EXPECT_EQ(holder.get("q").value_or("").find("qb "), std::string::npos);
 
   // A store that closes leaves the line too.
   {
     FileStore short_lived(store_path(), {});
-    ASSERT_EQ(short_lived.set_if_absent_queued("k", "v", "c", "q", "qa", true, lease).outcome,
-              store::Store::QueuedSet::Outcome::set);
+    ASSERT_EQ(short_lived.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease).outcome,
+              store::WaitersQueue::QueuedSet::Outcome::set);
     EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos);
   }
   EXPECT_EQ(other.get("q"), std::nullopt) << "the line is empty";
@@ -1051,7 +1024,7 @@ pid_t owner_process(const std::string& path, const std::string& key, const std::
       FileStore::Options options;
       options.record_owner = true;  // as run-locked opens it
       FileStore store(path, options);
-      status = store.set_if_absent_fenced(key, value, "{" + key + "}:fence") ? 0 : 1;
+      status = store.set_if_absent(key, value, "{" + key + "}:fence").fence ? 0 : 1;
       store.set("{" + key + "}:holder", "{\"acquired_at\":1,\"value\":\"" + value + "\"}");
     } catch (const std::exception& e) {
       child_failed(e);
@@ -1086,12 +1059,13 @@ TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
   std::int64_t last = 0;
   for (int i = 0; i < 6; ++i) {
     const std::int64_t before = util::wall_now().count();
-    const auto token = store.set_if_absent_fenced("k" + std::to_string(i % 2), "v", "c");
+    const auto token = store.set_if_absent("k" + std::to_string(i % 2), "v", "c").fence;
     ASSERT_TRUE(token.has_value());
     EXPECT_GE(*token, before);
     EXPECT_GT(*token, last);
     last = *token;
-    ASSERT_TRUE(store.compare_and_delete_fenced("k" + std::to_string(i % 2), "v", "c", *token));
+    ASSERT_TRUE(
+        store.compare_and_delete("k" + std::to_string(i % 2), "v", store::Fence("c", *token)));
     if (i == 3) {
       fs::remove(store_path() + "/fence");
     }
@@ -1101,7 +1075,7 @@ TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
   EXPECT_EQ(fs::file_size(store_path() + "/fence"), 20u);
   // A counter that is not one is refused, never overwritten.
   write_file(store_path() + "/fence", "garbage");
-  EXPECT_EQ(error_kind([&] { store.set_if_absent_fenced("k", "v", "c"); }), ErrorKind::data);
+  EXPECT_EQ(error_kind([&] { store.set_if_absent("k", "v", "c").fence; }), ErrorKind::data);
   EXPECT_EQ(store.get("k"), std::nullopt);
   EXPECT_EQ(read_file(store_path() + "/fence"), "garbage");
 }
@@ -1114,16 +1088,16 @@ TEST_F(FileStoreTest, TheCounterBesideALockReadsAsItsToken) {
   // for a key that holds a '}' but no tag.
   for (const auto& [key, counter] : std::vector<std::pair<std::string, std::string>>{
            {"k", "{k}:fence:k"}, {"{tag}rest", "{tag}:fence:{tag}rest"}, {"a}b", "}fence:a}b"}}) {
-    const auto token = store.set_if_absent_fenced(key, "v", counter);
+    const auto token = store.set_if_absent(key, "v", counter).fence;
     ASSERT_TRUE(token.has_value());
     EXPECT_EQ(store.get(counter), std::to_string(*token)) << key;
-    ASSERT_TRUE(store.compare_and_delete_fenced(key, "v", counter, *token));
+    ASSERT_TRUE(store.compare_and_delete(key, "v", store::Fence(counter, *token)));
     EXPECT_EQ(store.get(counter), std::nullopt) << key;
   }
   // A key of that name (an older store's counter) shows while no lock is there.
   store.set("{k}:fence:k", "41");
   EXPECT_EQ(store.get("{k}:fence:k"), "41");
-  const auto token = store.set_if_absent_fenced("k", "v", "{k}:fence:k");
+  const auto token = store.set_if_absent("k", "v", "{k}:fence:k").fence;
   EXPECT_EQ(store.get("{k}:fence:k"), std::to_string(*token));
   store.set("x", "not a lock");
   EXPECT_EQ(store.get("{x}:fence:x"), std::nullopt);
@@ -1142,7 +1116,7 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
   ASSERT_GT(owner, 0);
   FileStore store(store_path(), {});
   const std::int64_t an_hour_ahead = now + 3600;
-  auto swap = store.get_and_set_fenced("k", "mine", "{k}:fence", an_hour_ahead);
+  auto swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead});
   EXPECT_EQ(swap.fence, std::nullopt);
   EXPECT_EQ(swap.old, std::to_string(an_hour_ahead)) << "held, as of the caller's now";
   EXPECT_EQ(store.get("k"), value) << "nothing written";
@@ -1160,7 +1134,7 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
     }
     return false;
   }());
-  swap = store.get_and_set_fenced("k", "mine", "{k}:fence", an_hour_ahead);
+  swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead});
   EXPECT_TRUE(swap.fence.has_value());
   EXPECT_EQ(swap.old, value);
   reap(owner);
@@ -1168,12 +1142,12 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
   // Gone (a `lock` whose process exited): the timestamp decides.
   const pid_t gone = owner_process(store_path(), "g", value, true);
   reap(gone);
-  swap = store.get_and_set_fenced("g", "mine", "{g}:fence", an_hour_ahead);
+  swap = store.get_and_set("g", "mine", store::Takeover{"{g}:fence", an_hour_ahead});
   EXPECT_TRUE(swap.fence.has_value());
   // Liveness never ends a lock sooner: a fresh lock of a dead owner is held.
   const pid_t dead = owner_process(store_path(), "d", std::to_string(now + 60), true);
   reap(dead);
-  swap = store.get_and_set_fenced("d", "mine", "{d}:fence", now);
+  swap = store.get_and_set("d", "mine", store::Takeover{"{d}:fence", now});
   EXPECT_EQ(swap.fence, std::nullopt);
 }
 
@@ -1183,14 +1157,15 @@ TEST_F(FileStoreTest, ALockTakenWithoutRecordingTheOwnerEndsAtItsTimestamp) {
   create_store();
   const std::int64_t now = util::whole_seconds(util::wall_now());
   FileStore unrecorded(store_path(), {});
-  ASSERT_TRUE(unrecorded.set_if_absent_fenced("k", std::to_string(now + 5), "{k}:fence:k"));
+  ASSERT_TRUE(unrecorded.set_if_absent("k", std::to_string(now + 5), "{k}:fence:k").fence);
   // This very process lives on, but is not the lock's recorded owner.
   const pid_t caller = ::fork();
   if (caller == 0) {
     int status = 0;
     try {
       FileStore store(store_path(), {});
-      status = store.get_and_set_fenced("k", "mine", "{k}:fence:k", now + 3600).fence ? 0 : 1;
+      status =
+          store.get_and_set("k", "mine", store::Takeover{"{k}:fence:k", now + 3600}).fence ? 0 : 1;
     } catch (const std::exception& e) {
       child_failed(e);
       status = 98;
@@ -1221,11 +1196,11 @@ TEST_F(FileStoreTest, AnOwningStepRemovesAbandonedExpiredLocksBesideIt) {
 
   // An owning step elsewhere in the stripe.
   const std::string later = key_in_stripe(stripe, "later-");
-  ASSERT_TRUE(store.set_if_absent_fenced(later, "v", "c").has_value());
+  ASSERT_TRUE(store.set_if_absent(later, "v", "c").fence.has_value());
   // Its own holder record's stripe may differ: sweep that one too.
   const std::string holder_stripe = fnv1a64_hex(holder).substr(0, 2);
   const std::string beside = key_in_stripe(holder_stripe, "beside-");
-  ASSERT_TRUE(store.set_if_absent_fenced(beside, "v", "c").has_value());
+  ASSERT_TRUE(store.set_if_absent(beside, "v", "c").fence.has_value());
 
   EXPECT_EQ(store.get(abandoned), std::nullopt);
   EXPECT_EQ(store.get(holder), std::nullopt);
@@ -1240,7 +1215,7 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
   ASSERT_EQ(::chmod(store_path().c_str(), 02770), 0);
   FileStore holder(store_path(), {});
-  const auto taken = holder.set_if_absent_fenced("k", "v", "c");
+  const auto taken = holder.set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(taken.has_value());
   const std::string wait_dir = store_path() + "/wait";
   int ready[2];
@@ -1250,8 +1225,8 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
     ::close(ready[0]);
     ::umask(077);  // its FIFO still takes the store's bits
     FileStore store(store_path(), {});
-    store.set_if_absent_queued("k", "w", "c", "q", "qdead", true, 1ms);
-    auto watch = store.watch_queued("k", "qdead");
+    store.queue()->set_if_absent("k", "w", "c", "q", "qdead", true, 1ms);
+    auto watch = store.queue()->watch("k", "qdead");
     watch->wait(1ms, -1);  // the FIFO is made and held
     (void)!::write(ready[1], "x", 1);
     for (;;) {
@@ -1267,7 +1242,7 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   reap(waiter);  // killed: its FIFO stays on disk, open by nobody
   std::this_thread::sleep_for(5ms);  // and its place in line (a 1 ms lease) lapses
   ASSERT_EQ(files_in(wait_dir), 1u);
-  ASSERT_TRUE(holder.compare_and_delete_queued("k", "v", "c", *taken, "q"));
+  ASSERT_TRUE(holder.queue()->compare_and_delete("k", "v", store::Fence("c", *taken), "q"));
   EXPECT_EQ(files_in(wait_dir), 0u);
   EXPECT_EQ(holder.get("q"), std::nullopt) << "the line goes with it";
 }

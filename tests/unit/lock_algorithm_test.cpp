@@ -41,17 +41,19 @@ class ScriptedStore final : public store::Store {
   std::function<void()> hook;
 
   std::string describe() const override { return "scripted"; }
-  bool set_if_absent(std::string_view k, std::string_view v) override {
+  store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
+                                   std::optional<std::string_view> c = {}) override {
     step("SETNX");
-    return inner.set_if_absent(k, v);
+    return inner.set_if_absent(k, v, c);
   }
   std::optional<std::string> get(std::string_view k) override {
     step("GET");
     return inner.get(k);
   }
-  std::optional<std::string> get_and_set(std::string_view k, std::string_view v) override {
+  store::Swap get_and_set(std::string_view k, std::string_view v,
+                          std::optional<store::Takeover> t = {}) override {
     step("GETSET");
-    return inner.get_and_set(k, v);
+    return inner.get_and_set(k, v, t);
   }
   void set(std::string_view k, std::string_view v) override {
     step("SET");
@@ -61,34 +63,16 @@ class ScriptedStore final : public store::Store {
     step("DEL");
     return inner.del(keys);
   }
-  bool compare_and_delete(std::string_view k, std::string_view e) override {
-    step("CAD");
-    return inner.compare_and_delete(k, e);
-  }
-  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
-    step("CAS");
-    return inner.compare_and_set(k, e, v);
-  }
   // The fenced steps log as the page's steps they are.
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view k, std::string_view v,
-                                                   std::string_view c) override {
-    step("SETNX");
-    return inner.set_if_absent_fenced(k, v, c);
-  }
-  FencedSwap get_and_set_fenced(std::string_view k, std::string_view v, std::string_view c,
-                                std::int64_t now) override {
-    step("GETSET");
-    return inner.get_and_set_fenced(k, v, c, now);
-  }
-  bool compare_and_set_fenced(std::string_view k, std::string_view e, std::string_view v,
-                              std::string_view c, std::int64_t f) override {
-    step("CAS");
-    return inner.compare_and_set_fenced(k, e, v, c, f);
-  }
-  bool compare_and_delete_fenced(std::string_view k, std::string_view e, std::string_view c,
-                                 std::int64_t f) override {
+  bool compare_and_delete(std::string_view k, std::string_view e,
+                          std::optional<store::Fence> f = {}) override {
     step("CAD");
-    return inner.compare_and_delete_fenced(k, e, c, f);
+    return inner.compare_and_delete(k, e, f);
+  }
+  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
+                       std::optional<store::Fence> f = {}) override {
+    step("CAS");
+    return inner.compare_and_set(k, e, v, f);
   }
   util::Micros now() override { return inner.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return inner.watch(k); }

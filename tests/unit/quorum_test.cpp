@@ -67,17 +67,19 @@ class Connection final : public store::Store {
  public:
   explicit Connection(FakeServer& server) : m_server(server) {}
   std::string describe() const override { return "fake"; }
-  bool set_if_absent(std::string_view k, std::string_view v) override {
+  store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
+                                   std::optional<std::string_view> c = {}) override {
     check();
-    return m_server.data.set_if_absent(k, v);
+    return m_server.data.set_if_absent(k, v, c);
   }
   std::optional<std::string> get(std::string_view k) override {
     check();
     return m_server.data.get(k);
   }
-  std::optional<std::string> get_and_set(std::string_view k, std::string_view v) override {
+  store::Swap get_and_set(std::string_view k, std::string_view v,
+                          std::optional<store::Takeover> t = {}) override {
     check();
-    return m_server.data.get_and_set(k, v);
+    return m_server.data.get_and_set(k, v, t);
   }
   void set(std::string_view k, std::string_view v) override {
     check();
@@ -87,41 +89,23 @@ class Connection final : public store::Store {
     check();
     return m_server.data.del(keys);
   }
-  bool compare_and_delete(std::string_view k, std::string_view e) override {
+  bool compare_and_delete(std::string_view k, std::string_view e,
+                          std::optional<store::Fence> f = {}) override {
     check();
-    return m_server.data.compare_and_delete(k, e);
+    return m_server.data.compare_and_delete(k, e, f);
   }
-  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v) override {
+  bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
+                       std::optional<store::Fence> f = {}) override {
     check();
     if (m_server.refuse_counter_writes && k == lock::fence_key("k")) {
       return false;
     }
-    return m_server.data.compare_and_set(k, e, v);
+    return m_server.data.compare_and_set(k, e, v, f);
   }
   Micros now() override { return util::wall_now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override {
     check();
     return m_server.data.watch(k);
-  }
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view k, std::string_view v,
-                                                   std::string_view c) override {
-    check();
-    return m_server.data.set_if_absent_fenced(k, v, c);
-  }
-  FencedSwap get_and_set_fenced(std::string_view k, std::string_view v, std::string_view c,
-                                std::int64_t now) override {
-    check();
-    return m_server.data.get_and_set_fenced(k, v, c, now);
-  }
-  bool compare_and_set_fenced(std::string_view k, std::string_view e, std::string_view v,
-                              std::string_view c, std::int64_t f) override {
-    check();
-    return m_server.data.compare_and_set_fenced(k, e, v, c, f);
-  }
-  bool compare_and_delete_fenced(std::string_view k, std::string_view e, std::string_view c,
-                                 std::int64_t f) override {
-    check();
-    return m_server.data.compare_and_delete_fenced(k, e, c, f);
   }
 
  private:

@@ -230,22 +230,25 @@ TEST_F(RedisStoreTest, TraceRedactsAuth) {
 // the processes of the waiters behind it do not even wake to read it.
 TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
   const auto store = open();
-  const auto holder = store->set_if_absent_queued("k", "v-qh", "c", "q", "qh", false,
-                                                  util::Micros(30'000'000));
-  ASSERT_EQ(holder.outcome, store::Store::QueuedSet::Outcome::set);
-  ASSERT_EQ(store->set_if_absent_queued("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000))
+  const auto holder =
+      store->queue()->set_if_absent("k", "v-qh", "c", "q", "qh", false, util::Micros(30'000'000));
+  ASSERT_EQ(holder.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
+  ASSERT_EQ(store->queue()
+                ->set_if_absent("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000))
                 .outcome,
-            store::Store::QueuedSet::Outcome::held);
-  const auto first = store->watch_queued("k", "qa");
+            store::WaitersQueue::QueuedSet::Outcome::held);
+  const auto first = store->queue()->watch("k", "qa");
   const auto key_channel = store->watch("k");  // hears every message on the key's channel
-  EXPECT_TRUE(store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
+  EXPECT_TRUE(
+      store->queue()->compare_and_delete("k", "v-qh", store::Fence("c", *holder.fence), "q"));
   EXPECT_EQ(first->wait(5s, -1), WaitResult::changed);
   EXPECT_EQ(key_channel->wait(300ms, -1), WaitResult::timed_out);
   // With nobody in line, a release still wakes every watcher.
-  const auto again = store->set_if_absent_queued("k", "v-qa", "c", "q", "qa", true,
-                                                 util::Micros(30'000'000));
-  ASSERT_EQ(again.outcome, store::Store::QueuedSet::Outcome::set);
-  EXPECT_TRUE(store->compare_and_delete_queued("k", "v-qa", "c", *again.fence, "q"));
+  const auto again =
+      store->queue()->set_if_absent("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000));
+  ASSERT_EQ(again.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
+  EXPECT_TRUE(
+      store->queue()->compare_and_delete("k", "v-qa", store::Fence("c", *again.fence), "q"));
   EXPECT_EQ(key_channel->wait(5s, -1), WaitResult::changed);
 }
 
@@ -254,7 +257,7 @@ TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
 TEST_F(RedisStoreTest, AQueuedWatchSleepsThroughItsOwnSubscription) {
   const auto store = open();
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto watcher = store->watch_queued("k", "qa");
+  const auto watcher = store->queue()->watch("k", "qa");
   const std::string stats = shared_redis().command({"INFO", "commandstats"});
   EXPECT_NE(stats.find("cmdstat_subscribe:calls=1,"), std::string::npos) << stats;
   EXPECT_EQ(watcher->wait(300ms, -1), WaitResult::timed_out);
@@ -274,8 +277,8 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
     return writes;
   };
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto alone = store->set_if_absent_queued("k", "v-qa", "c", "q", "qa", true, lease);
-  ASSERT_EQ(alone.outcome, store::Store::QueuedSet::Outcome::set);
+  const auto alone = store->queue()->set_if_absent("k", "v-qa", "c", "q", "qa", true, lease);
+  ASSERT_EQ(alone.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   const std::string stats = shared_redis().command({"INFO", "commandstats"});
   EXPECT_EQ(writes_of(stats), 0) << stats;
   // One PEXPIRE: the fencing counter's (it expires a week after its last use).
@@ -283,12 +286,13 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
 
   // Behind it, qb joins; once it is free, qb sets and leaves, with no ZADD or
   // PEXPIRE on the way (its ZREMs only).
-  ASSERT_EQ(store->set_if_absent_queued("k", "v-qb", "c", "q", "qb", true, lease).outcome,
-            store::Store::QueuedSet::Outcome::held);
-  ASSERT_TRUE(store->compare_and_delete_queued("k", "v-qa", "c", *alone.fence, "q"));
+  ASSERT_EQ(store->queue()->set_if_absent("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+            store::WaitersQueue::QueuedSet::Outcome::held);
+  ASSERT_TRUE(
+      store->queue()->compare_and_delete("k", "v-qa", store::Fence("c", *alone.fence), "q"));
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  ASSERT_EQ(store->set_if_absent_queued("k", "v-qb", "c", "q", "qb", true, lease).outcome,
-            store::Store::QueuedSet::Outcome::set);
+  ASSERT_EQ(store->queue()->set_if_absent("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+            store::WaitersQueue::QueuedSet::Outcome::set);
   const std::string woken = shared_redis().command({"INFO", "commandstats"});
   EXPECT_EQ(woken.find("cmdstat_zadd:"), std::string::npos) << woken;
   EXPECT_NE(woken.find("cmdstat_pexpire:calls=1,"), std::string::npos) << woken;
@@ -301,36 +305,36 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
 TEST_F(RedisStoreTest, TokensRiseWhenTheCounterIsLost) {
   const auto store = open();
   const util::Micros before = store->now();
-  const auto first = store->set_if_absent_fenced("k", "v", "c");
+  const auto first = store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(first);
   EXPECT_GE(*first, before.count());  // the clock, not 1
-  ASSERT_TRUE(store->compare_and_delete_fenced("k", "v", "c", *first));
+  ASSERT_TRUE(store->compare_and_delete("k", "v", store::Fence("c", *first)));
   shared_redis().flushall();
-  const auto second = store->set_if_absent_fenced("k", "v", "c");
+  const auto second = store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(second);
   EXPECT_GT(*second, *first);
   shared_redis().command({"DEL", "c"});
   shared_redis().command({"DEL", "k"});
-  const auto third = store->set_if_absent_fenced("k", "v", "c");
+  const auto third = store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(third);
   EXPECT_GT(*third, *second);
   // Back to back, within one microsecond of the clock: still one more.
-  ASSERT_TRUE(store->compare_and_delete_fenced("k", "v", "c", *third));
+  ASSERT_TRUE(store->compare_and_delete("k", "v", store::Fence("c", *third)));
   shared_redis().command({"SET", "c", std::to_string(*third + 1'000'000'000)});
-  EXPECT_EQ(store->set_if_absent_fenced("k", "v", "c"), *third + 1'000'000'001);
+  EXPECT_EQ(store->set_if_absent("k", "v", "c").fence, *third + 1'000'000'001);
 }
 
 // A holder whose counter was deleted still owns its lock (no acquisition can
 // have happened without writing the counter), and the step writes it back.
 TEST_F(RedisStoreTest, AnAbsentCounterCountsAsTheHoldersAndIsWrittenBack) {
   const auto store = open();
-  const auto token = store->set_if_absent_fenced("k", "v", "c");
+  const auto token = store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(token);
   shared_redis().command({"DEL", "c"});
-  EXPECT_TRUE(store->compare_and_set_fenced("k", "v", "w", "c", *token));
+  EXPECT_TRUE(store->compare_and_set("k", "v", "w", store::Fence("c", *token)));
   EXPECT_EQ(store->get("c"), std::to_string(*token));
   shared_redis().command({"DEL", "c"});
-  EXPECT_TRUE(store->compare_and_delete_fenced("k", "w", "c", *token));
+  EXPECT_TRUE(store->compare_and_delete("k", "w", store::Fence("c", *token)));
   EXPECT_EQ(store->get("c"), std::to_string(*token));
   EXPECT_GT(std::stoll(shared_redis().command({"PTTL", "c"})), 0);
 }
@@ -344,7 +348,7 @@ TEST_F(RedisStoreTest, LockStepsSetExpiriesOnEveryKeyTheyWrite) {
   const auto pttl = [](const char* key) {
     return std::stoll(shared_redis().command({"PTTL", key}));
   };
-  const auto token = store->set_if_absent_fenced("k", "1", "c");
+  const auto token = store->set_if_absent("k", "1", "c").fence;
   ASSERT_TRUE(token);
   EXPECT_GT(pttl("k"), 90'000);
   EXPECT_LE(pttl("k"), 100'000);
@@ -353,16 +357,17 @@ TEST_F(RedisStoreTest, LockStepsSetExpiriesOnEveryKeyTheyWrite) {
   EXPECT_GT(pttl("h"), 90'000);
   ASSERT_TRUE(store->compare_and_set("h", "details", "more"));
   EXPECT_GT(pttl("h"), 90'000);
-  ASSERT_TRUE(store->compare_and_set_fenced("k", "1", "2", "c", *token));
+  ASSERT_TRUE(store->compare_and_set("k", "1", "2", store::Fence("c", *token)));
   EXPECT_GT(pttl("k"), 90'000);
-  const auto swap = store->get_and_set_fenced("k", "3", "c", 1'000);  // "2" expired at 1000
+  const auto swap =
+      store->get_and_set("k", "3", store::Takeover{"c", 1'000});  // "2" expired at 1000
   ASSERT_TRUE(swap.fence);
   EXPECT_GT(pttl("k"), 90'000);
   // The quorum raises a counter: it keeps its week.
   ASSERT_TRUE(store->compare_and_set("c", std::to_string(*swap.fence),
                                      std::to_string(*swap.fence + 5)));
   EXPECT_GT(pttl("c"), 6LL * 24 * 3600 * 1000);
-  ASSERT_TRUE(store->compare_and_delete_fenced("k", "3", "c", *swap.fence + 5));
+  ASSERT_TRUE(store->compare_and_delete("k", "3", store::Fence("c", *swap.fence + 5)));
   EXPECT_EQ(shared_redis().command({"EXISTS", "k"}), "0");
 }
 
@@ -377,7 +382,7 @@ TEST_F(RedisStoreTest, OnItsOwnClockTheServerDecidesATakeover) {
   const std::string live = std::to_string(server_now + 30);
   shared_redis().command({"SET", "k", live});
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto swap = store->get_and_set_fenced("k", "mine", "c", server_now + 3600);
+  const auto swap = store->get_and_set("k", "mine", store::Takeover{"c", server_now + 3600});
   EXPECT_EQ(swap.old, live);
   EXPECT_FALSE(swap.fence);
   EXPECT_FALSE(swap.written);
@@ -387,7 +392,7 @@ TEST_F(RedisStoreTest, OnItsOwnClockTheServerDecidesATakeover) {
   // Expired by the server's clock: taken, even if the caller's clock lags.
   const std::string expired = std::to_string(server_now - 2);
   shared_redis().command({"SET", "k", expired});
-  const auto taken = store->get_and_set_fenced("k", "mine", "c", server_now - 3600);
+  const auto taken = store->get_and_set("k", "mine", store::Takeover{"c", server_now - 3600});
   EXPECT_EQ(taken.old, expired);
   EXPECT_TRUE(taken.fence);
   EXPECT_EQ(store->get("k"), "mine");

@@ -26,15 +26,20 @@ class StoreContract : public ::testing::TestWithParam<const StoreFactory*> {
 };
 
 // The waiters' queue part of the contract, instantiated only for the backends
-// that keep a queue (Store::has_queue), so that no test of it is ever skipped.
+// that keep a queue (Store::queue), so that no test of it is ever skipped.
 class QueueContract : public StoreContract {
  protected:
+  void SetUp() override {
+    StoreContract::SetUp();
+    ASSERT_NE(m_store->queue(), nullptr);
+  }
+
   static constexpr util::Micros k_long_lease{10'000'000};
 
   // The queued step under test, for ticket `ticket` on lock "k", counter "c", queue "q".
-  store::Store::QueuedSet attempt(const std::string& ticket, bool waiting = true,
-                                  util::Micros lease = k_long_lease) {
-    return m_store->set_if_absent_queued("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
+  store::WaitersQueue::QueuedSet attempt(const std::string& ticket, bool waiting = true,
+                                         util::Micros lease = k_long_lease) {
+    return m_store->queue()->set_if_absent("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
   }
 };
 

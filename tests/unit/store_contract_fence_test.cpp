@@ -7,7 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "store/lock_value.hpp"
+#include "lock/keys.hpp"
+#include "store/fenced_steps.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "unit/store_contract.hpp"
@@ -33,15 +34,15 @@ bool keeps_one_counter(const store::Store& store) {
 }
 
 TEST_P(StoreContract, FencedSetIfAbsentTakesATokenOnlyWhenItSets) {
-  const auto first = m_store->set_if_absent_fenced("k", "v1", "c");
+  const auto first = m_store->set_if_absent("k", "v1", "c").fence;
   ASSERT_TRUE(first.has_value());
   EXPECT_GT(*first, 0);
   // Not set: no token.
-  EXPECT_EQ(m_store->set_if_absent_fenced("k", "v2", "c"), std::nullopt);
+  EXPECT_EQ(m_store->set_if_absent("k", "v2", "c").fence, std::nullopt);
   EXPECT_EQ(m_store->get("k"), "v1");
   // A deleted key is set again, with a higher token: the counter is never reset.
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  const auto second = m_store->set_if_absent_fenced("k", "v3", "c");
+  const auto second = m_store->set_if_absent("k", "v3", "c").fence;
   ASSERT_TRUE(second.has_value());
   EXPECT_GT(*second, *first);
   EXPECT_EQ(m_store->get("k"), "v3");
@@ -52,23 +53,23 @@ TEST_P(StoreContract, FencedSetIfAbsentTakesATokenOnlyWhenItSets) {
 TEST_P(StoreContract, TokensStayAboveEveryEarlierOneWhenTheCounterIsDeleted) {
   std::int64_t highest = 0;
   for (int i = 0; i < 5; ++i) {
-    const auto token = m_store->set_if_absent_fenced("k", "v", "c");
+    const auto token = m_store->set_if_absent("k", "v", "c").fence;
     ASSERT_TRUE(token.has_value()) << i;
     EXPECT_GT(*token, highest) << i;
     highest = *token;
-    ASSERT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", *token)) << i;
+    ASSERT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *token))) << i;
     m_store->del({"c"});
   }
   // A counter set low by hand (a restored backup) does not either.
   m_store->set("c", "1");
-  const auto token = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto token = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(token.has_value());
   EXPECT_GT(*token, highest);
 }
 
 TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
   // Absent: the write creates the lock, and owns it.
-  auto swap = m_store->get_and_set_fenced("k", k_fresh, "c", k_now);
+  auto swap = m_store->get_and_set("k", k_fresh, store::Takeover{"c", k_now});
   EXPECT_EQ(swap.old, std::nullopt);
   ASSERT_TRUE(swap.fence.has_value());
   std::int64_t highest = *swap.fence;
@@ -77,7 +78,7 @@ TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
   // value is set either way (GETSET), and no token is issued.
   for (const std::string& held : {k_fresh, std::to_string(k_now)}) {
     m_store->set("k", held);
-    swap = m_store->get_and_set_fenced("k", "mine", "c", k_now);
+    swap = m_store->get_and_set("k", "mine", store::Takeover{"c", k_now});
     EXPECT_EQ(swap.old, held);
     EXPECT_EQ(swap.fence, std::nullopt) << held;
     EXPECT_EQ(m_store->get("k"), swap.written ? "mine" : held);
@@ -86,7 +87,7 @@ TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
   // Not a timestamp: never owned (the lock layer puts it back and refuses).
   for (const std::string data : {"data", "", "-5", "+5", "1e3", " 5", "1234567890123456789"}) {
     m_store->set("k", data);
-    swap = m_store->get_and_set_fenced("k", "mine", "c", k_now);
+    swap = m_store->get_and_set("k", "mine", store::Takeover{"c", k_now});
     EXPECT_EQ(swap.old, data);
     EXPECT_EQ(swap.fence, std::nullopt) << "'" << data << "'";
   }
@@ -94,14 +95,14 @@ TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
   // An expired timestamp (leading zeros and 18 digits too, as the lock layer parses them).
   for (const std::string& expired : {k_expired, std::string("0"), std::string("0000000001")}) {
     m_store->set("k", expired);
-    swap = m_store->get_and_set_fenced("k", k_fresh, "c", k_now);
+    swap = m_store->get_and_set("k", k_fresh, store::Takeover{"c", k_now});
     EXPECT_EQ(swap.old, expired);
     ASSERT_TRUE(swap.fence.has_value()) << expired;
     EXPECT_GT(*swap.fence, highest) << expired;
     highest = *swap.fence;
     EXPECT_EQ(m_store->get("k"), k_fresh);
   }
-  // The store's rule is the lock layer's: one definition (lock_value.hpp).
+  // The store's rule is the lock layer's: one definition (fenced_steps.hpp).
   EXPECT_TRUE(store::getset_owns(k_expired, k_now));
   EXPECT_FALSE(store::getset_owns(std::to_string(k_now), k_now));
 }
@@ -110,12 +111,12 @@ TEST_P(StoreContract, AFencedStepOnACounterThatIsNoIntegerFailsAndWritesNothing)
   m_store->set("c", "not a number");
   if (keeps_one_counter(*m_store)) {
     // Not its counter: the step goes on, and leaves the key alone.
-    EXPECT_TRUE(m_store->set_if_absent_fenced("k", "v", "c").has_value());
+    EXPECT_TRUE(m_store->set_if_absent("k", "v", "c").fence.has_value());
     EXPECT_EQ(m_store->get("c"), "not a number");
     return;
   }
   try {
-    m_store->set_if_absent_fenced("k", "v", "c");
+    m_store->set_if_absent("k", "v", "c").fence;
     ADD_FAILURE() << "no error for a counter that is no integer";
   } catch (const util::Error& e) {
     EXPECT_EQ(e.kind(), util::ErrorKind::data) << e.what();
@@ -123,48 +124,49 @@ TEST_P(StoreContract, AFencedStepOnACounterThatIsNoIntegerFailsAndWritesNothing)
   EXPECT_EQ(m_store->get("k"), std::nullopt);
 
   m_store->set("k", k_expired);
-  EXPECT_THROW(m_store->get_and_set_fenced("k", k_fresh, "c", k_now), util::Error);
+  EXPECT_THROW(m_store->get_and_set("k", k_fresh, store::Takeover("c", k_now)), util::Error);
   EXPECT_EQ(m_store->get("k"), k_expired);
   EXPECT_EQ(m_store->get("c"), "not a number");
 }
 
 TEST_P(StoreContract, FencedCompareAndSetNeedsTheValueAndTheToken) {
-  const auto first = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto first = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(first.has_value());
-  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "other", "new", "c", *first));
-  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "v", "new", "c", *first + 1));
-  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "v", "new", "c", *first - 1));
+  EXPECT_FALSE(m_store->compare_and_set("k", "other", "new", store::Fence("c", *first)));
+  EXPECT_FALSE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first + 1)));
+  EXPECT_FALSE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first - 1)));
   EXPECT_EQ(m_store->get("k"), "v");
-  EXPECT_TRUE(m_store->compare_and_set_fenced("k", "v", "new", "c", *first));
+  EXPECT_TRUE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first)));
   EXPECT_EQ(m_store->get("k"), "new");
   // A renewal keeps the token: the next one still works with it.
-  EXPECT_TRUE(m_store->compare_and_set_fenced("k", "new", "newer", "c", *first));
-  EXPECT_TRUE(m_store->compare_and_set_fenced("k", "newer", "new", "c", *first));
+  EXPECT_TRUE(m_store->compare_and_set("k", "new", "newer", store::Fence("c", *first)));
+  EXPECT_TRUE(m_store->compare_and_set("k", "newer", "new", store::Fence("c", *first)));
 
   // Deleted and taken again with the same value: the same bytes, another owner.
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  const auto second = m_store->set_if_absent_fenced("k", "new", "c");
+  const auto second = m_store->set_if_absent("k", "new", "c").fence;
   ASSERT_TRUE(second.has_value());
-  EXPECT_FALSE(m_store->compare_and_set_fenced("k", "new", "newer", "c", *first));
+  EXPECT_FALSE(m_store->compare_and_set("k", "new", "newer", store::Fence("c", *first)));
   EXPECT_EQ(m_store->get("k"), "new");
-  EXPECT_FALSE(m_store->compare_and_set_fenced("absent", "", "x", "c", *second));
+  EXPECT_FALSE(m_store->compare_and_set("absent", "", "x", store::Fence("c", *second)));
   EXPECT_EQ(m_store->get("absent"), std::nullopt);
 }
 
 TEST_P(StoreContract, FencedCompareAndDeleteNeedsTheValueAndTheToken) {
-  const auto first = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto first = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  const auto second = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto second = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(second.has_value());
-  EXPECT_FALSE(m_store->compare_and_delete_fenced("k", "v", "c", *first));  // the first owner's
-  EXPECT_FALSE(m_store->compare_and_delete_fenced("k", "w", "c", *second));
+  EXPECT_FALSE(
+      m_store->compare_and_delete("k", "v", store::Fence("c", *first)));  // the first owner's
+  EXPECT_FALSE(m_store->compare_and_delete("k", "w", store::Fence("c", *second)));
   EXPECT_EQ(m_store->get("k"), "v");
-  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", *second));
+  EXPECT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *second)));
   EXPECT_EQ(m_store->get("k"), std::nullopt);
-  EXPECT_FALSE(m_store->compare_and_delete_fenced("k", "v", "c", *second));
+  EXPECT_FALSE(m_store->compare_and_delete("k", "v", store::Fence("c", *second)));
   // Never reset: the next token is higher still.
-  const auto third = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto third = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(third.has_value());
   EXPECT_GT(*third, *second);
 }
@@ -172,18 +174,34 @@ TEST_P(StoreContract, FencedCompareAndDeleteNeedsTheValueAndTheToken) {
 // A compare-and-set by value alone (`renew KEY VALUE`, the page's clients) is
 // the same acquisition going on: the holder's fenced steps still work after it.
 TEST_P(StoreContract, APlainCompareAndSetKeepsTheLocksToken) {
-  const auto token = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto token = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(token.has_value());
   EXPECT_TRUE(m_store->compare_and_set("k", "v", "w"));
-  EXPECT_TRUE(m_store->compare_and_set_fenced("k", "w", "x", "c", *token));
-  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "x", "c", *token));
+  EXPECT_TRUE(m_store->compare_and_set("k", "w", "x", store::Fence("c", *token)));
+  EXPECT_TRUE(m_store->compare_and_delete("k", "x", store::Fence("c", *token)));
+}
+
+// A counter that went (evicted, deleted by hand) counts as the holder's: every
+// acquisition writes it, so none came since. The holder's steps go on, and the
+// counter reads as its token again. The lock layer's counter name: the embedded
+// store answers it from the lock's own entry.
+TEST_P(StoreContract, AnAbsentCounterIsTheHoldersAndIsWrittenBack) {
+  const std::string counter = lock::fence_key("k");
+  const auto token = m_store->set_if_absent("k", "v", counter).fence;
+  ASSERT_TRUE(token.has_value());
+  m_store->del({counter});
+  EXPECT_TRUE(m_store->compare_and_set("k", "v", "w", store::Fence(counter, *token)));
+  EXPECT_EQ(m_store->get(counter), std::to_string(*token));
+  m_store->del({counter});
+  EXPECT_TRUE(m_store->compare_and_delete("k", "w", store::Fence(counter, *token)));
+  EXPECT_EQ(m_store->get("k"), std::nullopt);
 }
 
 TEST_P(StoreContract, AFencedDeleteWakesWatchers) {
-  const auto token = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto token = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(token.has_value());
   const auto watcher = m_store->watch("k");
-  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", *token));
+  EXPECT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *token)));
   EXPECT_EQ(watcher->wait(2s, -1), store::WaitResult::changed);
 }
 
@@ -193,13 +211,13 @@ TEST_P(StoreContract, FencedStepsOnManyPairsOfKeys) {
   for (int i = 0; i < 300; ++i) {
     const std::string key = "key\n" + std::to_string(i);
     const std::string counter = std::string("counter\0", 8) + std::to_string(i * 7);
-    const auto first = m_store->set_if_absent_fenced(key, "v", counter);
+    const auto first = m_store->set_if_absent(key, "v", counter).fence;
     ASSERT_TRUE(first.has_value()) << i;
-    ASSERT_TRUE(m_store->compare_and_set_fenced(key, "v", k_expired, counter, *first)) << i;
-    const auto swap = m_store->get_and_set_fenced(key, "w", counter, k_now);
+    ASSERT_TRUE(m_store->compare_and_set(key, "v", k_expired, store::Fence(counter, *first))) << i;
+    const auto swap = m_store->get_and_set(key, "w", store::Takeover{counter, k_now});
     ASSERT_TRUE(swap.fence.has_value()) << i;
     ASSERT_GT(*swap.fence, *first) << i;
-    ASSERT_TRUE(m_store->compare_and_delete_fenced(key, "w", counter, *swap.fence)) << i;
+    ASSERT_TRUE(m_store->compare_and_delete(key, "w", store::Fence(counter, *swap.fence))) << i;
     ASSERT_EQ(m_store->get(key), std::nullopt) << i;
   }
 }
@@ -222,10 +240,10 @@ TEST_P(StoreContract, RacingFencedAcquisitionsGetDistinctTokens) {
           store::parse_url(name.front() == '/' ? "file://" + name : name), options);
       const std::string value = "client" + std::to_string(c);
       for (int round = 0; round < k_rounds;) {
-        if (const auto token = client->set_if_absent_fenced("race", value, "race:fence")) {
+        if (const auto token = client->set_if_absent("race", value, "race:fence").fence) {
           tokens[static_cast<std::size_t>(c)].push_back(*token);
           // Only the owner deletes, and only with its own token.
-          if (!client->compare_and_delete_fenced("race", value, "race:fence", *token)) {
+          if (!client->compare_and_delete("race", value, store::Fence{"race:fence", *token})) {
             tokens[static_cast<std::size_t>(c)].push_back(-1);
           }
           ++round;
@@ -255,13 +273,13 @@ TEST_P(StoreContract, TheCounterOutlivesTheHandle) {
   if (name == "memory") {
     return;  // it lives in this process only
   }
-  const auto first = m_store->set_if_absent_fenced("k", "v", "c");
+  const auto first = m_store->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(first.has_value());
-  EXPECT_TRUE(m_store->compare_and_delete_fenced("k", "v", "c", *first));
+  EXPECT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *first)));
   store::ConnectOptions options;
   const auto reopened =
       store::make_store(store::parse_url(name.front() == '/' ? "file://" + name : name), options);
-  const auto second = reopened->set_if_absent_fenced("k", "v", "c");
+  const auto second = reopened->set_if_absent("k", "v", "c").fence;
   ASSERT_TRUE(second.has_value());
   EXPECT_GT(*second, *first);
 }

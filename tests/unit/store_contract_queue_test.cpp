@@ -10,7 +10,7 @@ namespace nxlock::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using Outcome = store::Store::QueuedSet::Outcome;
+using Outcome = store::WaitersQueue::QueuedSet::Outcome;
 
 TEST_P(QueueContract, QueueWithNobodyQueuedTheSetnxIsTriedAsUsual) {
   const auto first = attempt("qa", false);
@@ -40,7 +40,7 @@ TEST_P(QueueContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder
   // qa takes it, and leaves the queue in the same step: qb is first now.
   const auto a = attempt("qa");
   ASSERT_EQ(a.outcome, Outcome::set);
-  EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qa", "c", *a.fence, "q"));
+  EXPECT_TRUE(m_store->queue()->compare_and_delete("k", "v-qa", store::Fence("c", *a.fence), "q"));
   EXPECT_EQ(attempt("qb").outcome, Outcome::set);
 }
 
@@ -60,11 +60,11 @@ TEST_P(QueueContract, QueueAWaiterThatLeavesLetsTheNextOneGoFirst) {
   m_store->set("k", "held");
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
-  m_store->leave_queue("k", "q", "qa");
+  m_store->queue()->leave("k", "q", "qa");
   m_store->del({"k"});
   EXPECT_EQ(attempt("qb").outcome, Outcome::set);
   // Leaving twice, or a queue that is gone, is nothing.
-  m_store->leave_queue("k", "q", "qa");
+  m_store->queue()->leave("k", "q", "qa");
 }
 
 TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
@@ -72,15 +72,16 @@ TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
   ASSERT_EQ(holder.outcome, Outcome::set);
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
-  auto first = m_store->watch_queued("k", "qa");
+  auto first = m_store->queue()->watch("k", "qa");
   first->first(true);
-  auto behind = m_store->watch_queued("k", "qb");
+  auto behind = m_store->queue()->watch("k", "qb");
   behind->first(false);
-  EXPECT_TRUE(m_store->compare_and_delete_queued("k", "v-qh", "c", *holder.fence, "q"));
+  EXPECT_TRUE(
+      m_store->queue()->compare_and_delete("k", "v-qh", store::Fence("c", *holder.fence), "q"));
   EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
   EXPECT_EQ(behind->wait(util::Micros(300'000), -1), store::WaitResult::timed_out);
   // Its turn handed on when it leaves without taking the lock.
-  m_store->leave_queue("k", "q", "qa");
+  m_store->queue()->leave("k", "q", "qa");
   EXPECT_EQ(behind->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
 }
 

@@ -76,9 +76,9 @@ TEST_P(StoreContract, AnEmptyValueIsAValueNotAbsence) {
 }
 
 TEST_P(StoreContract, GetAndSetReturnsTheOldValueAndSetsEitherWay) {
-  EXPECT_EQ(m_store->get_and_set("k", "one"), std::nullopt);
+  EXPECT_EQ(m_store->get_and_set("k", "one").old, std::nullopt);
   EXPECT_EQ(m_store->get("k"), "one");
-  EXPECT_EQ(m_store->get_and_set("k", "two"), "one");
+  EXPECT_EQ(m_store->get_and_set("k", "two").old, "one");
   EXPECT_EQ(m_store->get("k"), "two");
 }
 
@@ -140,7 +140,7 @@ TEST_P(StoreContract, KeysAndValuesAreBinarySafe) {
   }
   for (std::size_t i = 0; i < strings.size(); ++i) {
     EXPECT_EQ(m_store->get(strings[i]), strings[(i + 1) % strings.size()]) << "key #" << i;
-    EXPECT_EQ(m_store->get_and_set(strings[i], strings[i]), strings[(i + 1) % strings.size()]);
+    EXPECT_EQ(m_store->get_and_set(strings[i], strings[i]).old, strings[(i + 1) % strings.size()]);
     EXPECT_TRUE(m_store->compare_and_set(strings[i], strings[i], strings[i] + "!"));
     EXPECT_TRUE(m_store->compare_and_delete(strings[i], strings[i] + "!")) << "key #" << i;
   }

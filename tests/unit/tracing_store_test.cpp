@@ -41,7 +41,7 @@ TEST(TracingStore, EachOperationIsOneLine) {
   EXPECT_EQ(trace.take(), V{"GET k → 1732000061"});
   EXPECT_EQ(store.get("none"), std::nullopt);
   EXPECT_EQ(trace.take(), V{"GET none → (nil)"});
-  EXPECT_EQ(store.get_and_set("k", "1732000070"), "1732000061");
+  EXPECT_EQ(store.get_and_set("k", "1732000070").old, "1732000061");
   EXPECT_EQ(trace.take(), V{"GETSET k 1732000070 → 1732000061"});
   store.set("h", "x");
   EXPECT_EQ(trace.take(), V{"SET h x → OK"});
@@ -70,35 +70,54 @@ TEST(TracingStore, KeysAndValuesAreEscapedOntoOneLine) {
   EXPECT_EQ(trace.take(), std::vector<std::string>{"GET a\\x0ab → v\\x0d\\x0a\\xff"});
 }
 
+TEST(TracingStore, AGuardedStepIsTracedWithItsCounter) {
+  TraceLines trace;
+  TracingStore store(std::make_unique<MemoryStore>());
+  using V = std::vector<std::string>;
+
+  EXPECT_EQ(store.set_if_absent("k", "10", "c").fence, 1);
+  EXPECT_EQ(trace.take(), V{"SETNX k 10 → 1, INCR c → 1"});
+  EXPECT_TRUE(store.compare_and_set("k", "10", "5", Fence{"c", 1}));
+  EXPECT_EQ(trace.take(), V{"SET-IF-EQUAL k 10 5 if c = 1 → 1"});
+  EXPECT_EQ(store.get_and_set("k", "20", Takeover{"c", 6}).fence, 2);
+  EXPECT_EQ(trace.take(), V{"GETSET k 20 → 5, INCR c → 2"});
+  EXPECT_TRUE(store.compare_and_delete("k", "20", Fence{"c", 2}));
+  EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 20 if c = 2 → 1"});
+  EXPECT_EQ(store.queue(), nullptr);  // as the memory store: no queue
+}
+
 // A store whose every operation fails, as a backend that went away.
-class BrokenStore final : public Store {
+class BrokenStore final : public Store, public WaitersQueue {
  public:
   std::string describe() const override { return "broken"; }
-  bool set_if_absent(std::string_view, std::string_view) override { fail(); }
+  SetIfAbsent set_if_absent(std::string_view, std::string_view,
+                            std::optional<std::string_view>) override {
+    fail();
+  }
   std::optional<std::string> get(std::string_view) override { fail(); }
-  std::optional<std::string> get_and_set(std::string_view, std::string_view) override { fail(); }
+  Swap get_and_set(std::string_view, std::string_view, std::optional<Takeover>) override { fail(); }
   void set(std::string_view, std::string_view) override { fail(); }
   std::size_t del(const std::vector<std::string>&) override { fail(); }
-  bool compare_and_delete(std::string_view, std::string_view) override { fail(); }
-  bool compare_and_set(std::string_view, std::string_view, std::string_view) override { fail(); }
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view, std::string_view,
-                                                   std::string_view) override {
+  bool compare_and_delete(std::string_view, std::string_view, std::optional<Fence>) override {
     fail();
   }
-  FencedSwap get_and_set_fenced(std::string_view, std::string_view, std::string_view,
-                                std::int64_t) override {
-    fail();
-  }
-  bool compare_and_set_fenced(std::string_view, std::string_view, std::string_view,
-                              std::string_view, std::int64_t) override {
-    fail();
-  }
-  bool compare_and_delete_fenced(std::string_view, std::string_view, std::string_view,
-                                 std::int64_t) override {
+  bool compare_and_set(std::string_view, std::string_view, std::string_view,
+                       std::optional<Fence>) override {
     fail();
   }
   util::Micros now() override { fail(); }
   std::unique_ptr<Watcher> watch(std::string_view) override { fail(); }
+  WaitersQueue* queue() override { return this; }
+  QueuedSet set_if_absent(std::string_view, std::string_view, std::string_view, std::string_view,
+                          std::string_view, bool, util::Micros) override {
+    fail();
+  }
+  bool compare_and_delete(std::string_view, std::string_view, const Fence&,
+                          std::string_view) override {
+    fail();
+  }
+  void leave(std::string_view, std::string_view, std::string_view) override { fail(); }
+  std::unique_ptr<Watcher> watch(std::string_view, std::string) override { fail(); }
 
  private:
   [[noreturn]] static void fail() {
@@ -111,6 +130,10 @@ TEST(TracingStore, AFailureIsTracedAndRethrown) {
   TracingStore store(std::make_unique<BrokenStore>());
   EXPECT_THROW(store.set_if_absent("k", "1"), util::Error);
   EXPECT_EQ(trace.take(), std::vector<std::string>{"SETNX k 1 → failed: timed out after 2s"});
+  // The queue's steps too, through the inner store's queue.
+  ASSERT_NE(store.queue(), nullptr);
+  EXPECT_THROW(store.queue()->leave("k", "q", "qa"), util::Error);
+  EXPECT_EQ(trace.take(), std::vector<std::string>{"LEAVE q qa → failed: timed out after 2s"});
 }
 
 TEST(TracingStore, SilentWithoutASink) {

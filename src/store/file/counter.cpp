@@ -6,10 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <limits>
 #include <string_view>
 
+#include "store/fenced_steps.hpp"
 #include "store/file/posix.hpp"
 #include "util/crc32c.hpp"
 #include "util/error.hpp"
@@ -95,12 +94,12 @@ std::int64_t FenceCounter::issue(std::int64_t floor) {
     }
     last = static_cast<std::int64_t>(little_endian(bytes.substr(8, 8)));
   }
-  if (last == std::numeric_limits<std::int64_t>::max()) {
+  const auto next = next_token(last, floor);
+  if (!next) {
     throw util::Error(util::ErrorKind::data, util::escape(m_path),
                       "fencing counter at its maximum");
   }
-  const std::int64_t next = std::max(last + 1, floor);
-  const std::string bytes = encode(next);
+  const std::string bytes = encode(*next);
   // In place: one write of 20 bytes at offset 0 is all or nothing for a process
   // that dies, and nobody reads it without this lock.
   const ssize_t written = ::pwrite(m_fd.get(), bytes.data(), bytes.size(), 0);
@@ -110,7 +109,7 @@ std::int64_t FenceCounter::issue(std::int64_t floor) {
   if (m_durable) {
     posix::sync_fd(m_fd.get(), m_path);
   }
-  return next;
+  return *next;
 }
 
 }  // namespace nxlock::store

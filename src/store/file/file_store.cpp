@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "store/fenced_steps.hpp"
 #include "store/file/counter.hpp"
 #include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
@@ -577,13 +578,29 @@ void FileStore::remove_record(const Stripe& stripe) {
   }
 }
 
-bool FileStore::set_if_absent(std::string_view key, std::string_view value) {
-  bool inserted = false;
+// The counter argument of the fenced steps names Redis's per-lock counter; the
+// embedded store keeps one counter for all its keys (FenceCounter) and each
+// lock's token in the lock's own entry, so nothing stays behind a released lock.
+
+SetIfAbsent FileStore::set_if_absent(std::string_view key, std::string_view value,
+                                     std::optional<std::string_view> counter) {
+  SetIfAbsent result;
   mutate(key, true, [&](const Entry* current) {
-    inserted = current == nullptr;
-    return inserted ? Change{Change::Kind::put, value} : Change{};
+    result.set = current == nullptr;
+    Change change{Change::Kind::put, value};
+    if (result.set && counter) {
+      // The counter before the lock: a crash between them skips a token, never
+      // issues one twice.
+      result.fence = issue_fence(0);
+      change.fence = result.fence;
+      change.owned = m_options.record_owner;
+    }
+    return result.set ? change : Change{};
   });
-  return inserted;
+  if (result.fence) {
+    remember_own(value, *result.fence);
+  }
+  return result;
 }
 
 std::optional<std::string> FileStore::get_entry_value(std::string_view key) {
@@ -683,17 +700,6 @@ bool FileStore::raise_token(std::string_view lock_key, std::string_view expected
   return done;
 }
 
-std::optional<std::string> FileStore::get_and_set(std::string_view key, std::string_view value) {
-  std::optional<std::string> old;
-  mutate(key, true, [&](const Entry* current) {
-    if (current != nullptr) {
-      old = current->value;
-    }
-    return Change{Change::Kind::put, value};
-  });
-  return old;
-}
-
 void FileStore::set(std::string_view key, std::string_view value) {
   const Change change = tagged_put(value);
   mutate(key, true, [&](const Entry*) { return change; });
@@ -736,17 +742,23 @@ std::size_t FileStore::del(const std::vector<std::string>& keys) {
   return removed;
 }
 
-bool FileStore::compare_and_delete(std::string_view key, std::string_view expected) {
+bool FileStore::compare_and_delete(std::string_view key, std::string_view expected,
+                                   std::optional<Fence> fence) {
   bool deleted = false;
   mutate(key, false, [&](const Entry* current) {
-    deleted = current != nullptr && current->value == expected;
+    // Fenced: the lock's own entry holds its token (see set_if_absent()).
+    deleted = current != nullptr && current->value == expected &&
+              (!fence || current->fence == fence->token);
     return deleted ? Change{Change::Kind::erase, {}} : Change{};
   });
   return deleted;
 }
 
 bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
-                                std::string_view value) {
+                                std::string_view value, std::optional<Fence> fence) {
+  if (fence) {
+    return renew(key, expected, value, fence->token);
+  }
   // A quorum raises its lock's token on every server to the quorum's
   // (Lock::raise_fence) by compare-and-set of the counter the lock layer names:
   // here that is the token in the lock's own entry.
@@ -765,48 +777,22 @@ bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
   return replaced;
 }
 
-// The counter argument of the fenced steps names Redis's per-lock counter; the
-// embedded store keeps one counter for all its keys (FenceCounter) and each
-// lock's token in the lock's own entry, so nothing stays behind a released lock.
-
-std::optional<std::int64_t> FileStore::set_if_absent_fenced(std::string_view key,
-                                                            std::string_view value,
-                                                            std::string_view counter) {
-  (void)counter;
-  std::optional<std::int64_t> fence;
-  mutate(key, true, [&](const Entry* current) {
-    if (current != nullptr) {
-      return Change{};
-    }
-    // The counter before the lock: a crash between them skips a token, never
-    // issues one twice.
-    fence = issue_fence(0);
-    Change change{Change::Kind::put, value};
-    change.fence = fence;
-    change.owned = m_options.record_owner;
-    return change;
-  });
-  if (fence) {
-    remember_own(value, *fence);
-  }
-  return fence;
-}
-
-Store::FencedSwap FileStore::get_and_set_fenced(std::string_view key, std::string_view value,
-                                                std::string_view counter,
-                                                std::int64_t now_seconds) {
-  (void)counter;
-  FencedSwap swap;
+Swap FileStore::get_and_set(std::string_view key, std::string_view value,
+                            std::optional<Takeover> takeover) {
+  Swap swap;
   mutate(key, true, [&](const Entry* current) {
     if (current != nullptr) {
       swap.old = current->value;
     }
-    const bool expired = getset_owns(swap.old, now_seconds);
+    if (!takeover) {
+      return Change{Change::Kind::put, value};
+    }
+    const bool expired = getset_owns(swap.old, takeover->now_seconds);
     if (expired && current != nullptr && kept_by_live_owner(*current)) {
       // Its owner runs on this host and renews it: the caller's clock is wrong
       // (stepped, skewed), not the lock. Nothing is written, and the answer is
       // what GETSET returns from a lock renewed this very second: held.
-      swap.old = std::to_string(now_seconds);
+      swap.old = std::to_string(takeover->now_seconds);
       return Change{};
     }
     Change change{Change::Kind::put, value};
@@ -825,13 +811,11 @@ Store::FencedSwap FileStore::get_and_set_fenced(std::string_view key, std::strin
   return swap;
 }
 
-bool FileStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
-                                       std::string_view value, std::string_view counter,
-                                       std::int64_t fence) {
-  (void)counter;
+bool FileStore::renew(std::string_view key, std::string_view expected, std::string_view value,
+                      std::int64_t token) {
   bool replaced = false;
   mutate(key, false, [&](const Entry* current) {
-    replaced = current != nullptr && current->value == expected && current->fence == fence;
+    replaced = current != nullptr && current->value == expected && current->fence == token;
     // A renewal (or run-locked --hold's last write) by the owner: it says who
     // it is again, so a lock taken before the owner was known is kept too.
     Change change{Change::Kind::put, value};
@@ -840,20 +824,9 @@ bool FileStore::compare_and_set_fenced(std::string_view key, std::string_view ex
     return replaced ? change : Change{};
   });
   if (replaced) {
-    remember_own(value, fence);
+    remember_own(value, token);
   }
   return replaced;
-}
-
-bool FileStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                          std::string_view counter, std::int64_t fence) {
-  (void)counter;
-  bool deleted = false;
-  mutate(key, false, [&](const Entry* current) {
-    deleted = current != nullptr && current->value == expected && current->fence == fence;
-    return deleted ? Change{Change::Kind::erase, {}} : Change{};
-  });
-  return deleted;
 }
 
 util::Micros FileStore::now() {
@@ -999,7 +972,7 @@ void FileStore::wake_first(std::string_view queue) {
   }
 }
 
-Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::string_view value,
+WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::string_view value,
                                                  std::string_view counter, std::string_view queue,
                                                  std::string_view ticket, bool waiting,
                                                  util::Micros lease) {
@@ -1021,7 +994,7 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
       return w.lease_until >= now || w.ticket == ticket;
     });
     if (live == waiters.end() || live->ticket == ticket) {
-      if (const auto fence = set_if_absent_fenced(key, value, counter)) {
+      if (const auto fence = set_if_absent(key, value, counter).fence) {
         if (live != waiters.end()) {
           m_leaving = Leaving{std::string(queue), std::string(ticket)};
         }
@@ -1092,24 +1065,23 @@ Store::QueuedSet FileStore::set_if_absent_queued(std::string_view key, std::stri
   }
   // First in line (or the line is empty), and the lock was held a moment ago:
   // once more, now that our place is written.
-  result = set_if_absent_unqueued(key, value, counter);
+  result = unqueued(*this, key, value, counter);
   if (result.outcome == QueuedSet::Outcome::set && !first.empty()) {
     m_leaving = Leaving{std::string(queue), std::string(ticket)};
   }
   return result;
 }
 
-bool FileStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
-                                          std::string_view counter, std::int64_t fence,
-                                          std::string_view queue) {
-  const bool deleted = compare_and_delete_fenced(key, expected, counter, fence);
+bool FileStore::compare_and_delete(std::string_view key, std::string_view expected,
+                                   const Fence& fence, std::string_view queue) {
+  const bool deleted = compare_and_delete(key, expected, std::optional(fence));
   if (deleted) {
     wake_first(queue);
   }
   return deleted;
 }
 
-void FileStore::leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) {
+void FileStore::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
   drop_from_queue(queue, {std::string(ticket)});
   if (!get(key)) {
     wake_first(queue);  // we may have been the one woken
@@ -1120,7 +1092,7 @@ std::unique_ptr<Watcher> FileStore::watch(std::string_view key) {
   return make_watcher(key);
 }
 
-std::unique_ptr<Watcher> FileStore::watch_queued(std::string_view key, std::string ticket) {
+std::unique_ptr<Watcher> FileStore::watch(std::string_view key, std::string ticket) {
   auto watcher = make_watcher(key);
   watcher->only_for(std::move(ticket));
   return watcher;

@@ -16,7 +16,8 @@ namespace nxlock::store {
 
 class FileWatcher;
 
-class FileStore final : public Store {
+// The queue is private: the lock layer reaches it through queue().
+class FileStore final : public Store, private WaitersQueue {
  public:
   struct Options {
     // Create the store directory at the first write if it is missing (the
@@ -39,37 +40,31 @@ class FileStore final : public Store {
   ~FileStore() override;
 
   std::string describe() const override;  // the path, escaped
-  bool set_if_absent(std::string_view key, std::string_view value) override;
+  SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
+                            std::optional<std::string_view> counter = {}) override;
   std::optional<std::string> get(std::string_view key) override;
-  std::optional<std::string> get_and_set(std::string_view key, std::string_view value) override;
+  Swap get_and_set(std::string_view key, std::string_view value,
+                   std::optional<Takeover> takeover = {}) override;
   void set(std::string_view key, std::string_view value) override;
   std::size_t del(const std::vector<std::string>& keys) override;
-  bool compare_and_delete(std::string_view key, std::string_view expected) override;
-  bool compare_and_set(std::string_view key, std::string_view expected,
-                       std::string_view value) override;
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view key, std::string_view value,
-                                                   std::string_view counter) override;
-  FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
-                                std::string_view counter, std::int64_t now_seconds) override;
-  bool compare_and_set_fenced(std::string_view key, std::string_view expected,
-                              std::string_view value, std::string_view counter,
-                              std::int64_t fence) override;
-  bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                 std::string_view counter, std::int64_t fence) override;
-  bool has_queue() const override { return true; }
-  QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
-                                 std::string_view counter, std::string_view queue,
-                                 std::string_view ticket, bool waiting,
-                                 util::Micros lease) override;
-  bool compare_and_delete_queued(std::string_view key, std::string_view expected,
-                                 std::string_view counter, std::int64_t fence,
-                                 std::string_view queue) override;
-  void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
+  bool compare_and_delete(std::string_view key, std::string_view expected,
+                          std::optional<Fence> fence = {}) override;
+  bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
+                       std::optional<Fence> fence = {}) override;
+  WaitersQueue* queue() override { return this; }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
-  std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override;
 
  private:
+  // The waiters' queue (WaitersQueue).
+  QueuedSet set_if_absent(std::string_view key, std::string_view value, std::string_view counter,
+                          std::string_view queue, std::string_view ticket, bool waiting,
+                          util::Micros lease) override;
+  bool compare_and_delete(std::string_view key, std::string_view expected, const Fence& fence,
+                          std::string_view queue) override;
+  void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
+  std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+
   // What a mutation does to its key, decided after seeing the current entry.
   struct Change {
     enum class Kind { keep, put, erase };
@@ -101,6 +96,10 @@ class FileStore final : public Store {
     util::UniqueFd fd;        // opened without following symlinks; invalid if it does not exist
   };
 
+  // compare_and_set() with a fence: the owner's renewal, if the lock's entry
+  // still holds its token.
+  bool renew(std::string_view key, std::string_view expected, std::string_view value,
+             std::int64_t token);
   // GET of an entry of the store itself.
   std::optional<std::string> get_entry_value(std::string_view key);
   // The token of the lock whose per-lock counter (as Redis names it) is `counter`.
@@ -156,7 +155,7 @@ class FileStore final : public Store {
   // it is gone.
   bool reap_fifo(const std::string& ticket);
   // The queue a SETNX took the lock from, left at the next write (mutate(),
-  // mutate_pair()) or close: see set_if_absent_queued().
+  // mutate_pair()) or close: see the queued set_if_absent().
   struct Leaving {
     std::string queue;
     std::string ticket;

@@ -36,7 +36,7 @@ class FileWatcher final : public Watcher {
   ~FileWatcher() override;
 
   WaitResult wait(util::Micros timeout, int interrupt_fd) override;
-  // Queued for `ticket` (Store::watch_queued): woken through its FIFO.
+  // Queued for `ticket` (WaitersQueue::watch): woken through its FIFO.
   void only_for(std::string ticket);
   void first(bool yes) override { m_first = yes; }
 

@@ -89,7 +89,7 @@ constexpr std::string_view k_compare_and_set_script =
   "if token < now then redis.call('SET', c, now_text) token = now end "      \
   "redis.call('PEXPIRE', c, ms) return token end "
 
-// The fenced steps (Store's "Fenced steps") are scripts for the same reason,
+// The fenced steps (Store's steps with a guard) are scripts for the same reason,
 // and one more: the owning write and the counter's step must be one step, or a
 // holder paused between them could be handed a token above its successor's, or
 // the counter could move without an owner. Redis runs a script whole, with no
@@ -154,7 +154,7 @@ constexpr std::string_view k_fenced_delete =
 const std::string k_compare_and_delete_fenced_script =
     std::string(k_fenced_delete) + "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
 
-// The waiters' queue (Store's "waiters' queue"): two sorted sets in the lock
+// The waiters' queue (WaitersQueue, store.hpp): two sorted sets in the lock
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
 // QUEUE's lease companion (the same tickets scored by the instant their lease
 // lapses). A release PUBLISHes the first live ticket on that waiter's own turn
@@ -254,6 +254,23 @@ std::optional<std::int64_t> fence_of(const redisReply& reply, const std::string&
   return integer_of(reply, name);
 }
 
+// What the write path asks of a reply (RedisStore::write): does it report a write?
+bool said_one(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
+}
+
+bool is_token(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_INTEGER;
+}
+
+bool is_string(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_NIL;
+}
+
+bool is_pair(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_ARRAY && reply.elements == 2;
+}
+
 // A MOVED or ASK chain longer than this is a cluster in flux: give up (69).
 constexpr int k_max_redirects = 5;
 
@@ -294,9 +311,9 @@ class RedisWatcher final : public Watcher {
   // `setup` is the connection's (AUTH, SUBSCRIBE to the key's channel, and
   // to the ticket's turn channel when `ticket` is not empty).
   RedisWatcher(const redis::Endpoint& endpoint, std::vector<std::vector<std::string>> setup,
-               std::string ticket, std::shared_ptr<std::optional<util::Micros>> cap)
-      : m_connection(connect(endpoint, std::move(setup), *cap)),
-        m_cap(std::move(cap)),
+               std::string ticket, std::shared_ptr<std::optional<util::Micros>> deadline)
+      : m_connection(connect(endpoint, std::move(setup), *deadline)),
+        m_deadline(std::move(deadline)),
         m_ticket(std::move(ticket)) {}
 
   WaitResult wait(util::Micros timeout, int interrupt_fd) override {
@@ -333,9 +350,9 @@ class RedisWatcher final : public Watcher {
  private:
   static std::unique_ptr<Connection> connect(const redis::Endpoint& endpoint,
                                              std::vector<std::vector<std::string>> setup,
-                                             const std::optional<util::Micros>& cap) {
+                                             const std::optional<util::Micros>& deadline) {
     auto connection = std::make_unique<Connection>(endpoint, std::move(setup));
-    connection->set_cap(cap);
+    connection->set_cap(deadline);
     try {
       connection->ensure_connected();
     } catch (const Error& e) {
@@ -369,7 +386,7 @@ class RedisWatcher final : public Watcher {
 
   bool resubscribe(util::Micros deadline) {
     // Bounded by the wait too: a waiter must stay responsive to its interrupt.
-    std::optional<util::Micros> cap = *m_cap;
+    std::optional<util::Micros> cap = *m_deadline;
     cap = cap ? std::min(*cap, deadline) : deadline;
     m_connection->set_cap(cap);
     try {
@@ -409,7 +426,7 @@ class RedisWatcher final : public Watcher {
   }
 
   std::unique_ptr<Connection> m_connection;
-  std::shared_ptr<std::optional<util::Micros>> m_cap;
+  std::shared_ptr<std::optional<util::Micros>> m_deadline;  // the store's (set_deadline)
   std::string m_ticket;  // empty: every message wakes us; else also subscribed to its turn channel
 };
 
@@ -441,7 +458,7 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
     : m_url(url),
       m_endpoint(make_endpoint(url, options)),
       m_password(options.password ? options.password : url.password),
-      m_cap(std::make_shared<std::optional<util::Micros>>()),
+      m_deadline(std::make_shared<std::optional<util::Micros>>()),
       m_replicas(options.replicas),
       m_timeout_seconds(options.timeout_seconds),
       m_for_locks(options.for_locks),
@@ -494,7 +511,7 @@ Connection& RedisStore::node(const std::string& address) {
     endpoint.port = std::stoi(address.substr(colon + 1));
     endpoint.name = m_url.redacted + " (node " + address + ")";
     slot = std::make_unique<Connection>(std::move(endpoint), auth_setup(m_url, m_password));
-    slot->set_cap(*m_cap);
+    slot->set_cap(*m_deadline);
     check_fitness(*slot);  // every node that may hold a lock
   }
   return *slot;
@@ -600,16 +617,15 @@ void RedisStore::fail(const redisReply& reply, const Command& command) {
 }
 
 void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
-  *m_cap = monotonic_deadline;
+  *m_deadline = monotonic_deadline;
   m_connection->set_cap(monotonic_deadline);
   for (auto& [address, connection] : m_nodes) {
     connection->set_cap(monotonic_deadline);
   }
 }
 
-Reply RedisStore::write(const Command& command, bool& confirmed, long long& acknowledged) {
-  confirmed = true;
-  acknowledged = 0;
+Reply RedisStore::write(const Command& command, const std::function<bool(const redisReply&)>& wrote,
+                        const std::function<void(const redisReply&)>& undo) {
   if (m_replicas <= 0) {
     return run(command);
   }
@@ -617,8 +633,8 @@ Reply RedisStore::write(const Command& command, bool& confirmed, long long& ackn
   // lock's expiry when set), so its answer, not our deadline, ends the wait: a
   // timed-out exchange would leave unknown whether the write took effect.
   double budget = m_timeout_seconds;
-  if (*m_cap) {
-    budget = std::min(budget, static_cast<double>((**m_cap - util::mono_now()).count()) / 1e6);
+  if (*m_deadline) {
+    budget = std::min(budget, static_cast<double>((**m_deadline - util::mono_now()).count()) / 1e6);
   }
   // Redis notices a blocked client's timeout on its next event-loop turn, up
   // to 1/hz (100 ms) late: half the budget, and at least 150 ms to spare.
@@ -633,39 +649,44 @@ Reply RedisStore::write(const Command& command, bool& confirmed, long long& ackn
       fail(*replies[i], i == 0 ? command : wait);
     }
   }
-  acknowledged = integer_of(*replies[1], m_url.redacted);
-  confirmed = acknowledged >= m_replicas;
+  const long long acknowledged = integer_of(*replies[1], m_url.redacted);
   if (util::tracing()) {
     util::trace("redis: WAIT " + replicas + " " + timeout + " → " + std::to_string(acknowledged));
   }
-  return std::move(replies[0]);
-}
-
-void RedisStore::unconfirmed(std::string_view key, long long acknowledged,
-                             const std::function<void()>& undo) {
+  if (acknowledged >= m_replicas || !wrote(*replies[0])) {
+    return std::move(replies[0]);
+  }
   // A write that only the master has can vanish in a failover: undone, so it
   // is never taken for a lock that a replica would carry over.
   std::string undone = "undone";
   try {
-    undo();
+    undo(*replies[0]);
   } catch (const Error& e) {
     undone = "not undone (" + e.reason() + "); it expires with its ttl";
   }
   throw Error(ErrorKind::unavailable,
-              m_url.redacted + " key '" + util::escape(key, redis::k_trace_bytes) + "'",
+              m_url.redacted + " key '" + util::escape(command.key, redis::k_trace_bytes) + "'",
               std::to_string(acknowledged) + " of " + std::to_string(m_replicas) +
                   " replicas confirmed the write within the timeout (--replicas); " + undone);
 }
 
-bool RedisStore::set_if_absent(std::string_view key, std::string_view value) {
-  bool confirmed = true;
-  long long acknowledged = 0;
-  const auto reply = write({{"SETNX", key, value}, key}, confirmed, acknowledged);
-  const bool set = integer_of(*reply, m_url.redacted) == 1;
-  if (set && !confirmed) {
-    unconfirmed(key, acknowledged, [&] { compare_and_delete(key, value); });
+SetIfAbsent RedisStore::set_if_absent(std::string_view key, std::string_view value,
+                                      std::optional<std::string_view> counter) {
+  // An unconfirmed set is deleted again. The counter keeps its step: tokens
+  // need only grow, never be dense.
+  const auto undo = [&](const redisReply&) { compare_and_delete(key, value); };
+  if (!counter) {
+    const auto reply = write({{"SETNX", key, value}, key}, said_one, undo);
+    return {integer_of(*reply, m_url.redacted) == 1, std::nullopt};
   }
-  return set;
+  // A script, not SETNX then INCR: see k_set_if_absent_fenced_script.
+  const std::string keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
+  const auto reply = write(
+      {{"EVAL", k_set_if_absent_fenced_script, "2", key, *counter, value, keep, counter_keep}, key},
+      is_token, undo);
+  const auto fence = fence_of(*reply, m_url.redacted);
+  return {fence.has_value(), fence};
 }
 
 std::optional<std::string> RedisStore::get(std::string_view key) {
@@ -673,23 +694,43 @@ std::optional<std::string> RedisStore::get(std::string_view key) {
   return string_of(*reply, m_url.redacted);
 }
 
-std::optional<std::string> RedisStore::get_and_set(std::string_view key, std::string_view value) {
-  // GETSET rather than SET ... GET: the documented pattern names GETSET, and
-  // it works on servers older than 6.2.
-  bool confirmed = true;
-  long long acknowledged = 0;
-  const auto reply = write({{"GETSET", key, value}, key}, confirmed, acknowledged);
-  auto old = string_of(*reply, m_url.redacted);
-  if (!confirmed) {
-    unconfirmed(key, acknowledged, [&] {
-      if (old) {
-        compare_and_set(key, value, *old);
-      } else {
-        compare_and_delete(key, value);
-      }
-    });
+Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
+                             std::optional<Takeover> takeover) {
+  // An unconfirmed swap gives the old value back (or deletes ours).
+  const auto give_back = [&](const std::optional<std::string>& old) {
+    if (old) {
+      compare_and_set(key, value, *old);
+    } else {
+      compare_and_delete(key, value);
+    }
+  };
+  if (!takeover) {
+    // GETSET rather than SET ... GET: the documented pattern names GETSET, and
+    // it works on servers older than 6.2.
+    const auto reply = write({{"GETSET", key, value}, key}, is_string,
+                             [&](const redisReply& r) { give_back(string_of(r, m_url.redacted)); });
+    return {string_of(*reply, m_url.redacted), std::nullopt};
   }
-  return old;
+  // A script, not GETSET then INCR: see k_get_and_set_fenced_script. On the
+  // server's own clock the script decides with TIME at the instant of the
+  // step: never on an estimate carried from an earlier reply, which a slow
+  // exchange can leave running ahead of the server.
+  const std::string now = m_own_clock ? std::string() : std::to_string(takeover->now_seconds);
+  const std::string keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
+  const auto reply = write(
+      {{"EVAL", k_get_and_set_fenced_script, "2", key, takeover->counter, value, now, keep,
+        counter_keep},
+       key},
+      [](const redisReply& r) { return is_pair(r) && is_token(*r.element[1]); },
+      [&](const redisReply& r) { give_back(string_of(*r.element[0], m_url.redacted)); });
+  if (!is_pair(*reply)) {
+    throw_unexpected(*reply, m_url.redacted);
+  }
+  Swap swap{string_of(*reply->element[0], m_url.redacted),
+            fence_of(*reply->element[1], m_url.redacted)};
+  swap.written = swap.fence.has_value();  // the script compares first
+  return swap;
 }
 
 void RedisStore::set(std::string_view key, std::string_view value) {
@@ -750,133 +791,57 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
   return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
 }
 
-bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected) {
-  // A script, not GET then DEL: see k_compare_and_delete_script.
+bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected,
+                                    std::optional<Fence> fence) {
   const std::string channel = wake_channel(key);
-  const auto reply = run({{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
-  return integer_of(*reply, m_url.redacted) == 1;
-}
-
-bool RedisStore::compare_and_set(std::string_view key, std::string_view expected,
-                                 std::string_view value) {
-  // A script, not GET then SET: see k_compare_and_set_script.
-  bool confirmed = true;
-  long long acknowledged = 0;
-  const std::string keep = lock_keep_ms();
-  const auto reply =
-      write({{"EVAL", k_compare_and_set_script, "1", key, expected, value, keep}, key}, confirmed,
-            acknowledged);
-  const bool swapped = integer_of(*reply, m_url.redacted) == 1;
-  if (swapped && !confirmed) {
-    // Back to `expected`: the caller (a renewal) retries from the value it knows.
-    unconfirmed(key, acknowledged, [&] {
-      const auto back =
-          run({{"EVAL", k_compare_and_set_script, "1", key, value, expected, keep}, key});
-      (void)back;
-    });
+  if (!fence) {
+    // A script, not GET then DEL: see k_compare_and_delete_script.
+    const auto reply =
+        run({{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
+    return integer_of(*reply, m_url.redacted) == 1;
   }
-  return swapped;
-}
-
-std::optional<std::int64_t> RedisStore::set_if_absent_fenced(std::string_view key,
-                                                             std::string_view value,
-                                                             std::string_view counter) {
-  // A script, not SETNX then INCR: see k_set_if_absent_fenced_script.
-  bool confirmed = true;
-  long long acknowledged = 0;
-  const std::string keep = lock_keep_ms();
+  // A script: see k_compare_and_delete_fenced_script.
+  const std::string token = std::to_string(fence->token);
   const std::string counter_keep = counter_keep_ms();
-  const auto reply = write(
-      {{"EVAL", k_set_if_absent_fenced_script, "2", key, counter, value, keep, counter_keep}, key},
-      confirmed, acknowledged);
-  const auto fence = fence_of(*reply, m_url.redacted);
-  if (fence && !confirmed) {
-    // The counter keeps its step: tokens need only grow, never be dense.
-    unconfirmed(key, acknowledged, [&] { compare_and_delete(key, value); });
-  }
-  return fence;
-}
-
-Store::FencedSwap RedisStore::get_and_set_fenced(std::string_view key, std::string_view value,
-                                                 std::string_view counter,
-                                                 std::int64_t now_seconds) {
-  // A script, not GETSET then INCR: see k_set_if_absent_fenced_script.
-  bool confirmed = true;
-  long long acknowledged = 0;
-  // On the server's own clock the script decides with TIME at the instant of
-  // the step: never on an estimate carried from an earlier reply, which a slow
-  // exchange can leave running ahead of the server.
-  const std::string now = m_own_clock ? std::string() : std::to_string(now_seconds);
-  const std::string keep = lock_keep_ms();
-  const std::string counter_keep = counter_keep_ms();
-  const auto reply = write(
-      {{"EVAL", k_get_and_set_fenced_script, "2", key, counter, value, now, keep, counter_keep},
-       key},
-      confirmed, acknowledged);
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
-    throw_unexpected(*reply, m_url.redacted);
-  }
-  FencedSwap swap{string_of(*reply->element[0], m_url.redacted),
-                  fence_of(*reply->element[1], m_url.redacted)};
-  swap.written = swap.fence.has_value();  // the script compares first
-  if (swap.written && !confirmed) {
-    unconfirmed(key, acknowledged, [&] {
-      if (swap.old) {
-        compare_and_set(key, value, *swap.old);
-      } else {
-        compare_and_delete(key, value);
-      }
-    });
-  }
-  return swap;
-}
-
-bool RedisStore::compare_and_set_fenced(std::string_view key, std::string_view expected,
-                                        std::string_view value, std::string_view counter,
-                                        std::int64_t fence) {
-  // A script: see k_compare_and_set_fenced_script.
-  bool confirmed = true;
-  long long acknowledged = 0;
-  const std::string token = std::to_string(fence);
-  const std::string keep = lock_keep_ms();
-  const std::string counter_keep = counter_keep_ms();
-  const auto reply = write({{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, expected,
-                             value, token, keep, counter_keep},
-                            key},
-                           confirmed, acknowledged);
-  const bool swapped = integer_of(*reply, m_url.redacted) == 1;
-  if (swapped && !confirmed) {
-    unconfirmed(key, acknowledged, [&] {
-      const auto back =
-          run({{"EVAL", k_compare_and_set_fenced_script, "2", key, counter, value, expected, token,
-                keep, counter_keep},
-               key});
-      (void)back;
-    });
-  }
-  return swapped;
-}
-
-bool RedisStore::compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                           std::string_view counter, std::int64_t fence) {
-  // A script: see k_compare_and_set_fenced_script.
-  const std::string token = std::to_string(fence);
-  const std::string channel = wake_channel(key);
-  const std::string counter_keep = counter_keep_ms();
-  const auto reply = run({{"EVAL", k_compare_and_delete_fenced_script, "2", key, counter, expected,
-                           token, channel, counter_keep},
+  const auto reply = run({{"EVAL", k_compare_and_delete_fenced_script, "2", key, fence->counter,
+                           expected, token, channel, counter_keep},
                           key});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
-Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::string_view value,
+bool RedisStore::compare_and_set(std::string_view key, std::string_view expected,
+                                 std::string_view value, std::optional<Fence> fence) {
+  const std::string keep = lock_keep_ms();
+  // An unconfirmed swap goes back to `expected`: the caller (a renewal)
+  // retries from the value it knows.
+  if (!fence) {
+    // A script, not GET then SET: see k_compare_and_set_script.
+    const auto swap = [&](std::string_view from, std::string_view to) {
+      return Command{{"EVAL", k_compare_and_set_script, "1", key, from, to, keep}, key};
+    };
+    const auto reply = write(swap(expected, value), said_one,
+                             [&](const redisReply&) { run(swap(value, expected)); });
+    return integer_of(*reply, m_url.redacted) == 1;
+  }
+  // A script: see k_compare_and_set_fenced_script.
+  const std::string token = std::to_string(fence->token);
+  const std::string counter_keep = counter_keep_ms();
+  const auto swap = [&](std::string_view from, std::string_view to) {
+    return Command{{"EVAL", k_compare_and_set_fenced_script, "2", key, fence->counter, from, to,
+                    token, keep, counter_keep},
+                   key};
+  };
+  const auto reply = write(swap(expected, value), said_one,
+                           [&](const redisReply&) { run(swap(value, expected)); });
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::string_view value,
                                                   std::string_view counter, std::string_view queue,
                                                   std::string_view ticket, bool waiting,
                                                   util::Micros lease) {
   // One script: the gate, the SETNX and INCR, the queue's upkeep and the GET a
   // busy lock needs, in one round trip (see k_set_if_absent_queued_script).
-  bool confirmed = true;
-  long long acknowledged = 0;
   const std::string leases = lease_key(queue);
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
@@ -888,10 +853,16 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
       throw redis::ServerError(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)",
                                "NOPERM");
     }
-    reply = write({{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value,
-                    ticket, waiting ? "1" : "0", lease_us, keep, lock_keep, counter_keep},
-                   key},
-                  confirmed, acknowledged);
+    // An unconfirmed set is deleted again (and the ticket has left the queue).
+    reply = write(
+        {{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value, ticket,
+          waiting ? "1" : "0", lease_us, keep, lock_keep, counter_keep},
+         key},
+        [](const redisReply& r) {
+          return is_pair(r) && r.element[0]->type == REDIS_REPLY_INTEGER &&
+                 r.element[0]->integer == 2;
+        },
+        [&](const redisReply&) { compare_and_delete(key, value); });
   } catch (const Error& e) {
     if (queue_forbidden(e)) {
       if (!m_queue_forbidden && util::tracing()) {
@@ -905,9 +876,9 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
     // The lock's slot is moving to another node, and the queue's keys are not
     // all there yet, or the user may not keep a queue: the unqueued steps
     // (an entry of ours lapses with its lease).
-    return set_if_absent_unqueued(key, value, counter);
+    return unqueued(*this, key, value, counter);
   }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+  if (!is_pair(*reply)) {
     throw_unexpected(*reply, m_url.redacted);
   }
   QueuedSet result;
@@ -915,9 +886,6 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
   if (outcome == 2) {
     result.outcome = QueuedSet::Outcome::set;
     result.fence = integer_of(*reply->element[1], m_url.redacted);
-    if (!confirmed) {
-      unconfirmed(key, acknowledged, [&] { compare_and_delete(key, value); });
-    }
     return result;
   }
   result.outcome = outcome == 1 ? QueuedSet::Outcome::held : QueuedSet::Outcome::behind;
@@ -925,29 +893,27 @@ Store::QueuedSet RedisStore::set_if_absent_queued(std::string_view key, std::str
   return result;
 }
 
-bool RedisStore::compare_and_delete_queued(std::string_view key, std::string_view expected,
-                                           std::string_view counter, std::int64_t fence,
-                                           std::string_view queue) {
+bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected,
+                                    const Fence& fence, std::string_view queue) {
   // A script: see k_compare_and_delete_queued_script.
-  const std::string token = std::to_string(fence);
+  const std::string token = std::to_string(fence.token);
   const std::string channel = wake_channel(key);
   const std::string leases = lease_key(queue);
   try {
     const std::string counter_keep = counter_keep_ms();
-    const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, counter, queue,
-                             leases, expected, token, channel, counter_keep},
+    const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, fence.counter,
+                             queue, leases, expected, token, channel, counter_keep},
                             key});
     return integer_of(*reply, m_url.redacted) == 1;
   } catch (const Error& e) {
     if (!migrating(e) && !queue_forbidden(e)) {
       throw;
     }
-    return compare_and_delete_fenced(key, expected, counter, fence);  // wakes every waiter
+    return compare_and_delete(key, expected, std::optional(fence));  // wakes every waiter
   }
 }
 
-void RedisStore::leave_queue(std::string_view key, std::string_view queue,
-                             std::string_view ticket) {
+void RedisStore::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
   const std::string leases = lease_key(queue);
   try {
     run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket}, key});
@@ -977,7 +943,7 @@ std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
   return subscribe(key, {});
 }
 
-std::unique_ptr<Watcher> RedisStore::watch_queued(std::string_view key, std::string ticket) {
+std::unique_ptr<Watcher> RedisStore::watch(std::string_view key, std::string ticket) {
   return subscribe(key, std::move(ticket));
 }
 
@@ -993,7 +959,8 @@ std::unique_ptr<Watcher> RedisStore::subscribe(std::string_view key, std::string
   if (!ticket.empty()) {
     setup.back().push_back(turn_channel(ticket));  // one command (see RedisWatcher::for_us)
   }
-  return std::make_unique<RedisWatcher>(*m_endpoint, std::move(setup), std::move(ticket), m_cap);
+  return std::make_unique<RedisWatcher>(*m_endpoint, std::move(setup), std::move(ticket),
+                                        m_deadline);
 }
 
 }  // namespace nxlock::store

@@ -14,7 +14,8 @@
 
 namespace nxlock::store {
 
-class RedisStore final : public Store {
+// The queue is private: the lock layer reaches it through queue().
+class RedisStore final : public Store, private WaitersQueue {
  public:
   // Connects, authenticates and selects the db. Throws util::Error naming the
   // redacted URL: unavailable (69) when refused or timed out, permission (77)
@@ -24,40 +25,34 @@ class RedisStore final : public Store {
   ~RedisStore() override;
 
   std::string describe() const override { return m_url.redacted; }
-  bool set_if_absent(std::string_view key, std::string_view value) override;
+  SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
+                            std::optional<std::string_view> counter = {}) override;
   std::optional<std::string> get(std::string_view key) override;
-  std::optional<std::string> get_and_set(std::string_view key, std::string_view value) override;
+  Swap get_and_set(std::string_view key, std::string_view value,
+                   std::optional<Takeover> takeover = {}) override;
   void set(std::string_view key, std::string_view value) override;
   std::size_t del(const std::vector<std::string>& keys) override;  // and PUBLISH, in one trip
-  bool compare_and_delete(std::string_view key, std::string_view expected) override;
-  bool compare_and_set(std::string_view key, std::string_view expected,
-                       std::string_view value) override;
-  std::optional<std::int64_t> set_if_absent_fenced(std::string_view key, std::string_view value,
-                                                   std::string_view counter) override;
-  FencedSwap get_and_set_fenced(std::string_view key, std::string_view value,
-                                std::string_view counter, std::int64_t now_seconds) override;
-  bool compare_and_set_fenced(std::string_view key, std::string_view expected,
-                              std::string_view value, std::string_view counter,
-                              std::int64_t fence) override;
-  bool compare_and_delete_fenced(std::string_view key, std::string_view expected,
-                                 std::string_view counter, std::int64_t fence) override;
-  bool has_queue() const override { return true; }
-  QueuedSet set_if_absent_queued(std::string_view key, std::string_view value,
-                                 std::string_view counter, std::string_view queue,
-                                 std::string_view ticket, bool waiting,
-                                 util::Micros lease) override;
-  bool compare_and_delete_queued(std::string_view key, std::string_view expected,
-                                 std::string_view counter, std::int64_t fence,
-                                 std::string_view queue) override;
-  void leave_queue(std::string_view key, std::string_view queue, std::string_view ticket) override;
+  bool compare_and_delete(std::string_view key, std::string_view expected,
+                          std::optional<Fence> fence = {}) override;
+  bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
+                       std::optional<Fence> fence = {}) override;
+  WaitersQueue* queue() override { return this; }
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
-  std::unique_ptr<Watcher> watch_queued(std::string_view key, std::string ticket) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
   void keep_keys_for(util::Micros lifetime) override { m_keep = lifetime; }
   void decide_on_own_clock(bool yes) override { m_own_clock = yes; }
 
  private:
+  // The waiters' queue (WaitersQueue).
+  QueuedSet set_if_absent(std::string_view key, std::string_view value, std::string_view counter,
+                          std::string_view queue, std::string_view ticket, bool waiting,
+                          util::Micros lease) override;
+  bool compare_and_delete(std::string_view key, std::string_view expected, const Fence& fence,
+                          std::string_view queue) override;
+  void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
+  std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+
   // A subscriber connection on key's wake channel, and on the ticket's turn
   // channel when there is one.
   std::unique_ptr<Watcher> subscribe(std::string_view key, std::string ticket);
@@ -65,8 +60,9 @@ class RedisStore final : public Store {
   Url m_url;
   std::shared_ptr<const redis::Endpoint> m_endpoint;
   std::optional<std::string> m_password;
-  // Shared with the watchers, whose reconnects it bounds too.
-  std::shared_ptr<std::optional<util::Micros>> m_cap;
+  // set_deadline's monotonic deadline, shared with the watchers, whose
+  // reconnects it bounds too.
+  std::shared_ptr<std::optional<util::Micros>> m_deadline;
   std::unique_ptr<redis::Connection> m_connection;  // the node the URL named
   // Cluster: connections to other nodes by "host:port", and the slots that
   // MOVED redirects taught us, for the rest of the invocation.
@@ -96,17 +92,17 @@ class RedisStore final : public Store {
   // to a connection's setup.
   void check_fitness(redis::Connection& connection);
 
-  // Runs a lock write and, with --replicas, WAIT in the same round trip.
-  // Returns the write's reply; `confirmed` says whether enough replicas had it.
-  redis::Reply write(const redis::Command& command, bool& confirmed, long long& acknowledged);
+  // Runs a lock write and, with --replicas, WAIT in the same round trip;
+  // returns the write's reply. A write that `wrote` says the reply reports, but
+  // that too few replicas confirmed, could vanish in a failover: `undo` takes
+  // it back (best effort), and this throws unavailable (69).
+  redis::Reply write(const redis::Command& command,
+                     const std::function<bool(const redisReply&)>& wrote,
+                     const std::function<void(const redisReply&)>& undo);
   // Throws the util::Error for an error reply to `command`: what our scripts
   // meet (no EVAL, CROSSSLOT, a bad counter) in words, the rest as the
   // connection layer maps it (throw_reply_error).
   [[noreturn]] void fail(const redisReply& reply, const redis::Command& command);
-
-  // Undoes an unconfirmed write (best effort) and throws unavailable (69).
-  [[noreturn]] void unconfirmed(std::string_view key, long long acknowledged,
-                                const std::function<void()>& undo);
 };
 
 }  // namespace nxlock::store
