@@ -9,14 +9,10 @@
 
 namespace nxlock::lock {
 
-namespace {
-
 using namespace detail;  // the fan-out: ask(), Decision, Replies (quorum_fanout.hpp)
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
-
-}  // namespace
 
 Verdict QuorumLock::tally(const std::vector<std::optional<Verdict>>& verdicts,
                           const std::vector<std::optional<Error>>& errors, const char* doing) {

@@ -12,8 +12,6 @@ namespace nxlock::lock {
 namespace {
 
 using namespace detail;  // the fan-out: ask(), Decision, Replies (quorum_fanout.hpp)
-using util::Error;
-using util::ErrorKind;
 using util::Micros;
 
 // A key deleted between SETNX and GET is tried again at once, this often per round.
@@ -105,13 +103,13 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
   round.ended = util::mono_now();
   const auto& errors = replies.errors;
 
-  const Error* hard_error = nullptr;
+  const util::Error* hard_error = nullptr;
   std::vector<bool> keep(n, false);
   std::map<std::int64_t, std::size_t> busy_counts;
   for (std::size_t i = 0; i < n; ++i) {
     if (errors[i]) {
       round.servers[i].error = errors[i];
-      if (!hard_error && errors[i]->kind() != ErrorKind::unavailable) {
+      if (!hard_error && errors[i]->kind() != util::ErrorKind::unavailable) {
         hard_error = &*errors[i];
       }
       continue;

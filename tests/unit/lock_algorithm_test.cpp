@@ -354,7 +354,7 @@ TEST(LockAlgorithm, StoreClockReadsTheStoreOnceAndCarriesItForward) {
   EXPECT_GE(second, first);
 }
 
-// Issue 28 finding 9: the server read its clock somewhere within a slow
+// The server read its clock somewhere within a slow
 // exchange (at its end, when the request was held up). The reading is taken to
 // belong to the exchange's end, so the estimate never runs ahead of the
 // server; lag() says by how much it may run late, and a reading that slow is
@@ -605,7 +605,7 @@ TEST(LockFencing, TheLoserOfATakeoverTakesNoToken) {
   EXPECT_EQ(c5.renew(c5_attempt.value, k_ttl, renewed), Verdict::done);
 }
 
-// Issue 12 finding 8: A holds the lock; it is force-deleted and B takes it in
+// A holds the lock; it is force-deleted and B takes it in
 // the same second, writing the very same timestamp. The value alone cannot tell
 // them apart; the token does. A can neither renew nor release B's lock, and
 // says it was taken over; B keeps it.
