@@ -153,10 +153,12 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
       say_lost(ctx, lock.key(), loss, action);
     };
-    reporter.timed_out = [&ctx, &lock, &options] {
+    reporter.timed_out = [&ctx, &lock, &options](util::Micros grace) {
       ctx.out.warn("lock '" + util::escape(lock.key()) + "': the job ran past --max-runtime " +
-                   util::seconds_text(*options.max_runtime) + ": stopping it (SIGTERM, SIGKILL after " +
-                   util::seconds_text(options.kill_after) + ")");
+                   util::seconds_text(*options.max_runtime) +
+                   (grace > util::Micros(0)
+                        ? ": stopping it (SIGTERM, SIGKILL after " + util::seconds_text(grace) + ")"
+                        : ": stopping it (SIGKILL)"));
     };
     run::MetricsEvent event;
     event.waited = taken_at - wait_began;

@@ -176,10 +176,9 @@ std::string updated_metrics(const std::optional<std::string>& old, std::string_v
 }
 
 void record_metrics(const std::string& dir, std::string_view key, const MetricsEvent& event) {
-  util::locked_rewrite(dir, metrics_file_name(key), ".nxlock_metrics.lock",
-                       [&](const std::optional<std::string>& old) {
-                         return updated_metrics(old, key, event);
-                       });
+  util::locked_rewrite(
+      dir, metrics_file_name(key), ".nxlock_metrics.lock",
+      [&](const std::optional<std::string>& old) { return updated_metrics(old, key, event); });
 }
 
 }  // namespace nxlock::run

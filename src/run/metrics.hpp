@@ -12,13 +12,13 @@ namespace nxlock::run {
 
 // One run-locked, as the metrics count it: a busy refusal, or a run of the job.
 struct MetricsEvent {
-  bool busy = false;  // refused because the lock was held: nothing below counts
-  bool lost = false;  // the lock was lost while the job ran
-  int exit_status = 0;            // nxlock's, as cron sees it
-  util::Micros started{0};        // Unix time the job started
-  util::Micros ended{0};          // Unix time it ended
-  util::Micros duration{0};       // how long it ran (monotonic)
-  util::Micros waited{0};         // how long nxlock waited for the lock
+  bool busy = false;         // refused because the lock was held: nothing below counts
+  bool lost = false;         // the lock was lost while the job ran
+  int exit_status = 0;       // nxlock's, as cron sees it
+  util::Micros started{0};   // Unix time the job started
+  util::Micros ended{0};     // Unix time it ended
+  util::Micros duration{0};  // how long it ran (monotonic)
+  util::Micros waited{0};    // how long nxlock waited for the lock
 };
 
 // `key` as a label value: backslash, double quote and newline escaped, as the

@@ -55,9 +55,9 @@ struct RunOutcome {
   };
   Ending ending = Ending::exited;
   int status = 0;
-  bool lost = false;   // the lock was lost while the child ran
+  bool lost = false;       // the lock was lost while the child ran
   bool timed_out = false;  // it ran past --max-runtime and was stopped
-  std::string detail;  // strerror for not_found / not_executable
+  std::string detail;      // strerror for not_found / not_executable
 
   // The job's process ran (exited or was killed), as opposed to never starting.
   bool ran() const { return ending == Ending::exited || ending == Ending::signaled; }
@@ -82,7 +82,8 @@ struct Loss {
 struct Reporter {
   std::function<void(std::string_view)> warn;     // renewal trouble, and its end
   std::function<void(const Loss&, OnLost)> lost;  // told before the job is stopped
-  std::function<void()> timed_out;                // --max-runtime came: told before the stop
+  // --max-runtime came: told before the job is stopped, with the grace SIGTERM gets.
+  std::function<void(util::Micros)> timed_out;
 };
 
 struct RunLockedOutcome {

@@ -115,12 +115,16 @@ Supervised supervise(LockedRun& run, const Job& job) {
     }
 
     if (!stopping() && util::mono_now() >= time_up) {
+      // SIGKILL after the grace, or before the lock could expire, if sooner
+      // (as the watchdog would cut it anyway): renewal may fail meanwhile.
       outcome.timed_out = true;
-      if (run.reporter.timed_out) {
-        run.reporter.timed_out();
-      }
       const Micros now = util::mono_now();
-      watchdog.stop(options.kill_after > Micros(0) ? SIGTERM : SIGKILL, now + options.kill_after);
+      const Micros kill_at =
+          std::min(now + options.kill_after, schedule.kill_at(run.held.valid_until));
+      if (run.reporter.timed_out) {
+        run.reporter.timed_out(std::max(kill_at - now, Micros(0)));
+      }
+      watchdog.stop(kill_at > now ? SIGTERM : SIGKILL, kill_at);
     }
     if (!options.renew && !outcome.lost && util::mono_now() >= run.act_by()) {
       if (options.on_lost == OnLost::ignore) {

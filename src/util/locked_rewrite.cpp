@@ -16,9 +16,8 @@ namespace nxlock::util {
 namespace {
 
 [[noreturn]] void fail(const std::string& path, int error) {
-  const ErrorKind kind =
-      error == EACCES || error == EPERM || error == EROFS ? ErrorKind::permission
-                                                          : ErrorKind::internal;
+  const ErrorKind kind = error == EACCES || error == EPERM || error == EROFS ? ErrorKind::permission
+                                                                             : ErrorKind::internal;
   throw Error(kind, path, std::strerror(error));
 }
 

@@ -72,7 +72,8 @@ TEST(MetricsContent, CountsCarryOverAndBusyKeepsTheLastRun) {
 }
 
 TEST(MetricsContent, GarbageStartsTheCountsAgain) {
-  const std::string text = updated_metrics("nonsense\nnxlock_runs_total{} x\n"s, "k", MetricsEvent{});
+  const std::string text =
+      updated_metrics("nonsense\nnxlock_runs_total{} x\n"s, "k", MetricsEvent{});
   EXPECT_NE(text.find("nxlock_runs_total{key=\"k\"} 1\n"), std::string::npos);
 }
 
