@@ -4,7 +4,8 @@
 _nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
     --cert --key --sni --sentinel-password-file --replicas'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock'
-_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold"
+_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold --max-runtime
+    --metrics-dir"
 
 # The index in COMP_WORDS of word $1 of words[]: they differ when ':' or '='
 # split a word (redis://host:6379), and _command_offset counts in COMP_WORDS.
@@ -92,11 +93,11 @@ _nxlock()
             _filedir
             return
             ;;
-        --cacertdir)
+        --cacertdir | --metrics-dir)
             _filedir -d
             return
             ;;
-        --timeout | --prefix | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold)
+        --timeout | --prefix | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime)
             return # a number or free text: nothing to offer
             ;;
     esac
@@ -117,7 +118,8 @@ _nxlock()
             lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock' ;;
             run-locked)
                 opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock
-                    --no-renew --inherit-credentials --on-lost --kill-after --hold --'
+                    --no-renew --inherit-credentials --on-lost --kill-after --hold
+                    --max-runtime --metrics-dir --'
                 ;;
             unlock) opts='-f --force --clock' ;;
             renew) opts='-t --ttl --clock' ;;

@@ -3,7 +3,8 @@
 # Options that take a value in the next word: global ones, then those of lock and run-locked.
 set -g __fish_nxlock_value_opts -u --url --password-file --timeout --prefix \
     --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas \
-    -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after --hold
+    -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after --hold \
+    --max-runtime --metrics-dir
 
 # Prints the words of run-locked's child command line typed so far (those after
 # KEY and one optional --), and succeeds, if the cursor is in that command line.
@@ -139,3 +140,5 @@ complete -c nxlock -n $run -l on-lost -x \
     -d 'What to do if the lock is lost'
 complete -c nxlock -n $run -l kill-after -x -d 'Seconds between SIGTERM and SIGKILL (default 10)'
 complete -c nxlock -n $run -l hold -x -d 'Keep the lock SECONDS after it was taken (once per tick across hosts)'
+complete -c nxlock -n $run -l max-runtime -x -d 'Stop COMMAND after SECONDS, release the lock, exit 124'
+complete -c nxlock -n $run -l metrics-dir -x -a '(__fish_complete_directories)' -d 'Write nxlock_KEY.prom for the node_exporter textfile collector'

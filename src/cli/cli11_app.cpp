@@ -169,7 +169,8 @@ Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
   }
   if (may_name("kill-after")) {
     sub.add_option("--kill-after", args->kill_after,
-                   "Seconds between SIGTERM and SIGKILL when the lock is lost")
+                   "Seconds between SIGTERM and SIGKILL when the lock is lost or "
+                   "--max-runtime comes")
         ->check(duration_check(0, k_max_duration_seconds))
         ->type_name("SECONDS")
         ->capture_default_str();
@@ -182,6 +183,24 @@ Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
         ->check(duration_check(0, k_max_duration_seconds))
         ->type_name("SECONDS")
         ->capture_default_str();
+  }
+  if (may_name("max-runtime")) {
+    sub.add_option("--max-runtime", args->max_runtime,
+                   "Stop COMMAND (SIGTERM, --kill-after, SIGKILL) SECONDS after it started, "
+                   "release the lock and exit 124; 0: no limit")
+        ->check(duration_check(0, static_cast<double>(k_max_ttl)))
+        ->type_name("SECONDS");
+  }
+  if (may_name("metrics") || std::getenv(k_metrics_dir_env) != nullptr) {
+    sub.add_option("--metrics-dir", args->metrics_dir,
+                   "Write DIR/nxlock_KEY.prom for node_exporter's textfile collector")
+        ->check(CLI::Validator(
+            [](std::string& input) -> std::string {
+              return input.empty() ? "the metrics directory must not be empty" : "";
+            },
+            "DIR"))
+        ->type_name("DIR")
+        ->envname(k_metrics_dir_env);
   }
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
   // Only for --help: the command line is split off before CLI11 sees it.

@@ -40,6 +40,8 @@ struct RunLockedArgs {
   std::string on_lost = "term";
   double kill_after = 10;
   double hold = 0;
+  double max_runtime = 0;                      // seconds; zero: no limit, as with timeout(1)
+  std::string metrics_dir;                     // --metrics-dir (NXLOCK_METRICS_DIR); empty: none
   std::vector<std::string> help_only_command;  // bound for --help only
 };
 

@@ -9,9 +9,11 @@
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
+#include "run/metrics.hpp"
 #include "run/run_locked.hpp"
 #include "util/escape.hpp"
 #include "util/time.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::cli {
 
@@ -76,6 +78,20 @@ void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::
   }
 }
 
+// Counts `event` in --metrics-dir, if given. A directory that cannot be
+// written costs the metrics, never the job: one line on stderr says so.
+void count_in_metrics(Context& ctx, const RunLockedArgs& args, std::string_view key,
+                      const run::MetricsEvent& event) {
+  if (args.metrics_dir.empty()) {
+    return;
+  }
+  try {
+    run::record_metrics(args.metrics_dir, key, event);
+  } catch (const util::Error& e) {
+    ctx.out.warn("metrics not written: " + util::escape(e.subject()) + ": " + e.reason());
+  }
+}
+
 }  // namespace
 
 Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
@@ -98,10 +114,20 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       watchdog.prepare(command, mask);
     }
     CliLock cli_lock(ctx, args->key, args->lock);
+    const util::Micros wait_began = util::mono_now();
     if (!cli_lock.acquire()) {
+      // Busy (or given up waiting), as opposed to interrupted while waiting.
+      if (cli_lock.exit_status() == args->lock.conflict_exit) {
+        run::MetricsEvent busy;
+        busy.busy = true;
+        count_in_metrics(ctx, *args, cli_lock.lock().key(), busy);
+      }
       return cli_lock.exit_status();
     }
     lock::Lockable& lock = cli_lock.lock();
+    const util::Micros taken_at = util::mono_now();
+    util::trace("lock '" + util::escape(lock.key()) + "' taken after " +
+                util::seconds_text(taken_at - wait_began) + " of waiting");
     run::HeldLock held{
         *cli_lock.value(), cli_lock.valid_from() + util::Micros(args->lock.ttl * 1'000'000), {}};
 
@@ -111,6 +137,9 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     options.renew = !args->no_renew;
     options.on_lost = parse_on_lost(args->on_lost);
     options.kill_after = util::Micros(static_cast<std::int64_t>(args->kill_after * 1e6));
+    if (args->max_runtime > 0) {
+      options.max_runtime = ceil_micros(args->max_runtime);
+    }
     options.inherit_credentials = args->inherit_credentials;
     options.hold = ceil_micros(args->hold);
     // On the clock that made the lock decision (Redis TIME unless --clock local),
@@ -124,8 +153,24 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
       say_lost(ctx, lock.key(), loss, action);
     };
+    reporter.timed_out = [&ctx, &lock, &options](util::Micros grace) {
+      ctx.out.warn("lock '" + util::escape(lock.key()) + "': the job ran past --max-runtime " +
+                   util::seconds_text(*options.max_runtime) +
+                   (grace > util::Micros(0)
+                        ? ": stopping it (SIGTERM, SIGKILL after " + util::seconds_text(grace) + ")"
+                        : ": stopping it (SIGKILL)"));
+    };
+    run::MetricsEvent event;
+    event.waited = taken_at - wait_began;
+    event.started = util::wall_now();
+    const util::Micros started_mono = util::mono_now();
     const auto ran = run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
+    event.ended = util::wall_now();
+    event.duration = util::mono_now() - started_mono;
+    util::trace("lock '" + util::escape(lock.key()) + "' held " +
+                util::seconds_text(util::mono_now() - taken_at));
     const run::RunOutcome& outcome = ran.job;
+    event.lost = outcome.lost;
     if (!ran.release_error.empty()) {
       ctx.out.note("lock '" + util::escape(lock.key()) +
                    "': not released at exit: " + ran.release_error);
@@ -142,22 +187,29 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     if (!ran.kept_value.empty()) {
       ctx.out.field("hold_until", std::stoll(ran.kept_value));
     }
+    if (options.max_runtime) {
+      ctx.out.field("timed_out", outcome.timed_out);
+    }
+    event.exit_status = outcome.status;
     switch (outcome.ending) {
       case run::RunOutcome::Ending::not_found:
         ctx.out.error(outcome.status, command.front(), "command not found");
-        return outcome.status;
+        break;
       case run::RunOutcome::Ending::not_executable:
         ctx.out.error(outcome.status, command.front(), outcome.detail);
-        return outcome.status;
+        break;
       case run::RunOutcome::Ending::exited:
       case run::RunOutcome::Ending::signaled:
+        ctx.out.field("child_status", outcome.status);
+        if (outcome.lost && options.on_lost != run::OnLost::ignore) {
+          event.exit_status = k_exit_lock_lost;
+        } else if (outcome.timed_out) {
+          event.exit_status = k_exit_timed_out;
+        }
         break;
     }
-    ctx.out.field("child_status", outcome.status);
-    if (outcome.lost && options.on_lost != run::OnLost::ignore) {
-      return k_exit_lock_lost;
-    }
-    return outcome.status;
+    count_in_metrics(ctx, *args, lock.key(), event);
+    return event.exit_status;
   };
 }
 

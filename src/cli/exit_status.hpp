@@ -17,6 +17,8 @@ inline constexpr int k_exit_config = 78;       // EX_CONFIG: a Redis that may ev
 // run-locked stopped its child because the lock was lost. Outside sysexits(3)
 // and the shell's 126-165, so it is never confused with busy (75) or a signal.
 inline constexpr int k_exit_lock_lost = 79;
+// run-locked stopped its child at --max-runtime, as timeout(1) exits.
+inline constexpr int k_exit_timed_out = 124;
 
 inline int exit_status_for(util::ErrorKind kind) {
   switch (kind) {

@@ -81,7 +81,8 @@ bool needs_backend_options() {
 }
 
 bool option_environment_set() {
-  return std::getenv(k_prefix_env) != nullptr || backend_option_environment_set();
+  return std::getenv(k_prefix_env) != nullptr || std::getenv(k_metrics_dir_env) != nullptr ||
+         backend_option_environment_set();
 }
 
 }  // namespace nxlock::cli

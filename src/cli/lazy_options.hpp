@@ -23,6 +23,8 @@ bool may_name(std::string_view word, char letter = 0);
 
 // --prefix's environment variable: set, it builds --prefix too.
 inline constexpr const char* k_prefix_env = "NXLOCK_PREFIX";
+// --metrics-dir's (run-locked): set, it builds --metrics-dir too.
+inline constexpr const char* k_metrics_dir_env = "NXLOCK_METRICS_DIR";
 
 // Whether the global options that only rediss:// and redis+sentinel:// URLs or
 // a replicated Redis use may be in play: named on the command line (see

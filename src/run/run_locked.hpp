@@ -24,6 +24,9 @@ struct RunOptions {
   bool renew = true;                 // keep the lock while the child runs
   OnLost on_lost = OnLost::term;
   util::Micros kill_after{10'000'000};
+  // --max-runtime: the job is stopped (SIGTERM, kill_after, SIGKILL, all of it)
+  // this long after it started; none: it may run as long as it holds the lock.
+  std::optional<util::Micros> max_runtime;
   // Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL to the child.
   bool inherit_credentials = false;
   // --hold: a job that ran keeps the lock until `acquired_at + hold` (the lock's
@@ -52,8 +55,9 @@ struct RunOutcome {
   };
   Ending ending = Ending::exited;
   int status = 0;
-  bool lost = false;   // the lock was lost while the child ran
-  std::string detail;  // strerror for not_found / not_executable
+  bool lost = false;       // the lock was lost while the child ran
+  bool timed_out = false;  // it ran past --max-runtime and was stopped
+  std::string detail;      // strerror for not_found / not_executable
 
   // The job's process ran (exited or was killed), as opposed to never starting.
   bool ran() const { return ending == Ending::exited || ending == Ending::signaled; }
@@ -78,6 +82,8 @@ struct Loss {
 struct Reporter {
   std::function<void(std::string_view)> warn;     // renewal trouble, and its end
   std::function<void(const Loss&, OnLost)> lost;  // told before the job is stopped
+  // --max-runtime came: told before the job is stopped, with the grace SIGTERM gets.
+  std::function<void(util::Micros)> timed_out;
 };
 
 struct RunLockedOutcome {

@@ -52,6 +52,15 @@ Supervised supervise(LockedRun& run, const Job& job) {
     }
   };
 
+  // --max-runtime counts from here, the job just started. Its stop is the
+  // lost lock's, by the watchdog (the SIGKILL on time even if we are stopped),
+  // but the lock is still ours: renewed through the grace, released after.
+  const Micros time_up =
+      options.max_runtime ? util::mono_now() + *options.max_runtime : Micros::max();
+  const auto stopping = [&] {
+    return outcome.timed_out || (outcome.lost && options.on_lost != OnLost::ignore);
+  };
+
   for (;;) {
     // Not renewed, the lock is lost when it could expire: wake up then to act.
     // A lost lock has nothing left to wake up for but the job's end.
@@ -59,12 +68,16 @@ Supervised supervise(LockedRun& run, const Job& job) {
     if (!outcome.lost) {
       wake_at = options.renew ? renewal.next_at() : run.act_by();
     }
+    if (!stopping()) {
+      wake_at = std::min(wake_at, time_up);
+    }
     // The job's end is seen on exit_fd() at once, before the watchdog has
     // reaped it and reported; the status follows (collect_exit_status), after
     // the release: the next holder need not wait for our watchdog to be
-    // scheduled. A lost lock is not released: its job's end waits for the
-    // report, which decides what is left to stop.
-    const int exit_fd = outcome.lost ? -1 : watchdog.exit_fd();
+    // scheduled. A lost lock is not released, nor one whose job is being
+    // stopped: its job's end waits for the report, which decides what is left
+    // to stop.
+    const int exit_fd = outcome.lost || outcome.timed_out ? -1 : watchdog.exit_fd();
     pollfd fds[3] = {
         {run.signals.fd(), POLLIN, 0}, {watchdog.status_fd(), POLLIN, 0}, {exit_fd, POLLIN, 0}};
     // Signals to pass on come as data on signals.fd(), not as EINTR.
@@ -86,7 +99,7 @@ Supervised supervise(LockedRun& run, const Job& job) {
       run.reporter.lost(loss, options.on_lost);
     }
     if (wait_status) {
-      if (outcome.lost && options.on_lost != OnLost::ignore) {
+      if (stopping()) {
         // The job is being stopped: nothing it started may go on running, even
         // what left its process group (setsid), which the group's signals missed.
         watchdog.kill_all();
@@ -95,12 +108,24 @@ Supervised supervise(LockedRun& run, const Job& job) {
       record_exit_status(outcome, *wait_status);
       return supervised;
     }
-    if (fds[2].revents != 0 && !outcome.lost) {
+    if (fds[2].revents != 0 && !outcome.lost && !outcome.timed_out) {
       outcome.ending = RunOutcome::Ending::exited;  // it ran; collect_exit_status says how it ended
       supervised.status_pending = true;
       return supervised;
     }
 
+    if (!stopping() && util::mono_now() >= time_up) {
+      // SIGKILL after the grace, or before the lock could expire, if sooner
+      // (as the watchdog would cut it anyway): renewal may fail meanwhile.
+      outcome.timed_out = true;
+      const Micros now = util::mono_now();
+      const Micros kill_at =
+          std::min(now + options.kill_after, schedule.kill_at(run.held.valid_until));
+      if (run.reporter.timed_out) {
+        run.reporter.timed_out(std::max(kill_at - now, Micros(0)));
+      }
+      watchdog.stop(kill_at > now ? SIGTERM : SIGKILL, kill_at);
+    }
     if (!options.renew && !outcome.lost && util::mono_now() >= run.act_by()) {
       if (options.on_lost == OnLost::ignore) {
         lose(Loss{lock::Verdict::expired, "--no-renew"});
