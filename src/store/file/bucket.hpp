@@ -29,7 +29,7 @@ struct Change {
   bool keep_meta = false;
   std::optional<std::int64_t> fence;
   std::optional<std::int64_t> until;  // put: details beside the lock, until it expires
-  bool owned = false;  // put: this process is recorded as the lock's owner
+  bool owned = false;                 // put: this process is recorded as the lock's owner
 };
 
 // A key's stripe directory (STORE/data/XY) and where its bucket lives in it.

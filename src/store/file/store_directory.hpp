@@ -57,9 +57,9 @@ class StoreDirectory {
 
   std::string m_path;
   Options m_options;
-  util::UniqueFd m_root;  // O_DIRECTORY fd of the store; everything else is openat() from it
-  util::UniqueFd m_data;  // STORE/data, once it exists
-  util::UniqueFd m_wait;  // STORE/wait, once it exists
+  util::UniqueFd m_root;      // O_DIRECTORY fd of the store; everything else is openat() from it
+  util::UniqueFd m_data;      // STORE/data, once it exists
+  util::UniqueFd m_wait;      // STORE/wait, once it exists
   mode_t m_file_mode = 0600;  // the store directory's permission bits, minus x
   mode_t m_dir_mode = 0700;   // the store directory's permission bits (and setgid)
   bool m_marker_v1 = false;   // a format 1 store, not yet marked 2

@@ -59,8 +59,11 @@ void sweep_abandoned(Buckets& buckets, const Stripe& stripe) {
   }
   const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
   for (const auto& name : names) {
-    Stripe other{record::Bucket{stripe.bucket.stripe, name}, stripe.path,
-                 stripe.path + "/" + name, util::UniqueFd(::dup(stripe.fd.get())), {}};
+    Stripe other{record::Bucket{stripe.bucket.stripe, name},
+                 stripe.path,
+                 stripe.path + "/" + name,
+                 util::UniqueFd(::dup(stripe.fd.get())),
+                 {}};
     if (!other.fd) {
       return;
     }

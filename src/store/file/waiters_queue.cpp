@@ -70,7 +70,8 @@ std::vector<QueuedWaiter> parse_queue(const std::string* text) {
     long long arrival = 0;
     long long lease = 0;
     char boot[64] = {};
-    const int words = std::sscanf(line.c_str(), "%63s %lld %lld %63s", ticket, &arrival, &lease, boot);
+    const int words =
+        std::sscanf(line.c_str(), "%63s %lld %lld %63s", ticket, &arrival, &lease, boot);
     if (words >= 3 && ticket[0] == 'q') {
       waiters.push_back({ticket, arrival, words == 4 && this_boot == boot ? lease : 0});
     }
@@ -343,7 +344,6 @@ void FileStore::leave(std::string_view key, std::string_view queue, std::string_
     wake_first(queue);  // we may have been the one woken
   }
 }
-
 
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key, std::string ticket) {
   auto watcher = make_watcher(key);
