@@ -10,22 +10,48 @@
 
 namespace nxlock::store {
 
-std::string default_store_path() {
+namespace {
+
+// The default directory, and where it came from (for messages).
+struct DefaultStore {
+  std::string path;
+  std::string origin;
+};
+
+DefaultStore find_default_store() {
   if (const char* explicit_store = std::getenv("NXLOCK_STORE"); explicit_store && *explicit_store) {
-    return explicit_store;
+    return {explicit_store, "NXLOCK_STORE"};
   }
   if (geteuid() == 0) {
-    return "/var/lib/nxlock";
+    return {"/var/lib/nxlock", "root's"};
   }
   // XDG requires an absolute path; a relative one is ignored as the spec says.
   if (const char* state = std::getenv("XDG_STATE_HOME"); state && state[0] == '/') {
-    return std::string(state) + "/nxlock";
+    return {std::string(state) + "/nxlock", "XDG_STATE_HOME"};
   }
   if (const char* home = std::getenv("HOME"); home && home[0] == '/') {
-    return std::string(home) + "/.local/state/nxlock";
+    return {std::string(home) + "/.local/state/nxlock", "HOME"};
   }
   throw util::Error(util::ErrorKind::usage, "default store",
                     "neither NXLOCK_STORE nor HOME is set; give --url file:///PATH");
+}
+
+}  // namespace
+
+std::string default_store_path() {
+  return find_default_store().path;
+}
+
+std::string default_store_hint() {
+  const std::string origin = find_default_store().origin;
+  if (origin == "NXLOCK_STORE") {
+    return "the default store, from NXLOCK_STORE; set it to a directory you can create, or give "
+           "--url file:///PATH";
+  }
+  if (origin == "root's") {
+    return "root's default store; set NXLOCK_STORE or give --url file:///PATH";
+  }
+  return "the default store, from " + origin + "; set NXLOCK_STORE or give --url file:///PATH";
 }
 
 Url default_store_url() {

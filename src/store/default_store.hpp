@@ -12,6 +12,11 @@ namespace nxlock::store {
 // Throws util::Error (usage) when none of these gives a place.
 std::string default_store_path();
 
+// For a failure to create the default store: where default_store_path() came
+// from and what to do instead, e.g. "the default store, from HOME; set
+// NXLOCK_STORE or give --url file:///PATH".
+std::string default_store_hint();
+
 // default_store_path() as a file URL marked as the per-user default (its owner
 // is then checked). Throws util::Error (usage) if the path is not absolute.
 Url default_store_url();

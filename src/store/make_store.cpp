@@ -1,6 +1,7 @@
 // make_store: picks the backend for a URL.
 #include "store/make_store.hpp"
 
+#include "store/default_store.hpp"
 #include "store/file/file_store.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/tracing_store.hpp"
@@ -22,6 +23,9 @@ std::unique_ptr<Store> make_backend(const Url& url, const ConnectOptions& option
   FileStore::Options file_options;
   file_options.durable = url.durable;
   file_options.require_owner = url.is_default_store;
+  if (url.is_default_store) {
+    file_options.create_hint = default_store_hint();  // a cron job's HOME may not exist
+  }
   file_options.record_owner = options.renews_while_alive;
   return std::make_unique<FileStore>(url.path, file_options);
 }

@@ -3,6 +3,7 @@ nothing left behind, a live holder never taken over because of a clock, no store
 made by a read."""
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -253,6 +254,40 @@ class TestMissingStore(FileSafetyCase):
         r = self.nx("setnx", "k", "v", env=dict(self.env, NXLOCK_STORE=missing))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.isdir(missing))
+
+    @unittest.skipUnless(os.geteuid() == 0, "runs nxlock as nobody through setpriv")
+    def test_a_home_that_does_not_exist_names_the_default_store(self):
+        # A system user as cron runs it: HOME=/nonexistent, which it cannot create.
+        if os.path.exists("/nonexistent"):
+            self.skipTest("/nonexistent exists here")
+        # The checkout may sit in a private (0700) directory: nobody runs a copy.
+        os.chmod(self.tmp, 0o755)
+        binary = os.path.join(self.tmp, "nxlock")
+        shutil.copy(BIN, binary)
+        env = {k: v for k, v in self.env.items() if k not in ("NXLOCK_STORE", "XDG_STATE_HOME")}
+        env["HOME"] = "/nonexistent"
+
+        def nobody(*args):
+            return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   binary, *args], env=env, capture_output=True,
+                                  timeout=COMMAND_TIMEOUT)
+        for args in (["lock", "k"], ["setnx", "k", "v"]):
+            with self.subTest(args=args):
+                self.assertOneLineError(
+                    nobody(*args), 77,
+                    "/nonexistent/.local/state/nxlock: create directory /nonexistent: ",
+                    "(the default store, from HOME; set NXLOCK_STORE or give --url file:///PATH)")
+        # Reads still create nothing, and say nothing is there.
+        r = nobody("status", "k")
+        self.assertEqual((r.returncode, r.stderr), (1, b""))
+        self.assertIn(b"free", r.stdout)
+        r = nobody("get", "k")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (1, b"", b""))
+        self.assertFalse(os.path.exists("/nonexistent"))
+        # A store named explicitly keeps its plain message: it is no default.
+        r = nobody("-u", "file:///nonexistent/store", "lock", "k")
+        self.assertOneLineError(r, 77, "/nonexistent: create directory: ")
+        self.assertNotIn(b"default store", r.stderr)
 
 
 if __name__ == "__main__":

@@ -142,8 +142,7 @@ const StoreFactory k_file_factory{"file", [] { return std::make_unique<TempFileS
 
 INSTANTIATE_TEST_SUITE_P(Embedded, StoreContract,
                          ::testing::Values(&k_memory_factory, &k_file_factory), factory_name);
-INSTANTIATE_TEST_SUITE_P(Embedded, QueueContract, ::testing::Values(&k_file_factory),
-                         factory_name);
+INSTANTIATE_TEST_SUITE_P(Embedded, QueueContract, ::testing::Values(&k_file_factory), factory_name);
 
 // The documented bucket name, computed independently of the store.
 std::string fnv1a64_hex(std::string_view key) {
@@ -207,12 +206,15 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
 
 // Runs `body` and returns the kind of util::Error it threw; fails if it threw none.
 std::optional<ErrorKind> error_kind(const std::function<void()>& body,
-                                    std::string* subject = nullptr) {
+                                    std::string* subject = nullptr, std::string* reason = nullptr) {
   try {
     body();
   } catch (const util::Error& e) {
     if (subject != nullptr) {
       *subject = e.subject();
+    }
+    if (reason != nullptr) {
+      *reason = e.reason();
     }
     return e.kind();
   }
@@ -495,11 +497,37 @@ TEST_F(FileStoreTest, ACorruptRecordIsReportedByEveryOperationAndNeverTouched) {
     for (const auto& [name, operation] : operations) {
       SCOPED_TRACE(std::string(damages[i].name) + " #" + std::to_string(i) + ", " + name);
       std::string subject;
-      EXPECT_EQ(error_kind([&, &op = operation] { op(store); }, &subject), ErrorKind::data);
+      std::string reason;
+      EXPECT_EQ(error_kind([&, &op = operation] { op(store); }, &subject, &reason),
+                ErrorKind::data);
       EXPECT_EQ(subject, bucket_path("k"));
+      // What it is, the key it was read for, and what removing it costs.
+      EXPECT_TRUE(reason.starts_with("corrupt record (")) << reason;
+      EXPECT_NE(reason.find(") for key 'k'; removing this file drops that key only"),
+                std::string::npos)
+          << reason;
       EXPECT_EQ(read_file(bucket_path("k")), bad);
     }
   }
+}
+
+TEST_F(FileStoreTest, AFailureToCreateTheStoreEndsWithTheHint) {
+  // A parent that is a dangling symlink: mkdir fails whoever runs the test (root too).
+  ASSERT_EQ(::symlink((m_dir.path() + "/missing/deeper").c_str(), (m_dir.path() + "/link").c_str()),
+            0);
+  const std::string store = m_dir.path() + "/link/store";
+  FileStore::Options options;
+  options.create_hint = "where it came from";
+  std::string subject;
+  std::string reason;
+  EXPECT_EQ(error_kind([&] { FileStore(store, options).set("k", "v"); }, &subject, &reason),
+            ErrorKind::internal);
+  EXPECT_EQ(subject, store);
+  EXPECT_EQ(reason, "create store directory: No such file or directory (where it came from)");
+  // Without a hint (a store named explicitly), as before.
+  EXPECT_EQ(error_kind([&] { FileStore(store, {}).set("k", "v"); }, &subject, &reason),
+            ErrorKind::internal);
+  EXPECT_EQ(reason, "create store directory: No such file or directory");
 }
 
 TEST_F(FileStoreTest, ARecordInTheWrongBucketIsCorrupt) {
@@ -1239,7 +1267,7 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   ::close(ready[0]);
   ASSERT_EQ(files_in(wait_dir), 1u);
   EXPECT_EQ(mode_of(wait_dir + "/qdead"), 0660u);
-  reap(waiter);  // killed: its FIFO stays on disk, open by nobody
+  reap(waiter);                      // killed: its FIFO stays on disk, open by nobody
   std::this_thread::sleep_for(5ms);  // and its place in line (a 1 ms lease) lapses
   ASSERT_EQ(files_in(wait_dir), 1u);
   ASSERT_TRUE(holder.queue()->compare_and_delete("k", "v", store::Fence("c", *taken), "q"));

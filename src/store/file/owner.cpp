@@ -30,4 +30,8 @@ bool alive(const record::Owner& owner) {
   return util::still_running({owner.pid, owner.start, owner.boot});
 }
 
+bool keeps_held(const record::Entry& entry) {
+  return entry.fence && entry.owner && entry.owner != self() && alive(*entry.owner);
+}
+
 }  // namespace nxlock::store::owner

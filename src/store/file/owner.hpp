@@ -22,4 +22,10 @@ const std::string& this_boot();
 // lock keeps its timestamp's meaning). Anything /proc does not confirm is not alive.
 bool alive(const record::Owner& owner);
 
+// True if `entry` is a lock that this host's clock may call expired but whose
+// owner still runs: a live run-locked renews it, and only its timestamp is
+// behind (a clock step, a caller's skewed clock). Liveness only keeps a lock.
+// A caller that is the owner itself is not kept out by its own liveness.
+bool keeps_held(const record::Entry& entry);
+
 }  // namespace nxlock::store::owner

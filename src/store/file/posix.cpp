@@ -37,10 +37,13 @@ ErrorKind kind_of(int err) {
   }
 }
 
-[[noreturn]] void fail(int err, const std::string& path, const std::string& action) {
+std::string reason(int err) {
   // With O_NOFOLLOW, ELOOP means the last component is a symlink: say so plainly.
-  const std::string why = err == ELOOP ? "is a symbolic link (not followed)" : std::strerror(err);
-  throw util::Error(kind_of(err), util::escape(path), action + ": " + why);
+  return err == ELOOP ? "is a symbolic link (not followed)" : std::strerror(err);
+}
+
+[[noreturn]] void fail(int err, const std::string& path, const std::string& action) {
+  throw util::Error(kind_of(err), util::escape(path), action + ": " + reason(err));
 }
 
 std::string read_all(int fd, const std::string& path, std::size_t size) {

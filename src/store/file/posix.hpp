@@ -16,6 +16,9 @@ namespace nxlock::store::posix {
 // The outcome class of a failed system call, as the user should see it.
 util::ErrorKind kind_of(int err);
 
+// `err` in words, for a message.
+std::string reason(int err);
+
 // Throws util::Error for `err` from `action` on `path`.
 [[noreturn]] void fail(int err, const std::string& path, const std::string& action);
 
