@@ -199,7 +199,7 @@ Check records_check(const std::string& path) {
     }
     closedir(stripes);
   }
-  std::string detail = std::to_string(records) + (records == 1 ? " record" : " records");
+  std::string detail = std::to_string(records) + " in the store";
   if (leftovers > 0) {
     detail += ", " + std::to_string(leftovers) + " unfinished writes (removed by the next write)";
   }
