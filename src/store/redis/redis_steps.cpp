@@ -4,7 +4,6 @@
 #include <hiredis/hiredis.h>
 
 #include "store/redis/scripts.hpp"
-#include "util/error.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store {
