@@ -14,6 +14,7 @@
 #include "store/diagnosis.hpp"
 #include "store/redis/connection.hpp"
 #include "store/redis/diagnose.hpp"
+#include "store/redis/endpoint_setup.hpp"
 #include "store/redis/fitness.hpp"
 #include "store/redis/reply.hpp"
 #include "util/escape.hpp"
@@ -59,7 +60,9 @@ namespace {
 using redis::Command;
 using redis::Connection;
 using redis::Endpoint;
+using redis::info_field;
 using redis::Reply;
+using redis::Setup;
 using redis::doctor::address_text;
 using redis::doctor::reply_error;
 using redis::doctor::text_of;
@@ -70,23 +73,6 @@ using util::Micros;
 // A server clock further than this from ours is worth a warning: a lock's
 // timestamp is whole seconds.
 constexpr Micros k_clock_tolerance{1'000'000};
-
-// The value of `field` in INFO's "field:value" lines.
-std::optional<std::string> info_field(std::string_view info, std::string_view field) {
-  std::size_t at = 0;
-  while (at < info.size()) {
-    const std::size_t end = std::min(info.find('\n', at), info.size());
-    std::string_view line = info.substr(at, end - at);
-    if (line.ends_with('\r')) {
-      line.remove_suffix(1);
-    }
-    if (line.size() > field.size() && line.starts_with(field) && line[field.size()] == ':') {
-      return std::string(line.substr(field.size() + 1));
-    }
-    at = end + 1;
-  }
-  return std::nullopt;
-}
 
 long number_or(const std::optional<std::string>& text, long fallback) {
   return text ? std::strtol(text->c_str(), nullptr, 10) : fallback;
@@ -105,25 +91,6 @@ std::string millis_text(Micros duration) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f ms", static_cast<double>(duration.count()) / 1000.0);
   return text;
-}
-
-using Setup = std::vector<std::vector<std::string>>;
-
-// AUTH [USER] PASSWORD and SELECT, as the store's own connection logs in.
-Setup login(const Url& url, const std::optional<std::string>& password) {
-  Setup setup;
-  if (password) {
-    std::vector<std::string> auth{"AUTH"};
-    if (url.user) {
-      auth.push_back(*url.user);
-    }
-    auth.push_back(*password);
-    setup.push_back(std::move(auth));
-  }
-  if (url.db != 0) {
-    setup.push_back({"SELECT", std::to_string(url.db)});
-  }
-  return setup;
 }
 
 // One server: from reaching it to its clock. Appends to `checks`.
@@ -224,8 +191,8 @@ class ServerDiagnosis {
   // (fitness.hpp decides what evicts locks): a server it refuses is judged
   // on a second connection without that check.
   bool log_in() {
-    const auto password = m_options.password ? m_options.password : m_url.password;
-    const Setup setup = login(m_url, password);
+    const auto password = redis::password_of(m_url, m_options);
+    const Setup setup = redis::login_setup(m_url, password);
     m_connection = std::make_unique<Connection>(m_endpoint, setup);
     redis::add_fitness_checks(
         *m_connection, name(), [this](const std::string& text) { m_info_refused = text; },
@@ -462,15 +429,8 @@ class ServerDiagnosis {
 Diagnosis diagnose_redis(const Url& url, const ConnectOptions& options) {
   Diagnosis diagnosis;
   diagnosis.backend = url.redacted;
-  Endpoint endpoint;
-  endpoint.name = url.redacted;
-  endpoint.timeout_seconds = options.timeout_seconds;
-  if (url.tls) {
-    endpoint.tls = redis::make_tls_context(options.tls, url.redacted);
-  }
-  if (url.scheme == Url::Scheme::redis_unix) {
-    endpoint.unix_path = url.path;
-  } else if (url.scheme == Url::Scheme::redis_sentinel) {
+  Endpoint endpoint = redis::endpoint_of(url, options);
+  if (url.scheme == Url::Scheme::redis_sentinel) {
     const auto master = redis::doctor::ask_sentinels(url, options, endpoint.tls, diagnosis.checks);
     if (!master) {
       return diagnosis;
@@ -479,9 +439,6 @@ Diagnosis diagnose_redis(const Url& url, const ConnectOptions& options) {
     endpoint.host = master->host;
     endpoint.port = master->port;
     endpoint.name = url.redacted + " (master " + address_text(*master) + ")";
-  } else {
-    endpoint.host = url.host;
-    endpoint.port = url.port;
   }
   ServerDiagnosis(std::move(endpoint), url, options, diagnosis.checks).run();
   return diagnosis;

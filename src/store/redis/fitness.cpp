@@ -3,6 +3,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string_view>
@@ -12,24 +13,11 @@
 
 namespace nxlock::store::redis {
 
-namespace {
-
-using util::Error;
-using util::ErrorKind;
-
-// The value of `field` in an INFO reply ("field:value" lines), if present.
-std::optional<std::string> info_field(const redisReply& reply, std::string_view field) {
-  if (reply.type != REDIS_REPLY_STRING && reply.type != REDIS_REPLY_STATUS) {
-    return std::nullopt;
-  }
-  const std::string_view text(reply.str, reply.len);
+std::optional<std::string> info_field(std::string_view info, std::string_view field) {
   std::size_t at = 0;
-  while (at < text.size()) {
-    std::size_t end = text.find('\n', at);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string_view line = text.substr(at, end - at);
+  while (at < info.size()) {
+    const std::size_t end = std::min(info.find('\n', at), info.size());
+    std::string_view line = info.substr(at, end - at);
     if (line.ends_with('\r')) {
       line.remove_suffix(1);
     }
@@ -39,6 +27,19 @@ std::optional<std::string> info_field(const redisReply& reply, std::string_view 
     at = end + 1;
   }
   return std::nullopt;
+}
+
+namespace {
+
+using util::Error;
+using util::ErrorKind;
+
+// The value of `field` in an INFO reply, if present.
+std::optional<std::string> reply_field(const redisReply& reply, std::string_view field) {
+  if (reply.type != REDIS_REPLY_STRING && reply.type != REDIS_REPLY_STATUS) {
+    return std::nullopt;
+  }
+  return info_field(std::string_view(reply.str, reply.len), field);
 }
 
 // True (after warning once) when INFO was refused: the check cannot be made.
@@ -59,7 +60,7 @@ bool refused(const redisReply& reply, const std::string& name,
 }
 
 void check_server(const redisReply& reply, const std::string& name) {
-  const auto version = info_field(reply, "redis_version");
+  const auto version = reply_field(reply, "redis_version");
   if (!version) {
     return;  // not Redis's INFO: nothing to judge
   }
@@ -79,12 +80,12 @@ void check_server(const redisReply& reply, const std::string& name) {
 }
 
 void check_memory(const redisReply& reply, const std::string& name) {
-  const auto maxmemory = info_field(reply, "maxmemory");
-  const auto policy = info_field(reply, "maxmemory_policy");
+  const auto maxmemory = reply_field(reply, "maxmemory");
+  const auto policy = reply_field(reply, "maxmemory_policy");
   if (!maxmemory || !policy || *maxmemory == "0" || *policy == "noeviction") {
     return;
   }
-  const auto human = info_field(reply, "maxmemory_human");
+  const auto human = reply_field(reply, "maxmemory_human");
   throw Error(ErrorKind::config, name,
               "maxmemory-policy is " + util::escape(*policy, 40) + " with maxmemory " +
                   util::escape(human.value_or(*maxmemory), 40) +

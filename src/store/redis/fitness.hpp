@@ -3,7 +3,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "store/redis/connection.hpp"
 
@@ -21,8 +23,10 @@ inline constexpr int k_min_minor = 0;
 // the connect with util::Error(config) naming `name`, the policy or version,
 // and the fix. A server that refuses INFO (an ACL's NOPERM, a renamed command)
 // is only warned about through `warn`, once per `warned` flag.
+// The value of `field` in INFO's "field:value" lines, if present.
+std::optional<std::string> info_field(std::string_view info, std::string_view field);
+
 void add_fitness_checks(Connection& connection, const std::string& name,
-                        std::function<void(const std::string&)> warn,
-                        std::shared_ptr<bool> warned);
+                        std::function<void(const std::string&)> warn, std::shared_ptr<bool> warned);
 
 }  // namespace nxlock::store::redis

@@ -1,4 +1,6 @@
 // RedisStore: the Store interface over one Redis connection (TCP, unix socket or TLS).
+// redis_store.cpp connects and routes, redis_steps.cpp has the steps,
+// redis_queue.cpp the waiters' queue, scripts.cpp their Lua.
 #pragma once
 
 #include <functional>
@@ -71,8 +73,8 @@ class RedisStore final : public Store, private WaitersQueue {
   int m_replicas = 0;
   bool m_queue_forbidden = false;  // the ACL refused the queue's script once: no more tries
   double m_timeout_seconds = 2.0;
-  bool m_for_locks = false;                            // ConnectOptions::for_locks
-  std::function<void(const std::string&)> m_warn;      // ConnectOptions::warn
+  bool m_for_locks = false;                                        // ConnectOptions::for_locks
+  std::function<void(const std::string&)> m_warn;                  // ConnectOptions::warn
   std::shared_ptr<bool> m_warned = std::make_shared<bool>(false);  // INFO refused: said once
   util::Micros m_keep{0};    // keep_keys_for: 0 sets no expiry on the lock and holder keys
   bool m_own_clock = false;  // decide_on_own_clock

@@ -207,6 +207,10 @@ std::optional<Redirect> parse_redirect(const redisReply& reply) {
               "unexpected reply from the server: " + describe_reply(reply));
 }
 
+bool is_pair(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_ARRAY && reply.elements == 2;
+}
+
 long long integer_of(const redisReply& reply, const std::string& name) {
   if (reply.type != REDIS_REPLY_INTEGER) {
     throw_unexpected(reply, name);

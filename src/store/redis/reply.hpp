@@ -99,6 +99,9 @@ long long integer_of(const redisReply& reply, const std::string& name);
 // A bulk string's bytes, nullopt for nil; any other reply is unexpected.
 std::optional<std::string> string_of(const redisReply& reply, const std::string& name);
 
+// An array of two elements: what the scripts that return a pair answer.
+bool is_pair(const redisReply& reply);
+
 // TIME's [seconds, microseconds] as microseconds since the epoch.
 util::Micros time_of(const redisReply& reply, const std::string& name);
 

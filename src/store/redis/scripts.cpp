@@ -1,0 +1,207 @@
+// The Lua scripts of the lock steps and the waiters' queue, and the channels they wake.
+#include "store/redis/scripts.hpp"
+
+namespace nxlock::store::redis {
+
+// Waiters SUBSCRIBE here; whoever changes the key PUBLISHes. Channels are not
+// scoped by db, so equal keys in two dbs only cause spurious wake-ups.
+constexpr std::string_view k_wake_prefix = "nxlock:wake:";
+// A queued waiter also SUBSCRIBEs to a channel of its own, named after its
+// ticket, on which a release hands it its turn. Naming the ticket on the key's
+// channel instead woke every waiter's process to read it and go back to sleep:
+// on two cores the one it named was often the last to run.
+#define NXLOCK_TURN_PREFIX "nxlock:turn:"
+constexpr std::string_view k_turn_prefix = NXLOCK_TURN_PREFIX;
+
+// Both scripts must run on the server: done as GET, compare, then DEL/SET from
+// here, another client could take over an expired lock between our GET and our
+// write, and we would delete or overwrite its fresh lock. A script is atomic.
+// The deleting script also wakes the key's waiters: in the same round trip, so a
+// released lock's next holder is not kept waiting for a separate PUBLISH. The
+// wake-up is best effort (pcall): a user whose ACL forbids PUBLISH still
+// releases, and the waiters then find the lock free on their poll tick.
+const std::string_view k_compare_and_delete_script =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
+    "redis.pcall('PUBLISH', ARGV[2], '1') return 1 else return 0 end";
+// ARGV[3]: how long the key is kept at least (ms; '0': no expiry is set). SET
+// drops an expiry: the key keeps the longer of the one it had and ARGV[3] (a
+// counter raised by the quorum keeps its week, a holder record its lock's).
+const std::string_view k_compare_and_set_script =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local left = redis.call('PTTL', KEYS[1]) "
+    "redis.call('SET', KEYS[1], ARGV[2]) "
+    "local keep = tonumber(ARGV[3]) "
+    "if keep > 0 then if left > keep then keep = left end "
+    "redis.call('PEXPIRE', KEYS[1], string.format('%.0f', keep)) end "
+    "return 1";
+
+// What every fenced script starts with. Scripts that read TIME and then write
+// need effects replication: the default since Redis 5, asked for on older
+// servers. `now` is the server's clock in microseconds (exact in a double, below
+// 2^53), `now_text` the same as decimal text (a number passed to redis.call is
+// formatted as a float, which could lose digits). keep(k, ms) sets an expiry,
+// relative to now, unless ms is '0'.
+#define NXLOCK_TIME_PRELUDE                                                  \
+  "if redis.replicate_commands then redis.replicate_commands() end "         \
+  "local t = redis.call('TIME') "                                            \
+  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "                   \
+  "local now_text = t[1] .. string.sub('00000' .. t[2], -6) "                \
+  "local function keep(k, ms) if ms ~= '0' then redis.call('PEXPIRE', k, ms) end end "
+// issue(c, ms): the next fencing token from counter c, kept ms after. A token is
+// the larger of the counter plus one (INCR: exact integers) and the server's
+// clock in microseconds, so tokens go on rising when the counter was evicted,
+// flushed, expired or lost in a restart (as long as the clock does not step
+// back). Returns the INCR's error (a counter that holds no integer) as is.
+#define NXLOCK_ISSUE                                                          \
+  "local function issue(c, ms) "                                              \
+  "local token = redis.pcall('INCR', c) "                                     \
+  "if type(token) == 'table' then return token end "                          \
+  "if token < now then redis.call('SET', c, now_text) token = now end "      \
+  "redis.call('PEXPIRE', c, ms) return token end "
+
+// The fenced steps (Store's steps with a guard) are scripts for the same reason,
+// and one more: the owning write and the counter's step must be one step, or a
+// holder paused between them could be handed a token above its successor's, or
+// the counter could move without an owner. Redis runs a script whole, with no
+// other client's command in between, and replicates its effects together; on
+// a cluster all keys share a hash slot (the caller names the counter so), so
+// one node runs it. Only an owning step issues a token: SETNX that set the key,
+// or a takeover of an absent or expired lock. A token that cannot be issued
+// (the counter holds no integer) undoes the script's own write and returns the
+// error, so a failed step leaves nothing behind. Every key written gets its
+// expiry in the same script (keep_keys_for).
+//
+// KEYS: lock, counter. ARGV: value, lock keep (ms), counter keep (ms).
+const std::string_view k_set_if_absent_fenced_script =
+    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+    "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return false end "
+    "local token = issue(KEYS[2], ARGV[3]) "
+    "if type(token) == 'table' then redis.call('DEL', KEYS[1]) return token end "
+    "keep(KEYS[1], ARGV[2]) return token";
+// KEYS: lock, counter. ARGV: value, now (Unix seconds; '' for the server's
+// own clock), lock keep, counter keep. The page's GETSET, but compare first:
+// a lock that is not expired is left untouched (GETSET would write and the
+// loser give the value back, a moment in which the holder's renewal finds
+// another value and calls its lock taken over). To every other client it is
+// still one GETSET: atomic, returning the old value. The expiry test must be
+// the lock layer's (store/lock_value.hpp): 1 to 18 decimal digits, older than
+// now. tonumber() is a double, exact below 2^53; above it the value is far
+// beyond any `now`.
+const std::string_view k_get_and_set_fenced_script =
+    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+    "local limit = tonumber(t[1]) "
+    "if ARGV[2] ~= '' then limit = tonumber(ARGV[2]) end "
+    "local old = redis.call('GET', KEYS[1]) "
+    "if old and not (#old <= 18 and string.match(old, '^%d+$') and "
+    "tonumber(old) < limit) then return {old, false} end "
+    "local token = issue(KEYS[2], ARGV[4]) "
+    "if type(token) == 'table' then return token end "
+    "redis.call('SET', KEYS[1], ARGV[1]) keep(KEYS[1], ARGV[3]) "
+    "return {old, token}";
+// As the unfenced ones, and the counter must still hold the holder's token: a
+// lock deleted (unlock --force) and taken again with the same timestamp has a
+// higher token, and is not ours. An absent counter (evicted, deleted) counts as
+// ours: every acquisition writes it, so none came since it went; it is written
+// back with our token. Either way it is kept a week more.
+// KEYS: lock, counter. ARGV: expected, value, token, lock keep, counter keep.
+const std::string_view k_compare_and_set_fenced_script =
+    "local function keep(k, ms) if ms ~= '0' then redis.call('PEXPIRE', k, ms) end end "
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local c = redis.call('GET', KEYS[2]) "
+    "if c and c ~= ARGV[3] then return 0 end "
+    "redis.call('SET', KEYS[1], ARGV[2]) keep(KEYS[1], ARGV[4]) "
+    "if not c then redis.call('SET', KEYS[2], ARGV[3]) end "
+    "redis.call('PEXPIRE', KEYS[2], ARGV[5]) return 1";
+// KEYS: lock, counter. ARGV: expected, token, channel, counter keep. The
+// delete, without its wake-up: the queued release wakes differently.
+constexpr std::string_view k_fenced_delete =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local c = redis.call('GET', KEYS[2]) "
+    "if c and c ~= ARGV[2] then return 0 end "
+    "redis.call('DEL', KEYS[1]) "
+    "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "
+    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) ";
+const std::string k_compare_and_delete_fenced_script =
+    std::string(k_fenced_delete) + "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
+
+// The waiters' queue (WaitersQueue, store.hpp): two sorted sets in the lock
+// key's slot, QUEUE (tickets scored by arrival, server microseconds) and
+// QUEUE's lease companion (the same tickets scored by the instant their lease
+// lapses). A release PUBLISHes the first live ticket on that waiter's own turn
+// channel (turn()), which only it receives. The server's own TIME decides
+// leases, so the waiters' clocks need not agree. `head()` drops the lapsed
+// entries it meets at the front: a waiter killed while queued holds the others
+// up for one lease at most.
+constexpr std::string_view k_queue_prelude =
+    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+    "local pruned = false "
+    "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX "' .. h, h) end "
+    "local function head(q, l) "
+    "while true do "
+    "local first = redis.call('ZRANGE', q, 0, 0)[1] "
+    "if not first then return false end "
+    "local lease = redis.call('ZSCORE', l, first) "
+    "if lease and tonumber(lease) >= now then return first end "
+    "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true "
+    "end end ";
+// KEYS: lock, counter, queue, lease. ARGV: value, ticket, waiting, lease (us),
+// queue keep (ms), lock keep (ms), counter keep (ms). A waiter behind a live
+// head tries nothing; one that may go first does the SETNX (and token) of
+// k_set_if_absent_fenced_script, and leaves the queue when it sets. A waiter
+// that did not set joins (ZADD NX keeps its place) and renews its lease; one
+// that sets never writes the queue it leaves. If it dropped a dead head while
+// the lock is free, the new head (when it is another) is woken: it may be
+// waiting for a wake-up that the dead one took with it.
+const std::string k_set_if_absent_queued_script =
+    std::string(k_queue_prelude) +
+    "local ticket = ARGV[2] "
+    "local function join() if ARGV[3] == '1' then "
+    "redis.call('ZADD', KEYS[3], 'NX', now, ticket) "
+    "redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ticket) "
+    "redis.call('PEXPIRE', KEYS[3], ARGV[5]) redis.call('PEXPIRE', KEYS[4], ARGV[5]) "
+    "end end "
+    "local h = head(KEYS[3], KEYS[4]) "
+    "if h and h ~= ticket then "
+    "join() "
+    "local current = redis.call('GET', KEYS[1]) "
+    "if pruned and not current then turn(h) end "
+    "return {0, current} end "
+    "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then "
+    "join() return {1, redis.call('GET', KEYS[1])} end "
+    "local token = issue(KEYS[2], ARGV[7]) "
+    "if type(token) == 'table' then redis.call('DEL', KEYS[1]) return token end "
+    "keep(KEYS[1], ARGV[6]) "
+    "if h then redis.call('ZREM', KEYS[3], ticket) redis.call('ZREM', KEYS[4], ticket) end "
+    "return {2, token}";
+// KEYS: lock, counter, queue, lease. ARGV: expected, token, channel, counter
+// keep. As k_compare_and_delete_fenced_script, but the wake-up goes to the
+// first live waiter alone; with none queued, '1' on the key's channel wakes
+// every watcher (waiters of older versions, which are not queued).
+const std::string k_compare_and_delete_queued_script =
+    std::string(k_queue_prelude) + std::string(k_fenced_delete) +
+    "local h = head(KEYS[3], KEYS[4]) "
+    "if h then turn(h) else redis.pcall('PUBLISH', ARGV[3], '1') end return 1";
+// KEYS: lock, queue, lease. ARGV: ticket. Leaving while the lock is
+// free hands the wake-up on to the next live waiter (the leaver may have been
+// the one woken).
+const std::string k_leave_queue_script =
+    std::string(k_queue_prelude) +
+    "redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('ZREM', KEYS[3], ARGV[1]) "
+    "if redis.call('EXISTS', KEYS[1]) == 0 then "
+    "local h = head(KEYS[2], KEYS[3]) "
+    "if h then turn(h) end end "
+    "return 1";
+
+std::string wake_channel(std::string_view key) {
+  std::string channel(k_wake_prefix);
+  channel += key;
+  return channel;
+}
+
+std::string turn_channel(std::string_view ticket) {
+  std::string channel(k_turn_prefix);
+  channel += ticket;
+  return channel;
+}
+
+}  // namespace nxlock::store::redis

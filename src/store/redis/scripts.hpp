@@ -1,0 +1,29 @@
+// The Lua scripts of the lock steps and the waiters' queue, and the channels they wake.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace nxlock::store::redis {
+
+// Each script's reasons, KEYS and ARGV are with its text in scripts.cpp.
+
+// The unfenced steps: compare, then delete (and wake) or set.
+extern const std::string_view k_compare_and_delete_script;
+extern const std::string_view k_compare_and_set_script;
+// The fenced steps: the owning write and the counter's step in one.
+extern const std::string_view k_set_if_absent_fenced_script;
+extern const std::string_view k_get_and_set_fenced_script;
+extern const std::string_view k_compare_and_set_fenced_script;
+extern const std::string k_compare_and_delete_fenced_script;
+// The waiters' queue (WaitersQueue, store.hpp).
+extern const std::string k_set_if_absent_queued_script;
+extern const std::string k_compare_and_delete_queued_script;
+extern const std::string k_leave_queue_script;
+
+// The channel that whoever changes `key` PUBLISHes on, and its waiters SUBSCRIBE to.
+std::string wake_channel(std::string_view key);
+// The channel on which a queued waiter is handed its turn.
+std::string turn_channel(std::string_view ticket);
+
+}  // namespace nxlock::store::redis
