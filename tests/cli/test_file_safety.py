@@ -56,6 +56,10 @@ class FileSafetyCase(NxlockTestCase):
         self.addCleanup(self.stop, p)
         self.assertTrue(wait_for(lambda: read(started).strip() != "", timeout=20),
                         "the job of run-locked %s did not start" % key)
+        # Its holder record is written after the job starts: a SIGSTOP before
+        # that write ended would stop it holding the store's stripe lock.
+        self.assertTrue(wait_for(lambda: b"holder:" in self.nx("status", key).stdout, timeout=20))
+        time.sleep(0.2)
         return p
 
     @staticmethod
