@@ -254,8 +254,19 @@ class TestReplicas(SharedSentinelTestCase):
         # earlier test): the acquisition itself must be confirmed within --timeout.
         # A write, so that WAIT counts a replica that has it, not merely one connected.
         master_port = self.deployment.master.port
-        wait_for(lambda: cli(master_port, "INCR", "in-step-probe") and
-                 cli(master_port, "WAIT", "1", "200").strip() == "1", 20, "the replica in step")
+
+        def in_step():
+            if not cli(master_port, "INCR", "in-step-probe"):
+                return False
+            if cli(master_port, "WAIT", "1", "200").strip() != "1":
+                return False
+            # And acknowledged up to the master's offset, as ROLE reports it:
+            # a replica still finishing its first sync answered WAIT once and
+            # then left the acquisition's WAIT unanswered.
+            role = cli(master_port, "ROLE").split()
+            return len(role) >= 5 and role[1] == role[4]
+
+        wait_for(in_step, 20, "the replica in step")
         cli(master_port, "DEL", "in-step-probe")
         job_err = os.path.join(self.tmp, "job.err")
         with open(job_err, "wb") as err:
