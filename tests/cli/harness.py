@@ -43,6 +43,25 @@ def wait_for(predicate, timeout=10.0, interval=0.02):
     return predicate()
 
 
+def sweep_stale_faketime():
+    """faketime(1) names a semaphore and a shared-memory file after its pid and
+    removes them as it exits; one that was killed leaves them behind, and the
+    next faketime given that pid (pids wrap at 32768 here) fails with
+    "sem_open: File exists". Those of processes that are gone are removed."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return
+    for name in names:
+        for prefix in ("sem.faketime_sem_", "faketime_shm_"):
+            pid = name[len(prefix):]
+            if name.startswith(prefix) and pid.isdigit() and not os.path.exists("/proc/" + pid):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
+
+
 def read(path):
     """A text file's contents, or "" if it does not exist (yet)."""
     try:
@@ -265,6 +284,7 @@ class NxlockTestCase(unittest.TestCase):
         cls.addClassCleanup(cls.redis.stop)
 
     def setUp(self):
+        sweep_stale_faketime()
         self.tmp = tempfile.mkdtemp(prefix="nxlock-test-")
         self.store_path = os.path.join(self.tmp, "store")
         self.addCleanup(self._cleanup_tmp)
