@@ -112,6 +112,13 @@ def build(results):
                   med["run-locked -n one server"], ms, 1.5)
     ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs `flock -n FILE true`",
               med["nxlock run-locked -n"], med["flock -n"], ms, 1.05)
+    ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs the guard's floor "
+              "(`bench/guard_floor.c`: flock, a pidfd watchdog, fork and exec)",
+              med["nxlock run-locked -n, vs guard floor"], med["guard floor"], ms, 1.15)
+    ratio_row("2. the guard's floor vs `flock -n FILE true`",
+              med["guard floor, vs flock"], med["flock -n, vs guard floor"], ms)
+    ratio_row("2. a peer: `run-locked -n K true` on Redis vs `etcdctl lock K true` (etcd on "
+              "loopback)", med["nxlock run-locked -n Redis, vs etcd"], med["etcdctl lock"], ms, 0.12)
     for name, label in (("nxlock-file", "embedded"), ("nxlock-redis", "Redis")):
         if name not in contention:
             continue
