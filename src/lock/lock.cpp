@@ -436,7 +436,12 @@ Status Lock::status() {
   status.holder = read_holder(m_store, m_key, *current);
   // Shared holders keep the key held (only then: no lease lives while it is free).
   if (status.state == Status::State::held && m_store.shared() != nullptr) {
-    status.shared_holders = m_store.shared()->count(shared_key(m_key));
+    try {
+      status.shared_holders = m_store.shared()->count(shared_key(m_key));
+    } catch (const util::Error& e) {
+      // Advice beside the lock's state (an ACL may refuse the script): not a failure.
+      util::trace(std::string("shared holders not counted: ") + e.what());
+    }
   }
   return status;
 }
