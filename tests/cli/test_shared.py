@@ -99,6 +99,22 @@ class TestShared(SharedCase):
                 with open(order) as f:
                     self.assertEqual(f.read().split(), ["writer", "reader"])
 
+    def test_shared_sections_overlap(self):
+        """Each of two shared jobs waits, inside its section, for the other's to start:
+        both finish only if they hold the lock at the same time."""
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                mine = os.path.join(self.tmp, backend.name + "-a")
+                theirs = os.path.join(self.tmp, backend.name + "-b")
+                script = ('touch "$0"; i=0; while [ ! -e "$1" ] && [ $i -lt 300 ]; do '
+                          'sleep 0.1; i=$((i+1)); done; [ -e "$1" ]')
+                jobs = [self.popen("-u", backend.url, "run-locked", "--shared", "-w", "60", KEY,
+                                   "sh", "-c", script, a, b, stderr=subprocess.PIPE)
+                        for a, b in ((mine, theirs), (theirs, mine))]
+                for job in jobs:
+                    _, err = job.communicate(timeout=60)
+                    self.assertEqual(job.returncode, 0, err)
+
     def test_sigkilled_shared_holder_lapses(self):
         for backend in self.shared_backends():
             with self.subTest(backend=backend.name):
