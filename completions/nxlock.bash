@@ -115,9 +115,9 @@ _nxlock()
     if [[ $cur == -* && -z $ended ]]; then
         local opts=''
         case $command in
-            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock' ;;
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock' ;;
             run-locked)
-                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --clock
+                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock
                     --no-renew --inherit-credentials --on-lost --kill-after --hold
                     --max-runtime --metrics-dir --'
                 ;;

@@ -121,6 +121,7 @@ complete -c nxlock -n $locking -s t -l ttl -x -d 'Seconds the lock holds without
 complete -c nxlock -n $locking -s n -l nonblock -d 'Try once; do not wait'
 complete -c nxlock -n $locking -s w -l wait -x -d 'Give up after SECONDS'
 complete -c nxlock -n $locking -s E -l conflict-exit-code -x -d 'Exit status when busy (default 75)'
+complete -c nxlock -n $locking -l shared -d 'Hold the lock shared, as flock -s'
 
 # --clock: every lock command.
 complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l clock -x \

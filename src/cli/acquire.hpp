@@ -14,8 +14,11 @@ namespace nxlock::cli {
 // The clock lock decisions use: the server's for Redis unless --clock local.
 std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_option);
 
-// The lock KEY on the backend the options name: one server, or a quorum of several.
-std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key);
+// The lock KEY on the backend the options name: one server, or a quorum of
+// several; with `shared`, a shared holder of it (one server only: a quorum
+// refuses it with a usage error).
+std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
+                                          bool shared = false);
 
 // The outcome of acquire_for_cli: the value on success, else the exit status to use.
 struct CliAcquire {
@@ -40,7 +43,7 @@ class CliLock {
       : m_ctx(ctx),
         m_args(args),
         m_clock(make_clock(ctx, args.clock)),
-        m_lock(make_lock(ctx, *m_clock, ctx.key(key))) {}
+        m_lock(make_lock(ctx, *m_clock, ctx.key(key), args.shared)) {}
 
   // Acquires (acquire_for_cli); false when busy, timed out or interrupted,
   // and then exit_status() says what to exit with.

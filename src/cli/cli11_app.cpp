@@ -110,6 +110,11 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
         ->type_name("N")
         ->capture_default_str();
   }
+  if (may_name("shared")) {
+    sub.add_flag("--shared", args.shared,
+                 "Hold the lock shared, as flock -s: any number of shared holders, or one "
+                 "exclusive holder");
+  }
   add_clock_option(sub, args.clock);
 }
 

@@ -23,6 +23,7 @@ struct LockArgs {
   double wait = -1;  // seconds; negative: wait forever
   int conflict_exit = 75;
   std::string clock = "server";
+  bool shared = false;  // --shared: a shared holder (lock/shared_lock.hpp)
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.

@@ -7,6 +7,7 @@
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
+#include "lock/shared_lock.hpp"
 #include "util/escape.hpp"
 #include "util/process.hpp"
 #include "util/redact.hpp"
@@ -167,9 +168,17 @@ std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_o
   return std::make_unique<lock::StoreClock>(ctx.store());
 }
 
-std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key) {
+std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
+                                          bool shared) {
+  if (shared && ctx.quorum()) {
+    throw util::Error(util::ErrorKind::usage, "--shared",
+                      "not available with a quorum of servers; use one server");
+  }
   if (ctx.quorum()) {
     return std::make_unique<lock::QuorumLock>(ctx.quorum_servers(), clock, std::move(key));
+  }
+  if (shared) {
+    return std::make_unique<lock::SharedLock>(ctx.store(), clock, std::move(key));
   }
   return std::make_unique<lock::Lock>(ctx.store(), clock, std::move(key));
 }
@@ -251,15 +260,16 @@ Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
     cli_lock.signals().keep_blocked();
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock.record_holder(
-        lock::describe_holder(value, owner, ctx.redact(util::process_command_line(owner)),
-                              util::whole_seconds(cli_lock.clock().now())));
+    lock.record_holder(lock::describe_holder(value, owner,
+                                             ctx.redact(util::process_command_line(owner)),
+                                             util::whole_seconds(cli_lock.clock().now())));
     ctx.out.line(value);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
     ctx.out.field("value", value);
     ctx.out.field("expires_at", std::stoll(value));
-    ctx.out.field("fence", cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
+    ctx.out.field("fence",
+                  cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     return k_exit_ok;
   };
 }
@@ -271,7 +281,9 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
                         "give the VALUE that `lock` printed, or --force");
     }
     auto clock = make_clock(ctx, args->clock);
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    // A shared holder's value names its lease (lock --shared).
+    const auto lock_ptr =
+        make_lock(ctx, *clock, ctx.key(args->key), lock::is_shared_value(args->value));
     lock::Lockable& lock = *lock_ptr;
     ctx.out.bytes_field("key", lock.key());
     if (args->force) {
@@ -306,7 +318,8 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
     auto clock = make_clock(ctx, args->clock);
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    const auto lock_ptr =
+        make_lock(ctx, *clock, ctx.key(args->key), lock::is_shared_value(args->value));
     lock::Lockable& lock = *lock_ptr;
     std::string renewed;
     const Verdict verdict = lock.renew(args->value, args->ttl, renewed);
@@ -360,6 +373,11 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
     const std::int64_t left = status.expires_at - status.now_seconds + 1;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
                  std::to_string(left) + "s left), value " + status.value + fence_text);
+    if (status.shared_holders > 0) {
+      ctx.out.line("shared by " + std::to_string(status.shared_holders) + " holder" +
+                   (status.shared_holders == 1 ? "" : "s"));
+    }
+    ctx.out.field("shared_holders", status.shared_holders);
     if (status.holder) {
       ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
                    util::format_local_time(status.holder->acquired_at));

@@ -12,7 +12,8 @@ namespace nxlock::lock {
 namespace {
 
 // Every suffix nxlock uses; "lease" is the Redis queue's own companion.
-constexpr std::array<std::string_view, 4> k_suffixes = {"fence", "holder", "queue", "lease"};
+constexpr std::array<std::string_view, 5> k_suffixes = {"fence", "holder", "queue", "lease",
+                                                        "shared"};
 
 // The Cluster specification's rule: the text between the first '{' and the
 // first '}' after it, if there is at least one byte between them.
@@ -55,6 +56,10 @@ std::string queue_key(std::string_view key) {
   return companion_key(key, "queue");
 }
 
+std::string shared_key(std::string_view key) {
+  return companion_key(key, "shared");
+}
+
 bool is_companion_key(std::string_view name) {
   // Parse as companion_key writes, then check that it writes exactly this.
   std::string_view rest;
@@ -86,7 +91,7 @@ void check_lock_key(std::string_view key) {
   if (is_companion_key(key)) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "this name is another lock's companion key (its fencing counter, holder "
-                      "details or queue); name the lock otherwise");
+                      "details, queue or shared leases); name the lock otherwise");
   }
 }
 

@@ -1,4 +1,5 @@
-// The keys nxlock keeps beside a lock (holder details, fencing counter, queue), and how they are named.
+// The keys nxlock keeps beside a lock (holder details, fencing counter, queue, shared leases), and
+// how they are named.
 #pragma once
 
 #include <string>
@@ -32,7 +33,10 @@ std::string fence_key(std::string_view key);
 // The waiters' queue of `key`: companion_key(key, "queue").
 std::string queue_key(std::string_view key);
 
-// Whether `name` is the companion ("fence", "holder", "queue", "lease") of some
+// The shared holders' leases of `key` (--shared): companion_key(key, "shared").
+std::string shared_key(std::string_view key);
+
+// Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared") of some
 // key, or of a companion: a lock must not be named so, or taking it would
 // write another lock's counter, details or queue.
 bool is_companion_key(std::string_view name);

@@ -1,19 +1,16 @@
 // The deadlock-safe lock of the Redis SETNX page.
 #include "lock/lock.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 
 #include "lock/keys.hpp"
 #include "lock/pacing.hpp"
+#include "lock/queue_ticket.hpp"
 #include "lock/wait_loop.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
-#include "util/random.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -22,11 +19,6 @@ namespace {
 
 using util::Micros;
 
-// A queued waiter's lease (Store's waiters' queue): a waiter killed while
-// queued holds the others up for this long at most, plus a tick. Renewed on
-// every step a waiter takes: at least every pacing::k_queue_tick_max while it waits.
-constexpr Micros k_queue_lease{1'000'000};
-static_assert(k_queue_lease > pacing::k_queue_tick_max, "a waiting waiter keeps its lease");
 // A value quoted in a message is cut after this many bytes.
 constexpr std::size_t k_quoted_bytes = 40;
 // Every key a lock step writes expires this long after the lock's own expiry
@@ -36,50 +28,6 @@ constexpr std::size_t k_quoted_bytes = 40;
 // few seconds would do; an hour also covers a holder's clock stepped by an hour.
 constexpr Micros k_expiry_margin{3'600'000'000};
 
-// How long the keys of a lock that expires `held_for` from now are kept.
-Micros lifetime_for(Micros held_for) {
-  return std::max(held_for, Micros(0)) + std::chrono::seconds(2) + k_expiry_margin;
-}
-
-// A waiter's ticket in the queue: unique among the waiters of one key.
-std::string make_ticket() {
-  char text[24];
-  std::snprintf(
-      text, sizeof text, "q%016llx",
-      static_cast<unsigned long long>(util::random_u64() ^ static_cast<std::uint64_t>(::getpid())));
-  return text;
-}
-
-// Leaves the queue when a wait ends in any way but a SETNX that left it
-// already: best effort, a waiter that cannot leave is dropped with its lease.
-class QueueTicket {
- public:
-  QueueTicket(store::WaitersQueue& waiters, const std::string& key, const std::string& queue)
-      : m_waiters(waiters), m_key(key), m_queue(queue) {}
-  ~QueueTicket() {
-    if (!m_joined) {
-      return;
-    }
-    try {
-      m_waiters.leave(m_key, m_queue, m_ticket);
-    } catch (const util::Error& e) {
-      util::trace(std::string("queue not left (the lease lapses): ") + e.what());
-    }
-  }
-  QueueTicket(const QueueTicket&) = delete;
-  QueueTicket& operator=(const QueueTicket&) = delete;
-
-  const std::string& ticket() const { return m_ticket; }
-  void joined(bool yes) { m_joined = yes; }
-
- private:
-  store::WaitersQueue& m_waiters;
-  const std::string& m_key;
-  const std::string& m_queue;
-  std::string m_ticket = make_ticket();
-  bool m_joined = false;
-};
-
 // Never break a key that is not ours to judge: it may be someone's data.
 [[noreturn]] void refuse_non_timestamp(std::string_view key, std::string_view text) {
   throw util::Error(util::ErrorKind::data, "lock '" + util::escape(key) + "'",
@@ -88,6 +36,10 @@ class QueueTicket {
 }
 
 }  // namespace
+
+Micros lifetime_for(Micros held_for) {
+  return std::max(held_for, Micros(0)) + std::chrono::seconds(2) + k_expiry_margin;
+}
 
 std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl) {
   return now_seconds + ttl + 1;
@@ -456,7 +408,8 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
 bool Lock::force_release(std::optional<std::string>& holder_problem) {
   const std::size_t removed = m_store.del({m_key});
   try {
-    m_store.del({holder_key(m_key)});
+    // Shared holders' leases go too: they would otherwise keep the key held at their next renewal.
+    m_store.del({holder_key(m_key), shared_key(m_key)});
   } catch (const util::Error& e) {
     // Advisory details: a corrupt record must not turn a release into a failure.
     holder_problem = e.what();
@@ -481,6 +434,15 @@ Status Lock::status() {
   status.state =
       status.expires_at < status.now_seconds ? Status::State::expired : Status::State::held;
   status.holder = read_holder(m_store, m_key, *current);
+  // Shared holders keep the key held (only then: no lease lives while it is free).
+  if (status.state == Status::State::held && m_store.shared() != nullptr) {
+    try {
+      status.shared_holders = m_store.shared()->count(shared_key(m_key));
+    } catch (const util::Error& e) {
+      // Advice beside the lock's state (an ACL may refuse the script): not a failure.
+      util::trace(std::string("shared holders not counted: ") + e.what());
+    }
+  }
   return status;
 }
 

@@ -19,6 +19,10 @@
 
 namespace nxlock::lock {
 
+// How long the keys of a lock that expires `held_for` from now are kept
+// (Store::keep_keys_for): nothing piles up, and no clock mode sees a live lock vanish.
+util::Micros lifetime_for(util::Micros held_for);
+
 // The lock value for a lock taken at `now_seconds` for `ttl` seconds.
 std::int64_t expiry_for(std::int64_t now_seconds, std::int64_t ttl);
 
@@ -109,6 +113,8 @@ struct Status {
   // The latest fencing token issued for this key (the counter), whatever the
   // state: while only nxlock takes the lock, the current holder's token.
   std::optional<std::int64_t> fence;
+  // held: how many shared holders hold it (--shared); 0 for an exclusive holder.
+  std::size_t shared_holders = 0;
 };
 
 class Lock final : public Lockable {

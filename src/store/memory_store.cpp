@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include "store/fenced_steps.hpp"
+#include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
 
 namespace nxlock::store {
@@ -133,6 +134,69 @@ bool MemoryStore::holds(const std::optional<Fence>& fence) {
     set(fence->counter, std::to_string(fence->token));
   }
   return true;
+}
+
+SharedLeases::Take MemoryStore::take(std::string_view key, std::string_view counter,
+                                     std::string_view leases, std::string_view id,
+                                     std::int64_t expiry, std::string_view, std::string_view, bool,
+                                     util::Micros) {
+  const std::int64_t now = util::whole_seconds(m_clock());
+  LeaseBook book(get(leases));
+  book.prune(now);
+  Take result;
+  result.current = get(key);
+  if (shared_gate(result.current, !book.empty(), now) != SharedGate::open) {
+    result.outcome = Take::Outcome::held;
+    return result;
+  }
+  const auto last = token_of(counter);
+  book.put(id, expiry);
+  store_leases(key, leases, book);
+  result.outcome = Take::Outcome::taken;
+  result.fence = issue(counter, last);
+  return result;
+}
+
+bool MemoryStore::renew(std::string_view key, std::string_view leases, std::string_view id,
+                        std::int64_t expiry) {
+  const std::int64_t now = util::whole_seconds(m_clock());
+  LeaseBook book(get(leases));
+  book.prune(now);
+  if (!book.expiry_of(id)) {
+    return false;
+  }
+  book.put(id, expiry);
+  store_leases(key, leases, book);
+  return true;
+}
+
+bool MemoryStore::release(std::string_view key, std::string_view leases, std::string_view id,
+                          std::string_view) {
+  const std::int64_t now = util::whole_seconds(m_clock());
+  LeaseBook book(get(leases));
+  book.prune(now);
+  if (!book.expiry_of(id)) {
+    return false;
+  }
+  book.remove(id);
+  store_leases(key, leases, book);
+  return true;
+}
+
+std::size_t MemoryStore::count(std::string_view leases) {
+  LeaseBook book(get(leases));
+  book.prune(util::whole_seconds(m_clock()));
+  return book.size();
+}
+
+void MemoryStore::store_leases(std::string_view key, std::string_view leases,
+                               const LeaseBook& book) {
+  if (book.empty()) {
+    del({std::string(key), std::string(leases)});
+    return;
+  }
+  set(key, std::to_string(book.latest()));
+  set(leases, book.encode());
 }
 
 std::unique_ptr<Watcher> MemoryStore::watch(std::string_view) {

@@ -8,7 +8,10 @@
 
 namespace nxlock::store {
 
-class MemoryStore final : public Store {
+class LeaseBook;
+
+// The shared leases are private: the lock layer reaches them through shared().
+class MemoryStore final : public Store, private SharedLeases {
  public:
   // How an owning step computes its token from the counter beside the lock.
   enum class Tokens {
@@ -35,11 +38,24 @@ class MemoryStore final : public Store {
                        std::optional<Fence> fence = {}) override;
   util::Micros now() override { return m_clock(); }
   std::unique_ptr<Watcher> watch(std::string_view key) override;
+  SharedLeases* shared() override { return this; }
 
   // How many writes have happened: watchers compare it to see a change.
   std::uint64_t version() const { return m_version; }
 
  private:
+  // SharedLeases (no waiters' queue here: `queue` and the ticket are ignored).
+  Take take(std::string_view key, std::string_view counter, std::string_view leases,
+            std::string_view id, std::int64_t expiry, std::string_view queue,
+            std::string_view ticket, bool waiting, util::Micros lease) override;
+  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+             std::int64_t expiry) override;
+  bool release(std::string_view key, std::string_view leases, std::string_view id,
+               std::string_view queue) override;
+  std::size_t count(std::string_view leases) override;
+  // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).
+  void store_leases(std::string_view key, std::string_view leases, const LeaseBook& book);
+
   std::function<util::Micros()> m_clock;
   Tokens m_tokens;
   std::map<std::string, std::string, std::less<>> m_data;

@@ -81,6 +81,7 @@ struct Swap {
 };
 
 class WaitersQueue;
+class SharedLeases;
 
 class Store {
  public:
@@ -136,6 +137,9 @@ class Store {
 
   // The waiters' queue, or nullptr if this backend keeps none.
   virtual WaitersQueue* queue() { return nullptr; }
+
+  // The shared holders' leases (--shared), or nullptr if this backend keeps none.
+  virtual SharedLeases* shared() { return nullptr; }
 
   // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
   virtual util::Micros now() = 0;
@@ -229,6 +233,53 @@ class WaitersQueue {
     }
     return result;
   }
+};
+
+// Shared holders of a lock (flock -s): any number of them, or one exclusive holder.
+//
+// `leases` is a companion key beside the lock (on a Redis Cluster, in its
+// slot) holding one lease per shared holder: its id and its expiry, a lock
+// value (Unix seconds, expired when older than the store's now). While a live
+// lease exists, the lock key itself holds the latest live lease's expiry, so
+// every exclusive taker (nxlock, or any client of the page's steps) finds the
+// lock held and waits: exclusive locks pay nothing for shared ones. Expired
+// leases are dropped by the next step that meets them.
+class SharedLeases {
+ public:
+  virtual ~SharedLeases() = default;
+
+  struct Take {
+    enum class Outcome {
+      taken,   // the lease is ours (token in `fence`); a queued ticket left the queue
+      held,    // an exclusive holder (or data) holds the key: `current` is its value
+      behind,  // another live waiter is first in `queue`: nothing was tried
+    };
+    Outcome outcome = Outcome::behind;
+    std::optional<std::int64_t> fence;
+    std::optional<std::string> current;
+  };
+  // One atomic step: the lease `id` until `expiry`, taken when the lock key is
+  // absent, expired or held by shared holders (live leases), and no live waiter
+  // of `queue` other than `ticket` is first (writer preference: an exclusive
+  // waiter queued first is not overtaken). The token comes from `counter`, the
+  // lock's own. With `waiting`, a ticket that did not take joins the queue (as
+  // WaitersQueue::set_if_absent); one that took leaves it and wakes the next.
+  virtual Take take(std::string_view key, std::string_view counter, std::string_view leases,
+                    std::string_view id, std::int64_t expiry, std::string_view queue,
+                    std::string_view ticket, bool waiting, util::Micros lease) = 0;
+
+  // Moves the live lease `id` to `expiry` (and the lock key with it). False if
+  // the lease is gone or expired: it is no longer ours.
+  virtual bool renew(std::string_view key, std::string_view leases, std::string_view id,
+                     std::int64_t expiry) = 0;
+
+  // Removes the lease `id`; the last live one deletes the lock key and wakes
+  // the first waiter of `queue` (or every watcher). True if it was live.
+  virtual bool release(std::string_view key, std::string_view leases, std::string_view id,
+                       std::string_view queue) = 0;
+
+  // How many live leases there are.
+  virtual std::size_t count(std::string_view leases) = 0;
 };
 
 }  // namespace nxlock::store

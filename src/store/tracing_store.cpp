@@ -129,11 +129,66 @@ class TracingQueue final : public WaitersQueue {
   WaitersQueue& m_inner;
 };
 
+// The inner store's shared leases: "TAKE-SHARED key leases id expiry → 1, INCR ...".
+class TracingShared final : public SharedLeases {
+ public:
+  explicit TracingShared(SharedLeases& inner) : m_inner(inner) {}
+
+  Take take(std::string_view key, std::string_view counter, std::string_view leases,
+            std::string_view id, std::int64_t expiry, std::string_view queue,
+            std::string_view ticket, bool waiting, util::Micros lease) override {
+    const std::string expiry_text = std::to_string(expiry);
+    return traced(
+        step_text("TAKE-SHARED", {key, leases, id, expiry_text}),
+        [&] {
+          return m_inner.take(key, counter, leases, id, expiry, queue, ticket, waiting, lease);
+        },
+        [&](const Take& r) {
+          switch (r.outcome) {
+            case Take::Outcome::taken:
+              return "1" + incr_text(counter, r.fence.value_or(0));
+            case Take::Outcome::held:
+              return "0, held: " + optional_text(r.current);
+            case Take::Outcome::behind:
+              break;
+          }
+          return "not tried: another waiter is first in " + util::escape(queue, k_trace_bytes);
+        });
+  }
+
+  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+             std::int64_t expiry) override {
+    const std::string expiry_text = std::to_string(expiry);
+    return traced(
+        step_text("RENEW-SHARED", {key, leases, id, expiry_text}),
+        [&] { return m_inner.renew(key, leases, id, expiry); }, flag_text);
+  }
+
+  bool release(std::string_view key, std::string_view leases, std::string_view id,
+               std::string_view queue) override {
+    return traced(
+        step_text("RELEASE-SHARED", {key, leases, id}),
+        [&] { return m_inner.release(key, leases, id, queue); }, flag_text);
+  }
+
+  std::size_t count(std::string_view leases) override {
+    return traced(
+        step_text("COUNT-SHARED", {leases}), [&] { return m_inner.count(leases); },
+        [](std::size_t n) { return std::to_string(n); });
+  }
+
+ private:
+  SharedLeases& m_inner;
+};
+
 }  // namespace
 
 TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inner)) {
   if (WaitersQueue* queue = m_inner->queue()) {
     m_queue = std::make_unique<TracingQueue>(*queue);
+  }
+  if (SharedLeases* shared = m_inner->shared()) {
+    m_shared = std::make_unique<TracingShared>(*shared);
   }
 }
 

@@ -28,6 +28,7 @@ class TracingStore final : public Store {
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return m_queue.get(); }
+  SharedLeases* shared() override { return m_shared.get(); }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override { return m_inner->watch(key); }
   void keep_keys_for(util::Micros lifetime) override { m_inner->keep_keys_for(lifetime); }
@@ -38,7 +39,8 @@ class TracingStore final : public Store {
 
  private:
   std::unique_ptr<Store> m_inner;
-  std::unique_ptr<WaitersQueue> m_queue;  // traces the inner store's queue; null if it has none
+  std::unique_ptr<WaitersQueue> m_queue;   // traces the inner store's queue; null if it has none
+  std::unique_ptr<SharedLeases> m_shared;  // likewise its shared leases
 };
 
 }  // namespace nxlock::store

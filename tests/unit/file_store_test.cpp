@@ -25,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "lock/keys.hpp"
 #include "store/file/file_store.hpp"
+#include "store/file/record.hpp"
 #include "store/memory_store.hpp"
 #include "unit/store_contract.hpp"
 #include "util/crc32c.hpp"
@@ -1273,6 +1275,48 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   ASSERT_TRUE(holder.queue()->compare_and_delete("k", "v", store::Fence("c", *taken), "q"));
   EXPECT_EQ(files_in(wait_dir), 0u);
   EXPECT_EQ(holder.get("q"), std::nullopt) << "the line goes with it";
+}
+
+// A lease changes the lock's bucket and the leases' bucket in one transaction
+// under both stripe locks: also when both live in one stripe (one flock, or the
+// transaction would wait on itself) and in either stripe order.
+TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
+  TempDir dir;
+  FileStore file(dir.path() + "/store", {});
+  store::SharedLeases& shared = *file.shared();
+  std::optional<std::string> same;
+  std::optional<std::string> lower;
+  std::optional<std::string> higher;
+  for (int i = 0; i < 20000 && !(same && lower && higher); ++i) {
+    const std::string key = "k" + std::to_string(i);
+    const auto a = store::record::bucket_of(key).stripe;
+    const auto b = store::record::bucket_of(lock::shared_key(key)).stripe;
+    auto& slot = a == b ? same : a < b ? lower : higher;
+    if (!slot) {
+      slot = key;
+    }
+  }
+  ASSERT_TRUE(same && lower && higher);
+  const std::int64_t expiry = util::whole_seconds(util::wall_now()) + 60;
+  for (const auto& key : {*same, *lower, *higher}) {
+    const std::string leases = lock::shared_key(key);
+    const std::string queue = lock::queue_key(key);
+    const auto a = shared.take(key, lock::fence_key(key), leases, "s1", expiry, queue, "", false,
+                               util::Micros(1'000'000));
+    const auto b = shared.take(key, lock::fence_key(key), leases, "s2", expiry + 5, queue, "",
+                               false, util::Micros(1'000'000));
+    ASSERT_EQ(a.outcome, store::SharedLeases::Take::Outcome::taken) << key;
+    ASSERT_EQ(b.outcome, store::SharedLeases::Take::Outcome::taken) << key;
+    EXPECT_GT(*b.fence, *a.fence);
+    EXPECT_EQ(file.get(key), std::to_string(expiry + 5));
+    EXPECT_EQ(shared.count(leases), 2u);
+    EXPECT_TRUE(shared.release(key, leases, "s2", queue));
+    EXPECT_EQ(file.get(key), std::to_string(expiry));
+    EXPECT_TRUE(shared.release(key, leases, "s1", queue));
+    EXPECT_FALSE(shared.release(key, leases, "s1", queue));
+    EXPECT_EQ(file.get(key), std::nullopt);
+    EXPECT_EQ(file.get(leases), std::nullopt);
+  }
 }
 
 }  // namespace

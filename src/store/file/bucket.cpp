@@ -149,6 +149,50 @@ void Buckets::update(std::string_view key, bool may_insert, const Decide& decide
   }
 }
 
+void Buckets::update_pair(std::string_view first, std::string_view second, bool second_first,
+                          const DecidePair& decide) {
+  const Stripe a = open(first, true);
+  const Stripe b = open(second, true);
+  // A flock belongs to an open file description: one stripe locked through
+  // two descriptors would wait on itself.
+  const bool one_stripe = a.bucket.stripe == b.bucket.stripe;
+  const Stripe& low = a.bucket.stripe < b.bucket.stripe ? a : b;
+  lock_stripe(low);
+  if (!one_stripe) {
+    lock_stripe(&low == &a ? b : a);
+  }
+  if (one_stripe && a.bucket.name == b.bucket.name) {
+    std::vector<Entry> entries = load(a);
+    const auto [change_a, change_b] =
+        decide(find_entry(entries, first), find_entry(entries, second));
+    const bool changed_a = apply(entries, first, change_a);
+    if (apply(entries, second, change_b) || changed_a) {
+      save(a, entries);
+    }
+    return;
+  }
+  std::vector<Entry> entries_a = load(a);
+  std::vector<Entry> entries_b = load(b);
+  const auto changes = decide(find_entry(entries_a, first), find_entry(entries_b, second));
+  const auto write_a = [&] {
+    if (apply(entries_a, first, changes.first)) {
+      save(a, entries_a);
+    }
+  };
+  const auto write_b = [&] {
+    if (apply(entries_b, second, changes.second)) {
+      save(b, entries_b);
+    }
+  };
+  if (second_first) {
+    write_b();
+    write_a();
+  } else {
+    write_a();
+    write_b();
+  }
+}
+
 std::vector<Entry> Buckets::load(const Stripe& stripe) {
   const auto bytes = read_record(stripe);
   if (!bytes) {

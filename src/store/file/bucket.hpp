@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "store/file/record.hpp"
@@ -58,6 +59,15 @@ class Buckets {
   // operation on an absent key finish without creating directories. An owning
   // put (a new token) also sweeps the stripe (sweep.hpp).
   void update(std::string_view key, bool may_insert, const Decide& decide);
+
+  using DecidePair = std::function<std::pair<Change, Change>(const record::Entry* first,
+                                                             const record::Entry* second)>;
+  // update() of two keys at once, under both stripe locks, taken in stripe
+  // order (so two such transactions never wait on each other in a circle).
+  // The buckets are replaced one after the other: `first`'s first unless
+  // `second_first`, so the caller chooses what a crash between them leaves.
+  void update_pair(std::string_view first, std::string_view second, bool second_first,
+                   const DecidePair& decide);
 
   // The stripe's bucket, whose stripe lock the caller holds (or which it reads
   // whole). Throws util::Error(data) for a corrupt record, naming the file, the

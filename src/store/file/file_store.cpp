@@ -227,7 +227,7 @@ bool FileStore::compare_and_delete(std::string_view key, std::string_view expect
 bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
                                 std::string_view value, std::optional<Fence> fence) {
   if (fence) {
-    return renew(key, expected, value, fence->token);
+    return renew_owned(key, expected, value, fence->token);
   }
   // A quorum raises its lock's token on every server to the quorum's
   // (Lock::raise_fence) by compare-and-set of the counter the lock layer names:
@@ -281,8 +281,8 @@ Swap FileStore::get_and_set(std::string_view key, std::string_view value,
   return swap;
 }
 
-bool FileStore::renew(std::string_view key, std::string_view expected, std::string_view value,
-                      std::int64_t token) {
+bool FileStore::renew_owned(std::string_view key, std::string_view expected, std::string_view value,
+                            std::int64_t token) {
   bool replaced = false;
   mutate(key, false, [&](const Entry* current) {
     replaced = current != nullptr && current->value == expected && current->fence == token;

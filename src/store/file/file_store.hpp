@@ -17,8 +17,9 @@ namespace nxlock::store {
 
 class FileWatcher;
 
-// The queue is private: the lock layer reaches it through queue().
-class FileStore final : public Store, private WaitersQueue {
+// The queue and the shared leases are private: the lock layer reaches them
+// through queue() and shared().
+class FileStore final : public Store, private WaitersQueue, private SharedLeases {
  public:
   struct Options {
     // Create the store directory at the first write if it is missing (the
@@ -56,6 +57,7 @@ class FileStore final : public Store, private WaitersQueue {
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return this; }
+  SharedLeases* shared() override { return this; }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
 
@@ -69,6 +71,21 @@ class FileStore final : public Store, private WaitersQueue {
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
   std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
 
+  // The shared leases (SharedLeases), in shared_leases.cpp: the lease set is
+  // an entry beside the lock, changed with the lock's entry in one transaction
+  // over both buckets (Buckets::update_pair).
+  Take take(std::string_view key, std::string_view counter, std::string_view leases,
+            std::string_view id, std::int64_t expiry, std::string_view queue,
+            std::string_view ticket, bool waiting, util::Micros lease) override;
+  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+             std::int64_t expiry) override;
+  bool release(std::string_view key, std::string_view leases, std::string_view id,
+               std::string_view queue) override;
+  std::size_t count(std::string_view leases) override;
+  // take()'s lease step alone, without the queue.
+  Take take_lease(std::string_view key, std::string_view leases, std::string_view id,
+                  std::int64_t expiry);
+
   // A plain write of the details nxlock keeps beside a lock this process holds
   // (run-locked's holder record names the lock's value): tagged with the
   // lock's token and expiry, so that they go with the lock once it expired
@@ -79,8 +96,8 @@ class FileStore final : public Store, private WaitersQueue {
 
   // compare_and_set() with a fence: the owner's renewal, if the lock's entry
   // still holds its token.
-  bool renew(std::string_view key, std::string_view expected, std::string_view value,
-             std::int64_t token);
+  bool renew_owned(std::string_view key, std::string_view expected, std::string_view value,
+                   std::int64_t token);
   // GET of an entry of the store itself.
   std::optional<std::string> get_entry_value(std::string_view key);
   // The token of the lock whose per-lock counter (as Redis names it) is `counter`.
@@ -104,6 +121,15 @@ class FileStore final : public Store, private WaitersQueue {
   // open any more (ENXIO) is a waiter that died, passed over at once.
   util::UniqueFd make_fifo(const std::string& ticket);
   void remove_fifo(const std::string& ticket);
+  // Whether `ticket` may go first: no live waiter in `queue`, or `ticket` is
+  // the first; `in_line` says whether a live one (or `ticket`) is in it. An
+  // unlocked read: the gate is advice that only the first waiter passes.
+  bool may_go_first(std::string_view queue, std::string_view ticket, bool& in_line);
+  // The queue's upkeep for a waiter that did not take: drops lapsed entries
+  // (`pruned`), and with `waiting` joins `ticket` or renews its lease. Returns
+  // the first ticket in line (empty: none).
+  std::string keep_in_line(std::string_view queue, std::string_view ticket, bool waiting,
+                           util::Micros lease, bool& pruned);
   // Wakes the first live waiter of `queue`, dropping the dead ones it meets.
   void wake_first(std::string_view queue);
   void drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets);

@@ -229,48 +229,23 @@ void FileStore::wake_first(std::string_view queue) {
   }
 }
 
-WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::string_view value,
-                                                 std::string_view counter, std::string_view queue,
-                                                 std::string_view ticket, bool waiting,
-                                                 util::Micros lease) {
-  // The queue's upkeep, then the SETNX: not one atomic step, and it need not
-  // be: only the first waiter passes the gate, and it stays first until it
-  // leaves the queue after its SETNX, so nobody passes the gate meanwhile.
-  // It leaves at this store's next write (or close): with run-locked, the
-  // holder's record, once the job runs; the rewrite of the line is then not
-  // between the lock and the job. Its release is a write, so the line is
-  // left before the release wakes the next.
+bool FileStore::may_go_first(std::string_view queue, std::string_view ticket, bool& in_line) {
   const std::int64_t now = queue_now();
-  QueuedSet result;
-  // A free lock with nobody in line before us (the common case: no contention)
-  // is tried at once, with no write to the queue.
-  {
-    const auto text = get(queue);
-    const auto waiters = parse_queue(text ? &*text : nullptr);
-    const auto live = std::find_if(waiters.begin(), waiters.end(), [&](const QueuedWaiter& w) {
-      return w.lease_until >= now || w.ticket == ticket;
-    });
-    if (live == waiters.end() || live->ticket == ticket) {
-      if (const auto fence = set_if_absent(key, value, counter).fence) {
-        if (live != waiters.end()) {
-          m_leaving = Leaving{std::string(queue), std::string(ticket)};
-        }
-        result.outcome = QueuedSet::Outcome::set;
-        result.fence = fence;
-        return result;
-      }
-      if (!waiting) {
-        result.outcome = QueuedSet::Outcome::held;
-        result.current = get(key);
-        return result;
-      }
-    }
-  }
+  const auto text = get(queue);
+  const auto waiters = parse_queue(text ? &*text : nullptr);
+  const auto live = std::find_if(waiters.begin(), waiters.end(), [&](const QueuedWaiter& w) {
+    return w.lease_until >= now || w.ticket == ticket;
+  });
+  in_line = live != waiters.end();
+  return live == waiters.end() || live->ticket == ticket;
+}
 
+std::string FileStore::keep_in_line(std::string_view queue, std::string_view ticket, bool waiting,
+                                    util::Micros lease, bool& pruned) {
   std::string first;
-  bool pruned = false;
   std::string encoded;
   std::vector<std::string> lapsed;
+  const std::int64_t now = queue_now();
   mutate(queue, waiting, [&](const Entry* current) {
     auto waiters = parse_queue(value_of(current));
     const auto before = waiters.size();
@@ -312,6 +287,44 @@ WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::stri
   for (const auto& gone : lapsed) {
     reap_fifo(gone);  // a dead waiter's FIFO goes with its place in line
   }
+  return first;
+}
+
+WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::string_view value,
+                                                 std::string_view counter, std::string_view queue,
+                                                 std::string_view ticket, bool waiting,
+                                                 util::Micros lease) {
+  // The queue's upkeep, then the SETNX: not one atomic step, and it need not
+  // be: only the first waiter passes the gate, and it stays first until it
+  // leaves the queue after its SETNX, so nobody passes the gate meanwhile.
+  // It leaves at this store's next write (or close): with run-locked, the
+  // holder's record, once the job runs; the rewrite of the line is then not
+  // between the lock and the job. Its release is a write, so the line is
+  // left before the release wakes the next.
+  QueuedSet result;
+  // A free lock with nobody in line before us (the common case: no contention)
+  // is tried at once, with no write to the queue.
+  {
+    bool in_line = false;
+    if (may_go_first(queue, ticket, in_line)) {
+      if (const auto fence = set_if_absent(key, value, counter).fence) {
+        if (in_line) {
+          m_leaving = Leaving{std::string(queue), std::string(ticket)};
+        }
+        result.outcome = QueuedSet::Outcome::set;
+        result.fence = fence;
+        return result;
+      }
+      if (!waiting) {
+        result.outcome = QueuedSet::Outcome::held;
+        result.current = get(key);
+        return result;
+      }
+    }
+  }
+
+  bool pruned = false;
+  const std::string first = keep_in_line(queue, ticket, waiting, lease, pruned);
   if (!first.empty() && first != ticket) {
     result.outcome = QueuedSet::Outcome::behind;
     result.current = get(key);

@@ -1,7 +1,6 @@
 // RedisStore's waiters' queue (WaitersQueue): the queued set, the queued delete, leave.
 #include <hiredis/hiredis.h>
 
-#include "lock/keys.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/redis/scripts.hpp"
 #include "util/error.hpp"
@@ -15,6 +14,7 @@ using redis::integer_of;
 using redis::is_pair;
 using redis::k_compare_and_delete_queued_script;
 using redis::k_leave_queue_script;
+using redis::k_queue_keep_ms;
 using redis::k_set_if_absent_queued_script;
 using redis::Reply;
 using redis::string_of;
@@ -22,9 +22,6 @@ using redis::throw_unexpected;
 using redis::wake_channel;
 using util::Error;
 using util::ErrorKind;
-
-// Queue keys of waiters that all died expire this long after the last step.
-constexpr std::int64_t k_queue_keep_ms = 60'000;
 
 // TRYAGAIN: a multi-key script while the keys' slot migrates, some keys moved
 // and some not (the queue's keys, which may not exist at all).
@@ -38,12 +35,6 @@ bool queue_forbidden(const Error& e) {
   return redis::error_code(e) == "NOPERM";
 }
 
-// The queue's lease set: the queue's own companion (lock/keys.hpp names them
-// all, so that no other lock's key is ever one of them).
-std::string lease_key(std::string_view queue) {
-  return lock::companion_key(queue, "lease");
-}
-
 }  // namespace
 
 WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::string_view value,
@@ -52,7 +43,7 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
                                                   util::Micros lease) {
   // One script: the gate, the SETNX and INCR, the queue's upkeep and the GET a
   // busy lock needs, in one round trip (see k_set_if_absent_queued_script).
-  const std::string leases = lease_key(queue);
+  const std::string leases = redis::queue_lease_key(queue);
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
   const std::string lock_keep = lock_keep_ms();
@@ -108,7 +99,7 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
   // A script: see k_compare_and_delete_queued_script.
   const std::string token = std::to_string(fence.token);
   const std::string channel = wake_channel(key);
-  const std::string leases = lease_key(queue);
+  const std::string leases = redis::queue_lease_key(queue);
   try {
     const std::string counter_keep = counter_keep_ms();
     const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, fence.counter,
@@ -124,7 +115,7 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
 }
 
 void RedisStore::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
-  const std::string leases = lease_key(queue);
+  const std::string leases = redis::queue_lease_key(queue);
   try {
     run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket}, key});
   } catch (const Error& e) {

@@ -16,8 +16,9 @@
 
 namespace nxlock::store {
 
-// The queue is private: the lock layer reaches it through queue().
-class RedisStore final : public Store, private WaitersQueue {
+// The queue and the shared leases are private: the lock layer reaches them
+// through queue() and shared().
+class RedisStore final : public Store, private WaitersQueue, private SharedLeases {
  public:
   // Connects, authenticates and selects the db. Throws util::Error naming the
   // redacted URL: unavailable (69) when refused or timed out, permission (77)
@@ -39,6 +40,7 @@ class RedisStore final : public Store, private WaitersQueue {
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return this; }
+  SharedLeases* shared() override { return this; }
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
@@ -54,6 +56,16 @@ class RedisStore final : public Store, private WaitersQueue {
                           std::string_view queue) override;
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
   std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+
+  // The shared leases (SharedLeases), in redis_shared.cpp.
+  Take take(std::string_view key, std::string_view counter, std::string_view leases,
+            std::string_view id, std::int64_t expiry, std::string_view queue,
+            std::string_view ticket, bool waiting, util::Micros lease) override;
+  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+             std::int64_t expiry) override;
+  bool release(std::string_view key, std::string_view leases, std::string_view id,
+               std::string_view queue) override;
+  std::size_t count(std::string_view leases) override;
 
   // A subscriber connection on key's wake channel, and on the ticket's turn
   // channel when there is one.

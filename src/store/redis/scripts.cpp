@@ -1,6 +1,8 @@
 // The Lua scripts of the lock steps and the waiters' queue, and the channels they wake.
 #include "store/redis/scripts.hpp"
 
+#include "lock/keys.hpp"
+
 namespace nxlock::store::redis {
 
 // Waiters SUBSCRIBE here; whoever changes the key PUBLISHes. Channels are not
@@ -191,6 +193,75 @@ const std::string k_leave_queue_script =
     "local h = head(KEYS[2], KEYS[3]) "
     "if h then turn(h) end end "
     "return 1";
+
+// The shared holders' leases (SharedLeases, store.hpp): a sorted set beside the
+// lock (LEASES), each holder's id scored by its lease's expiry (a lock value,
+// Unix seconds, compared with the server's TIME). While a lease lives, the
+// lock key holds the latest one's expiry: exclusive takers, nxlock's or any
+// page client's, find it held, and their scripts need no change. Every step
+// first drops the lapsed leases (`prune()`, whose `secs` is TIME in seconds)
+// and then writes the lock key as the latest live lease (`cover()`), so the
+// two never disagree. These are the embedded store's rules too (store/lease_book.hpp).
+constexpr std::string_view k_shared_prelude =
+    "local secs = tonumber(t[1]) "
+    "local function prune(l) redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. t[1]) end "
+    "local function cover(k, l, ms) "
+    "local top = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "
+    "if not top then redis.call('DEL', k, l) return false end "
+    "redis.call('SET', k, string.format('%.0f', tonumber(top))) keep(k, ms) keep(l, ms) "
+    "return true end ";
+// KEYS: lock, counter, leases, queue, queue lease. ARGV: id, expiry, ticket,
+// waiting, lease (us), queue keep, lock keep, counter keep. The queue's gate of
+// k_set_if_absent_queued_script (an exclusive waiter queued first is not
+// overtaken), then the lease: taken if the key is absent, expired, or held by
+// live leases; a key held with no live lease is an exclusive holder's. A lease
+// taken leaves the queue and wakes the next waiter, which may be shared too.
+const std::string k_take_shared_script =
+    std::string(k_queue_prelude) + std::string(k_shared_prelude) +
+    "local ticket = ARGV[3] "
+    "local function join() if ARGV[4] == '1' then "
+    "redis.call('ZADD', KEYS[4], 'NX', now, ticket) "
+    "redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ticket) "
+    "redis.call('PEXPIRE', KEYS[4], ARGV[6]) redis.call('PEXPIRE', KEYS[5], ARGV[6]) "
+    "end end "
+    "local current = redis.call('GET', KEYS[1]) "
+    "local h = head(KEYS[4], KEYS[5]) "
+    "if h and h ~= ticket then join() return {0, current} end "
+    "prune(KEYS[3]) "
+    "if current then "
+    "if not (#current <= 18 and string.match(current, '^%d+$')) then return {1, current} end "
+    "if redis.call('EXISTS', KEYS[3]) == 0 and tonumber(current) >= secs then "
+    "join() return {1, current} end end "
+    "local token = issue(KEYS[2], ARGV[8]) "
+    "if type(token) == 'table' then return token end "
+    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[3], ARGV[7]) "
+    "if h then redis.call('ZREM', KEYS[4], ticket) redis.call('ZREM', KEYS[5], ticket) "
+    "local n = head(KEYS[4], KEYS[5]) if n then turn(n) end end "
+    "return {2, token}";
+// KEYS: lock, leases. ARGV: id, expiry, lock keep. Only a live lease is renewed.
+const std::string k_renew_shared_script =
+    std::string(NXLOCK_TIME_PRELUDE) + std::string(k_shared_prelude) +
+    "prune(KEYS[2]) "
+    "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end "
+    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[2], ARGV[3]) return 1";
+// KEYS: lock, leases, queue, queue lease. ARGV: id, channel, lock keep. The last
+// live lease deletes the key and wakes as a release does
+// (k_compare_and_delete_queued_script): the first queued waiter, else every watcher.
+const std::string k_release_shared_script =
+    std::string(k_queue_prelude) + std::string(k_shared_prelude) +
+    "prune(KEYS[2]) "
+    "if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end "
+    "if cover(KEYS[1], KEYS[2], ARGV[3]) then return 1 end "
+    "local h = head(KEYS[3], KEYS[4]) "
+    "if h then turn(h) else redis.pcall('PUBLISH', ARGV[2], '1') end return 1";
+// KEYS: leases. The live leases.
+const std::string k_count_shared_script =
+    "local t = redis.call('TIME') "
+    "return redis.call('ZCOUNT', KEYS[1], t[1], '+inf')";
+
+std::string queue_lease_key(std::string_view queue) {
+  return lock::companion_key(queue, "lease");
+}
 
 std::string wake_channel(std::string_view key) {
   std::string channel(k_wake_prefix);

@@ -1,6 +1,7 @@
 // The Lua scripts of the lock steps and the waiters' queue, and the channels they wake.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,18 @@ extern const std::string k_compare_and_delete_fenced_script;
 extern const std::string k_set_if_absent_queued_script;
 extern const std::string k_compare_and_delete_queued_script;
 extern const std::string k_leave_queue_script;
+// The shared holders' leases (SharedLeases, store.hpp).
+extern const std::string k_take_shared_script;
+extern const std::string k_renew_shared_script;
+extern const std::string k_release_shared_script;
+extern const std::string k_count_shared_script;
+
+// Queue keys of waiters that all died expire this long after the last step.
+constexpr std::int64_t k_queue_keep_ms = 60'000;
+
+// The queue's lease set: the queue's own companion (lock/keys.hpp names them
+// all, so that no other lock's key is ever one of them).
+std::string queue_lease_key(std::string_view queue);
 
 // The channel that whoever changes `key` PUBLISHes on, and its waiters SUBSCRIBE to.
 std::string wake_channel(std::string_view key);

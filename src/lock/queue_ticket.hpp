@@ -1,0 +1,42 @@
+// A waiter's place in the waiters' queue (Store::queue), for Lock and SharedLock.
+#pragma once
+
+#include <string>
+
+#include "lock/pacing.hpp"
+#include "store/store.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::lock {
+
+// A queued waiter's lease (Store's waiters' queue): a waiter killed while
+// queued holds the others up for this long at most, plus a tick. Renewed on
+// every step a waiter takes: at least every pacing::k_queue_tick_max while it waits.
+constexpr util::Micros k_queue_lease{1'000'000};
+static_assert(k_queue_lease > pacing::k_queue_tick_max, "a waiting waiter keeps its lease");
+
+// A waiter's ticket in the queue: unique among the waiters of one key.
+std::string make_ticket();
+
+// Leaves the queue when a wait ends in any way but a step that left it
+// already: best effort, a waiter that cannot leave is dropped with its lease.
+class QueueTicket {
+ public:
+  QueueTicket(store::WaitersQueue& waiters, const std::string& key, const std::string& queue)
+      : m_waiters(waiters), m_key(key), m_queue(queue) {}
+  ~QueueTicket();
+  QueueTicket(const QueueTicket&) = delete;
+  QueueTicket& operator=(const QueueTicket&) = delete;
+
+  const std::string& ticket() const { return m_ticket; }
+  void joined(bool yes) { m_joined = yes; }
+
+ private:
+  store::WaitersQueue& m_waiters;
+  const std::string& m_key;
+  const std::string& m_queue;
+  std::string m_ticket = make_ticket();
+  bool m_joined = false;
+};
+
+}  // namespace nxlock::lock

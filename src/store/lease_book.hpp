@@ -1,0 +1,50 @@
+// The shared holders' leases (SharedLeases) as the stores that decide in C++ keep
+// them (the embedded store, the memory store). Redis decides in its scripts
+// (scripts.cpp), its own copy of these rules: keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace nxlock::store {
+
+// A lease set's value: one line "ID EXPIRY" per shared holder, EXPIRY a lock
+// value (Unix seconds, expired when older than now).
+class LeaseBook {
+ public:
+  // The leases in `text` (nullopt: none); a line that does not parse is left
+  // out, and so dropped by the next write: a lease is advice about a holder,
+  // the lock key is what keeps exclusive takers out.
+  explicit LeaseBook(const std::optional<std::string>& text);
+
+  // Drops the leases that expired before `now_seconds`.
+  void prune(std::int64_t now_seconds);
+  // The expiry of lease `id`, if it is there.
+  std::optional<std::int64_t> expiry_of(std::string_view id) const;
+  void put(std::string_view id, std::int64_t expiry);
+  void remove(std::string_view id);
+
+  bool empty() const { return m_leases.empty(); }
+  std::size_t size() const { return m_leases.size(); }
+  // The latest expiry: what the lock key holds while leases live.
+  std::int64_t latest() const;
+  std::string encode() const;
+
+ private:
+  std::vector<std::pair<std::string, std::int64_t>> m_leases;
+};
+
+// What a shared taker finds in the lock key `current` while `live_leases` are held.
+enum class SharedGate {
+  open,       // absent, expired, or the shared holders' own: a lease may be taken
+  exclusive,  // held by an exclusive holder: wait
+  not_lock,   // not a lock value: never broken
+};
+SharedGate shared_gate(const std::optional<std::string>& current, bool live_leases,
+                       std::int64_t now_seconds);
+
+}  // namespace nxlock::store

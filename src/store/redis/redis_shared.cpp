@@ -1,0 +1,88 @@
+// RedisStore's shared holders' leases (SharedLeases): take, renew, release, count.
+#include <hiredis/hiredis.h>
+
+#include "store/redis/redis_store.hpp"
+#include "store/redis/scripts.hpp"
+#include "util/error.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+using redis::integer_of;
+using redis::is_pair;
+using redis::Reply;
+using redis::string_of;
+using redis::throw_unexpected;
+
+bool said_one(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
+}
+
+}  // namespace
+
+SharedLeases::Take RedisStore::take(std::string_view key, std::string_view counter,
+                                    std::string_view leases, std::string_view id,
+                                    std::int64_t expiry, std::string_view queue,
+                                    std::string_view ticket, bool waiting, util::Micros lease) {
+  // One script: the queue's gate, the lease, the lock key that covers it and
+  // the token, in one atomic step (see k_take_shared_script).
+  const std::string queue_leases = redis::queue_lease_key(queue);
+  const std::string expiry_text = std::to_string(expiry);
+  const std::string lease_us = std::to_string(lease.count());
+  const std::string queue_keep = std::to_string(redis::k_queue_keep_ms);
+  const std::string lock_keep = lock_keep_ms();
+  const std::string counter_keep = counter_keep_ms();
+  // A lease that too few replicas confirmed is given back.
+  const Reply reply = write(
+      {{"EVAL", redis::k_take_shared_script, "5", key, counter, leases, queue, queue_leases, id,
+        expiry_text, ticket, waiting ? "1" : "0", lease_us, queue_keep, lock_keep, counter_keep},
+       key},
+      [](const redisReply& r) {
+        return is_pair(r) && r.element[0]->type == REDIS_REPLY_INTEGER &&
+               r.element[0]->integer == 2;
+      },
+      [&](const redisReply&) { release(key, leases, id, queue); });
+  if (!is_pair(*reply)) {
+    throw_unexpected(*reply, m_url.redacted);
+  }
+  Take result;
+  const auto outcome = integer_of(*reply->element[0], m_url.redacted);
+  if (outcome == 2) {
+    result.outcome = Take::Outcome::taken;
+    result.fence = integer_of(*reply->element[1], m_url.redacted);
+    return result;
+  }
+  result.outcome = outcome == 1 ? Take::Outcome::held : Take::Outcome::behind;
+  result.current = string_of(*reply->element[1], m_url.redacted);
+  return result;
+}
+
+bool RedisStore::renew(std::string_view key, std::string_view leases, std::string_view id,
+                       std::int64_t expiry) {
+  const std::string expiry_text = std::to_string(expiry);
+  const std::string lock_keep = lock_keep_ms();
+  // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
+  const Reply reply = write(
+      {{"EVAL", redis::k_renew_shared_script, "2", key, leases, id, expiry_text, lock_keep}, key},
+      said_one, [](const redisReply&) {});
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+bool RedisStore::release(std::string_view key, std::string_view leases, std::string_view id,
+                         std::string_view queue) {
+  const std::string queue_leases = redis::queue_lease_key(queue);
+  const std::string channel = redis::wake_channel(key);
+  const std::string lock_keep = lock_keep_ms();
+  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "4", key, leases, queue,
+                            queue_leases, id, channel, lock_keep},
+                           key});
+  return integer_of(*reply, m_url.redacted) == 1;
+}
+
+std::size_t RedisStore::count(std::string_view leases) {
+  const Reply reply = run({{"EVAL", redis::k_count_shared_script, "1", leases}, leases});
+  return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
+}
+
+}  // namespace nxlock::store

@@ -1,0 +1,212 @@
+"""--shared on lock and run-locked, as flock -s: any number of shared holders or one
+exclusive holder, an exclusive waiter not starved by later shared ones, tokens from
+one counter, a dead shared holder's lease lapsing; on the embedded store, Redis and
+a Redis Cluster.
+
+Every ordering the tests rely on is made by the test (a holder confirmed holding,
+a waiter confirmed queued) before the next step; timing appears only as generous
+upper bounds."""
+import json
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+from harness import NxlockTestCase, side_key, wait_for
+from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
+
+KEY = "backup"
+
+
+class SharedCase(NxlockTestCase):
+    def lock(self, url, *options, key=KEY):
+        return self.nx("-u", url, "--json", "lock", *options, key)
+
+    def hold(self, url, *options, key=KEY):
+        r = self.lock(url, "-n", *options, key=key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.addCleanup(self.nx, "-u", url, "unlock", key, got["value"])
+        return got
+
+    def shared_backends(self):
+        return self.backends()
+
+
+class TestShared(SharedCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def test_shared_holders_together_exclusive_apart(self):
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                a = self.hold(url, "--shared", "-t", "60")
+                b = self.hold(url, "--shared", "-t", "60")
+                self.assertGreater(b["fence"], a["fence"])
+                # An exclusive taker is refused while shared ones hold.
+                r = self.lock(url, "-n", "-t", "60")
+                self.assertEqual(r.returncode, 75, r.stderr)
+                r = self.nx("-u", url, "status", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(b"shared by 2 holders", r.stdout)
+                r = self.nx("-u", url, "renew", "-t", "120", KEY, a["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                renewed = r.stdout.decode().strip()
+                for value in (renewed, b["value"]):
+                    r = self.nx("-u", url, "unlock", KEY, value)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                # The last one freed the key: the exclusive one comes, above both tokens.
+                c = self.hold(url, "-t", "60")
+                self.assertGreater(c["fence"], b["fence"])
+                r = self.lock(url, "-n", "--shared", "-t", "60")
+                self.assertEqual(r.returncode, 75, r.stderr)
+                self.assertIn(b"held until", r.stderr)
+                r = self.nx("-u", url, "unlock", KEY, c["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_exclusive_waiter_not_starved_by_later_shared(self):
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                a = self.hold(url, "--shared", "-t", "60")
+                order = os.path.join(self.tmp, "order-" + backend.name)
+                writer = self.popen("-u", url, "run-locked", "-w", "60", "-t", "60", KEY,
+                                    "sh", "-c", 'echo writer >> "$0"', order,
+                                    stderr=subprocess.PIPE)
+                self.addCleanup(writer.kill)
+                # The writer is queued (its step refused, it waits) before the next reader.
+                def writer_waits():
+                    r = self.lock(url, "-n", "--shared", "-t", "60")
+                    if r.returncode == 0:
+                        self.nx("-u", url, "unlock", KEY, json.loads(r.stdout)["value"])
+                        return False
+                    return r.returncode == 75
+                self.assertTrue(wait_for(writer_waits, timeout=20))
+                reader = self.popen("-u", url, "run-locked", "--shared", "-w", "60", "-t", "60",
+                                    KEY, "sh", "-c", 'echo reader >> "$0"', order,
+                                    stderr=subprocess.PIPE)
+                self.addCleanup(reader.kill)
+                time.sleep(0.5)
+                self.assertFalse(os.path.exists(order))  # neither goes while `a` holds
+                r = self.nx("-u", url, "unlock", KEY, a["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                for p in (writer, reader):
+                    _, err = p.communicate(timeout=30)
+                    self.assertEqual(p.returncode, 0, err)
+                with open(order) as f:
+                    self.assertEqual(f.read().split(), ["writer", "reader"])
+
+    def test_shared_sections_overlap(self):
+        """Each of two shared jobs waits, inside its section, for the other's to start:
+        both finish only if they hold the lock at the same time."""
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                mine = os.path.join(self.tmp, backend.name + "-a")
+                theirs = os.path.join(self.tmp, backend.name + "-b")
+                script = ('touch "$0"; i=0; while [ ! -e "$1" ] && [ $i -lt 300 ]; do '
+                          'sleep 0.1; i=$((i+1)); done; [ -e "$1" ]')
+                jobs = [self.popen("-u", backend.url, "run-locked", "--shared", "-w", "60", KEY,
+                                   "sh", "-c", script, a, b, stderr=subprocess.PIPE)
+                        for a, b in ((mine, theirs), (theirs, mine))]
+                for job in jobs:
+                    _, err = job.communicate(timeout=60)
+                    self.assertEqual(job.returncode, 0, err)
+
+    def test_sigkilled_shared_holder_lapses(self):
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                started = os.path.join(self.tmp, "started-" + backend.name)
+                holder = self.popen("-u", url, "run-locked", "--shared", "-t", "2", KEY,
+                                    "sh", "-c", 'touch "$0"; sleep 60', started)
+                self.addCleanup(holder.kill)
+                self.assertTrue(wait_for(lambda: os.path.exists(started), timeout=20))
+                holder.send_signal(signal.SIGKILL)
+                holder.wait(10)
+                # Its lease is no longer renewed: within ttl + a little, an exclusive gets it.
+                r = self.nx("-u", url, "run-locked", "-w", "30", "-t", "10", KEY, "true",
+                            timeout=40)
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_run_locked_contention(self):
+        """Shared sections overlap one another; no exclusive section overlaps any."""
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                log = os.path.join(self.tmp, "log-" + backend.name)
+                script = ('echo "start $0 $NXLOCK_FENCE" >> "$1"; sleep 0.3; '
+                          'echo "end $0" >> "$1"')
+                procs = []
+                for i in range(6):
+                    kind = "x" if i % 3 == 0 else "s"
+                    options = ["--shared"] if kind == "s" else []
+                    procs.append(self.popen("-u", url, "run-locked", *options, "-w", "60",
+                                            "-t", "10", KEY, "sh", "-c", script,
+                                            "%s%d" % (kind, i), log, stderr=subprocess.PIPE))
+                for p in procs:
+                    _, err = p.communicate(timeout=90)
+                    self.assertEqual(p.returncode, 0, err)
+                with open(log) as f:
+                    events = [line.split() for line in f]
+                active = set()
+                fences = []
+                for event in events:
+                    name = event[1]
+                    if event[0] == "start":
+                        if name.startswith("x"):
+                            self.assertEqual(active, set(), events)
+                        else:
+                            self.assertFalse(any(a.startswith("x") for a in active), events)
+                        active.add(name)
+                        fences.append(int(event[2]))
+                    else:
+                        active.remove(name)
+                self.assertEqual(len(set(fences)), 6)
+                # An exclusive holder's token is above every earlier holder's and below
+                # every later one's (shared ones may log their starts out of order).
+                starts = [e for e in events if e[0] == "start"]
+                for i, event in enumerate(starts):
+                    if event[1].startswith("x"):
+                        mine = int(event[2])
+                        self.assertTrue(all(int(e[2]) < mine for e in starts[:i]), events)
+                        self.assertTrue(all(int(e[2]) > mine for e in starts[i + 1:]), events)
+
+    def test_bad_input(self):
+        url = "file://" + self.store_path
+        r = self.nx("-u", url, "--json", "lock", "-n", KEY)
+        value = json.loads(r.stdout)["value"]
+        self.addCleanup(self.nx, "-u", url, "unlock", KEY, value)
+        # A quorum has no shared holders.
+        r = self.nx("-u", self.redis.url + "/1", "-u", self.redis.url + "/2", "-u",
+                    self.redis.url + "/3", "lock", "--shared", "-n", KEY)
+        self.assertOneLineError(r, 64, "--shared")
+        # The leases' key is no lock name.
+        r = self.nx("-u", url, "lock", "-n", side_key(KEY, "shared"))
+        self.assertOneLineError(r, 64, "companion")
+        # A shared value whose lease is gone is not released.
+        r = self.nx("-u", url, "unlock", "other", "1:s0123456789abcdef")
+        self.assertEqual(r.returncode, 1, r.stderr)
+
+
+class TestSharedCluster(WithCluster, SharedCase):
+    def test_shared_and_exclusive_on_every_node(self):
+        url = self.cluster.url()
+        for node in self.cluster.nodes:
+            key = self.cluster.key_on(node)
+            with self.subTest(node=node.port):
+                a = self.hold(url, "--shared", "-t", "60", key=key)
+                b = self.hold(url, "--shared", "-t", "60", key=key)
+                r = self.lock(url, "-n", "-t", "60", key=key)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                for got in (a, b):
+                    r = self.nx("-u", url, "unlock", key, got["value"])
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                c = self.hold(url, "-t", "60", key=key)
+                self.assertGreater(c["fence"], b["fence"])
+
+
+if __name__ == "__main__":
+    unittest.main()
