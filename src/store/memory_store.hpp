@@ -4,11 +4,13 @@
 #include <functional>
 #include <map>
 
+#include "store/lock_listing.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::store {
 
-class MemoryStore final : public Store {
+// The listing is private: callers reach it through listing().
+class MemoryStore final : public Store, private LockListing {
  public:
   // How an owning step computes its token from the counter beside the lock.
   enum class Tokens {
@@ -35,11 +37,15 @@ class MemoryStore final : public Store {
                        std::optional<Fence> fence = {}) override;
   util::Micros now() override { return m_clock(); }
   std::unique_ptr<Watcher> watch(std::string_view key) override;
+  LockListing* listing() override { return this; }
 
   // How many writes have happened: watchers compare it to see a change.
   std::uint64_t version() const { return m_version; }
 
  private:
+  // LockListing: one batch of every matching key; no queue, so no waiters.
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
+
   std::function<util::Micros()> m_clock;
   Tokens m_tokens;
   std::map<std::string, std::string, std::less<>> m_data;

@@ -81,6 +81,7 @@ struct Swap {
 };
 
 class WaitersQueue;
+class LockListing;
 
 class Store {
  public:
@@ -136,6 +137,10 @@ class Store {
 
   // The waiters' queue, or nullptr if this backend keeps none.
   virtual WaitersQueue* queue() { return nullptr; }
+
+  // The enumeration of the locks held (lock_listing.hpp), or nullptr if this
+  // backend cannot list its keys.
+  virtual LockListing* listing() { return nullptr; }
 
   // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
   virtual util::Micros now() = 0;

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "store/lock_listing.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::store {
@@ -28,6 +29,7 @@ class TracingStore final : public Store {
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return m_queue.get(); }
+  LockListing* listing() override { return m_listing.get(); }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override { return m_inner->watch(key); }
   void keep_keys_for(util::Micros lifetime) override { m_inner->keep_keys_for(lifetime); }
@@ -38,7 +40,8 @@ class TracingStore final : public Store {
 
  private:
   std::unique_ptr<Store> m_inner;
-  std::unique_ptr<WaitersQueue> m_queue;  // traces the inner store's queue; null if it has none
+  std::unique_ptr<WaitersQueue> m_queue;   // traces the inner store's queue; null if it has none
+  std::unique_ptr<LockListing> m_listing;  // likewise its listing
 };
 
 }  // namespace nxlock::store

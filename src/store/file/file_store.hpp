@@ -10,6 +10,7 @@
 #include "store/file/bucket.hpp"
 #include "store/file/record.hpp"
 #include "store/file/store_directory.hpp"
+#include "store/lock_listing.hpp"
 #include "store/store.hpp"
 #include "util/fd.hpp"
 
@@ -17,8 +18,9 @@ namespace nxlock::store {
 
 class FileWatcher;
 
-// The queue is private: the lock layer reaches it through queue().
-class FileStore final : public Store, private WaitersQueue {
+// The queue and the listing are private: the lock layer reaches them through
+// queue() and listing().
+class FileStore final : public Store, private WaitersQueue, private LockListing {
  public:
   struct Options {
     // Create the store directory at the first write if it is missing (the
@@ -56,6 +58,7 @@ class FileStore final : public Store, private WaitersQueue {
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return this; }
+  LockListing* listing() override { return this; }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
 
@@ -68,6 +71,12 @@ class FileStore final : public Store, private WaitersQueue {
                           std::string_view queue) override;
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
   std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+
+  // LockListing (listing.cpp): every bucket read once, without a lock (each
+  // is replaced whole by rename, so a read sees an old or a new bucket).
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
+  // How many waiters of a queue entry's text still hold a lease (waiters_queue.cpp).
+  static std::int64_t live_waiters(const std::string& queue_text);
 
   // A plain write of the details nxlock keeps beside a lock this process holds
   // (run-locked's holder record names the lock's value): tagged with the

@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "store/lock_listing.hpp"
 #include "store/make_store.hpp"
 #include "store/redis/connection.hpp"
 #include "store/store.hpp"
@@ -16,8 +17,9 @@
 
 namespace nxlock::store {
 
-// The queue is private: the lock layer reaches it through queue().
-class RedisStore final : public Store, private WaitersQueue {
+// The queue and the listing are private: the lock layer reaches them through
+// queue() and listing().
+class RedisStore final : public Store, private WaitersQueue, private LockListing {
  public:
   // Connects, authenticates and selects the db. Throws util::Error naming the
   // redacted URL: unavailable (69) when refused or timed out, permission (77)
@@ -39,6 +41,7 @@ class RedisStore final : public Store, private WaitersQueue {
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return this; }
+  LockListing* listing() override { return this; }
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
@@ -54,6 +57,14 @@ class RedisStore final : public Store, private WaitersQueue {
                           std::string_view queue) override;
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
   std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+
+  // The listing (LockListing, redis_listing.cpp): SCAN on every master.
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
+  // The connections to scan: each master of a cluster, else the one server.
+  std::vector<redis::Connection*> masters();
+  // SCAN on one server, each batch of keys read in one pipelined round trip.
+  void scan(redis::Connection& connection, std::string_view pattern, const Wanted& wanted,
+            const Visit& visit);
 
   // A subscriber connection on key's wake channel, and on the ticket's turn
   // channel when there is one.
