@@ -18,33 +18,6 @@ namespace {
 
 using lock::Verdict;
 
-// Records written by other clients (or older versions) may hold a password in
-// their command: never show one.
-nlohmann::json holder_json(const lock::Holder& holder) {
-  nlohmann::json j = {{"host", holder.host},
-                      {"pid", holder.pid},
-                      {"command", util::redact_secrets(holder.command)},
-                      {"acquired_at", holder.acquired_at}};
-  if (holder.finished_at != 0) {
-    j["finished_at"] = holder.finished_at;
-  }
-  if (holder.gone()) {
-    j["running"] = false;
-  }
-  return j;
-}
-
-std::string holder_text(const lock::Holder& holder) {
-  std::string text = "pid " + std::to_string(holder.pid) + " on " + util::escape(holder.host);
-  if (!holder.command.empty()) {
-    text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
-  }
-  if (holder.gone()) {
-    text += ", no longer running";
-  }
-  return text;
-}
-
 // What a user can do about a lock whose holder is gone (Holder::gone).
 std::string gone_advice(std::string_view key) {
   return "the lock stays held until it expires, or until `nxlock unlock --force " +
@@ -146,6 +119,33 @@ void add_server_views(Context& ctx, const std::vector<lock::ServerView>& views,
 }
 
 }  // namespace
+
+// Records written by other clients (or older versions) may hold a password in
+// their command: never show one.
+nlohmann::json holder_json(const lock::Holder& holder) {
+  nlohmann::json j = {{"host", holder.host},
+                      {"pid", holder.pid},
+                      {"command", util::redact_secrets(holder.command)},
+                      {"acquired_at", holder.acquired_at}};
+  if (holder.finished_at != 0) {
+    j["finished_at"] = holder.finished_at;
+  }
+  if (holder.gone()) {
+    j["running"] = false;
+  }
+  return j;
+}
+
+std::string holder_text(const lock::Holder& holder) {
+  std::string text = "pid " + std::to_string(holder.pid) + " on " + util::escape(holder.host);
+  if (!holder.command.empty()) {
+    text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
+  }
+  if (holder.gone()) {
+    text += ", no longer running";
+  }
+  return text;
+}
 
 const char* verdict_reason(Verdict verdict) {
   return words_for(verdict).reason;
@@ -251,15 +251,16 @@ Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
     cli_lock.signals().keep_blocked();
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock.record_holder(
-        lock::describe_holder(value, owner, ctx.redact(util::process_command_line(owner)),
-                              util::whole_seconds(cli_lock.clock().now())));
+    lock.record_holder(lock::describe_holder(value, owner,
+                                             ctx.redact(util::process_command_line(owner)),
+                                             util::whole_seconds(cli_lock.clock().now())));
     ctx.out.line(value);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
     ctx.out.field("value", value);
     ctx.out.field("expires_at", std::stoll(value));
-    ctx.out.field("fence", cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
+    ctx.out.field("fence",
+                  cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     return k_exit_ok;
   };
 }
