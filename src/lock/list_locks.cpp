@@ -68,7 +68,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
           continue;  // the second pattern's loose match
         }
         row.expires_at = store::parse_lock_timestamp(found.value).value_or(0);
-        row.expired = row.expires_at < now_seconds;
+        row.expired = row.expires_at < now_seconds && !found.owner_alive;
         if (row.expired && !with_expired) {
           continue;
         }

@@ -19,7 +19,7 @@ struct LockRow {
   std::optional<int> slot;  // set: this is slot `slot` of `key` (--slots, keys.hpp slot_of)
   std::string value;        // the lock value, its expiry as the page writes it
   std::int64_t expires_at = 0;
-  bool expired = false;                 // the value is older than now: abandoned, free to take
+  bool expired = false;  // older than now, no live owner keeping it: abandoned, free to take
   std::optional<Holder> holder;         // the holder record, when it describes `value`
   std::optional<std::int64_t> fence;    // the latest token issued for the lock
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none

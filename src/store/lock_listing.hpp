@@ -18,6 +18,9 @@ struct ListedLock {
   std::optional<std::string> holder;    // the text of its holder record (lock::holder_key)
   std::optional<std::int64_t> fence;    // the latest token issued for it
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
+  // The embedded store: a live run-locked owns it, so it is held whatever its
+  // timestamp says (CONTRACT.md, "The embedded store").
+  bool owner_alive = false;
 };
 
 // Reached by Store::listing(), for the backends that can enumerate their keys.

@@ -142,7 +142,7 @@ void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Vis
     if (!glob_match(pattern, key) || !wanted(key) || !parse_lock_timestamp(value)) {
       continue;
     }
-    ListedLock& lock = batch.emplace_back(ListedLock{key, value, {}, {}, {}});
+    ListedLock& lock = batch.emplace_back(ListedLock{key, value, {}, {}, {}, false});
     lock.holder = get(lock::companion_key(key, "holder"));
     if (const auto counter = get(lock::fence_key(key))) {
       lock.fence = parse_fence(*counter);

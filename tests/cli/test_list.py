@@ -182,6 +182,24 @@ class TestList(ListCase):
                 waiter.kill()
                 waiter.wait()
 
+    def test_a_live_run_locked_keeps_its_lock_held_whatever_the_clock(self):
+        # The embedded store: a live owner keeps its lock held past a timestamp
+        # that a caller's clock (two hours ahead here) calls expired.
+        job = self.popen("run-locked", "-t", "60", "owned", "sleep", "60",
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: job.poll() is None and (job.kill(), job.wait()))
+        self.assertTrue(wait_for(lambda: b"holder:" in self.nx("status", "owned").stdout, 20))
+        env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1",
+                   ASAN_OPTIONS=":".join(filter(None, [self.env.get("ASAN_OPTIONS"),
+                                                       "verify_asan_link_order=0"])))
+        r = subprocess.run(["faketime", "-f", "+2h", BIN, "--json", "list"], env=env,
+                           capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.loads(r.stdout)["locks"]
+        self.assertEqual([(row["key"], row["state"]) for row in rows], [("owned", "held")])
+        job.kill()
+        job.wait()
+
     def test_bad_options_are_usage_errors(self):
         for args in (["list", "--nope"], ["list", "a", "b"], ["list", "-x"]):
             with self.subTest(args=args):

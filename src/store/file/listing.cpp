@@ -5,6 +5,7 @@
 
 #include "lock/keys.hpp"
 #include "store/file/file_store.hpp"
+#include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
 #include "store/lock_value.hpp"
 
@@ -51,11 +52,12 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
         !parse_lock_timestamp(entry.value)) {
       continue;
     }
-    ListedLock& lock = batch.emplace_back(ListedLock{key, entry.value, {}, entry.fence, {}});
+    ListedLock& lock = batch.emplace_back(ListedLock{key, entry.value, {}, entry.fence, {}, false});
     if (const auto holder = entries.find(lock::companion_key(key, "holder"));
         holder != entries.end()) {
       lock.holder = holder->second.value;
     }
+    lock.owner_alive = owner::keeps_held(entry);
     const auto queue = entries.find(lock::queue_key(key));
     lock.waiters = queue == entries.end() ? 0 : live_waiters(queue->second.value);
   }

@@ -137,7 +137,8 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       if (!value || !parse_lock_timestamp(*value)) {
         continue;  // gone meanwhile, or no lock
       }
-      ListedLock& lock = batch.emplace_back(ListedLock{keys[i], std::move(*value), {}, {}, 0});
+      ListedLock& lock =
+          batch.emplace_back(ListedLock{keys[i], std::move(*value), {}, {}, 0, false});
       lock.holder = string_reply(*read[1]);
       if (const auto counter = string_reply(*read[2])) {
         lock.fence = parse_fence(*counter);
