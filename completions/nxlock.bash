@@ -29,7 +29,7 @@ _nxlock()
     local cur prev words cword split
     _init_completion -s -n : || return
 
-    local commands='setnx get getset del lock unlock renew status run-locked doctor'
+    local commands='setnx get getset del lock unlock renew status list run-locked doctor'
     local globals='-u --url --password-file --timeout --prefix --cacert --cacertdir --cert
         --key --sni --insecure --sentinel-password-file --replicas --json -q --quiet -v --verbose -h --help --help-all --version'
 
@@ -125,6 +125,7 @@ _nxlock()
             renew) opts='-t --ttl --clock' ;;
             status) opts='--clock' ;;
             setnx | get | getset | del) opts='--' ;;
+            list) opts='--expired' ;;
             doctor) opts='' ;; # the global options only
         esac
         COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))

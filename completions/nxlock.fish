@@ -91,6 +91,7 @@ complete -c nxlock -n $no_command -a lock -d 'Take the lock KEY and print its va
 complete -c nxlock -n $no_command -a unlock -d 'Release the lock KEY if it still holds VALUE'
 complete -c nxlock -n $no_command -a renew -d 'Extend the lock KEY that still holds VALUE'
 complete -c nxlock -n $no_command -a status -d 'Show whether the lock KEY is held'
+complete -c nxlock -n $no_command -a list -d 'List the locks held now'
 complete -c nxlock -n $no_command -a run-locked -d 'Run COMMAND while holding the lock KEY'
 complete -c nxlock -n $no_command -a doctor -d 'Check that the backend is fit for locks'
 
@@ -131,6 +132,9 @@ complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' 
 # unlock, renew.
 complete -c nxlock -n '__fish_nxlock_using unlock' -s f -l force -d 'Delete whatever the key holds'
 complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds from now the lock holds (default 60)'
+
+# list.
+complete -c nxlock -n '__fish_nxlock_using list' -l expired -d 'Also list expired, abandoned locks'
 
 # run-locked.
 set -l run '__fish_nxlock_using run-locked'

@@ -74,6 +74,11 @@ class CliLock {
 const char* verdict_reason(lock::Verdict verdict);
 const char* verdict_token(lock::Verdict verdict);
 
+// A holder record for --json and for a message (its command redacted, as
+// records of other clients may hold a password; "no longer running" when gone).
+nlohmann::json holder_json(const lock::Holder& holder);
+std::string holder_text(const lock::Holder& holder);
+
 // "in 42s" / "3s ago" style distance between two Unix times.
 std::string describe_distance(std::int64_t from, std::int64_t to);
 

@@ -254,6 +254,14 @@ Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
   return status_runner(args);
 }
 
+Runner setup_list(CLI::App& sub, ParsedArgs& /*parsed*/) {
+  auto args = std::make_shared<ListArgs>();
+  sub.add_flag("--expired", args->expired, "Also list expired, abandoned locks");
+  sub.add_option("PATTERN", args->pattern,
+                 "Glob on the lock's key, as Redis MATCH reads it (default: every lock)");
+  return list_runner(args);
+}
+
 namespace {
 
 // The global options, on the app: each command falls through to them. -u

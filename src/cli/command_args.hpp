@@ -74,6 +74,12 @@ struct StatusArgs {
   std::string clock = "server";
 };
 
+// list: PATTERN (a glob; "*": every lock) and --expired.
+struct ListArgs {
+  std::string pattern = "*";
+  bool expired = false;
+};
+
 // The arguments of the commands that have a fast path (fast_path.hpp), so that
 // CLI11 and the fast path fill the same structure. `command` is the name of
 // the command parsed; `kv` or `run` is set for those commands, else null.
@@ -95,5 +101,6 @@ Runner lock_runner(std::shared_ptr<LockCommandArgs> args);
 Runner unlock_runner(std::shared_ptr<UnlockArgs> args);
 Runner renew_runner(std::shared_ptr<RenewArgs> args);
 Runner status_runner(std::shared_ptr<StatusArgs> args);
+Runner list_runner(std::shared_ptr<ListArgs> args);  // command_list.cpp
 
 }  // namespace nxlock::cli

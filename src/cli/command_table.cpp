@@ -19,6 +19,8 @@ constexpr Command k_commands[] = {
      "v=$(nxlock renew -t 300 deploy \"$v\")", setup_renew},
     {"status", "Show whether the lock KEY is held, until when and by whom",
      "nxlock status --json nightly-backup", setup_status},
+    {"list", "List the locks held now: holder, since, until, fence, waiters",
+     "nxlock list 'backup-*'", setup_list},
     {"run-locked", "Run COMMAND while holding the lock KEY, then release it",
      "nxlock run-locked -n nightly-backup /usr/local/bin/backup", setup_run_locked},
     {"doctor", "Check that the backend is fit for locks, and say what to fix",

@@ -39,6 +39,7 @@ Runner setup_lock(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_unlock(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_renew(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_status(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_list(CLI::App& sub, ParsedArgs& parsed);
 Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed);
 // doctor has no options of its own: its setup is beside its runner (command_doctor.cpp).
 Runner setup_doctor(CLI::App& sub, ParsedArgs& parsed);

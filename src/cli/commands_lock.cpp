@@ -19,33 +19,6 @@ namespace {
 
 using lock::Verdict;
 
-// Records written by other clients (or older versions) may hold a password in
-// their command: never show one.
-nlohmann::json holder_json(const lock::Holder& holder) {
-  nlohmann::json j = {{"host", holder.host},
-                      {"pid", holder.pid},
-                      {"command", util::redact_secrets(holder.command)},
-                      {"acquired_at", holder.acquired_at}};
-  if (holder.finished_at != 0) {
-    j["finished_at"] = holder.finished_at;
-  }
-  if (holder.gone()) {
-    j["running"] = false;
-  }
-  return j;
-}
-
-std::string holder_text(const lock::Holder& holder) {
-  std::string text = "pid " + std::to_string(holder.pid) + " on " + util::escape(holder.host);
-  if (!holder.command.empty()) {
-    text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
-  }
-  if (holder.gone()) {
-    text += ", no longer running";
-  }
-  return text;
-}
-
 // What a user can do about a lock whose holder is gone (Holder::gone).
 std::string gone_advice(std::string_view key) {
   return "the lock stays held until it expires, or until `nxlock unlock --force " +
@@ -147,6 +120,33 @@ void add_server_views(Context& ctx, const std::vector<lock::ServerView>& views,
 }
 
 }  // namespace
+
+// Records written by other clients (or older versions) may hold a password in
+// their command: never show one.
+nlohmann::json holder_json(const lock::Holder& holder) {
+  nlohmann::json j = {{"host", holder.host},
+                      {"pid", holder.pid},
+                      {"command", util::redact_secrets(holder.command)},
+                      {"acquired_at", holder.acquired_at}};
+  if (holder.finished_at != 0) {
+    j["finished_at"] = holder.finished_at;
+  }
+  if (holder.gone()) {
+    j["running"] = false;
+  }
+  return j;
+}
+
+std::string holder_text(const lock::Holder& holder) {
+  std::string text = "pid " + std::to_string(holder.pid) + " on " + util::escape(holder.host);
+  if (!holder.command.empty()) {
+    text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
+  }
+  if (holder.gone()) {
+    text += ", no longer running";
+  }
+  return text;
+}
 
 const char* verdict_reason(Verdict verdict) {
   return words_for(verdict).reason;

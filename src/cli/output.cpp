@@ -28,15 +28,18 @@ void Output::line(std::string_view text) {
 }
 
 void Output::bytes_field(const std::string& name, std::string_view bytes) {
-  if (!json) {
-    return;
+  if (json) {
+    bytes_into(m_object, name, bytes);
   }
+}
+
+void Output::bytes_into(nlohmann::json& object, const std::string& name, std::string_view bytes) {
   try {
     // dump() is what rejects invalid UTF-8; probe once, then store.
     (void)nlohmann::json(std::string(bytes)).dump();
-    m_object[name] = std::string(bytes);
+    object[name] = std::string(bytes);
   } catch (const nlohmann::json::type_error&) {
-    m_object[name + "_hex"] = to_hex(bytes);
+    object[name + "_hex"] = to_hex(bytes);
   }
 }
 

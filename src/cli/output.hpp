@@ -24,6 +24,8 @@ class Output {
   }
   // A field holding arbitrary bytes: a string when valid UTF-8, else "<name>_hex".
   void bytes_field(const std::string& name, std::string_view bytes);
+  // The same field in `object` (an element of an array field).
+  static void bytes_into(nlohmann::json& object, const std::string& name, std::string_view bytes);
   // A note for stderr (the busy explanation, a lost lock): suppressed by -q.
   void note(std::string_view text) const;
   // A warning for stderr that -q does not silence (a lost lock).

@@ -87,6 +87,36 @@ bool is_companion_key(std::string_view name) {
   return false;
 }
 
+std::optional<SlotOf> slot_of(std::string_view lock_key) {
+  // After the tag ("{TAG}:") or the '}' of the untagged form: "slotN:KEY".
+  std::size_t at = 0;
+  if (lock_key.starts_with('{')) {
+    at = lock_key.find("}:");
+    at = at == std::string_view::npos ? at : at + 2;
+  } else if (lock_key.starts_with('}')) {
+    at = 1;
+  } else {
+    return std::nullopt;
+  }
+  if (at == std::string_view::npos || !lock_key.substr(at).starts_with("slot")) {
+    return std::nullopt;
+  }
+  const std::size_t digits = at + 4;
+  const std::size_t colon = lock_key.find(':', digits);
+  const std::string_view number = lock_key.substr(digits, colon - digits);
+  if (colon == std::string_view::npos || number.empty() || number.size() > 9 ||
+      number.find_first_not_of("0123456789") != std::string_view::npos ||
+      (number.size() > 1 && number[0] == '0')) {
+    return std::nullopt;
+  }
+  SlotOf slot{std::string(lock_key.substr(colon + 1)), std::stoi(std::string(number))};
+  // Only the name companion_key writes: "{x}:slot1:y" is no slot of "y".
+  if (companion_key(slot.key, lock_key.substr(at, colon - at)) != lock_key) {
+    return std::nullopt;
+  }
+  return slot;
+}
+
 void check_lock_key(std::string_view key) {
   if (is_companion_key(key)) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",

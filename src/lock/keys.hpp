@@ -2,6 +2,7 @@
 // how they are named.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,18 @@ std::string shared_key(std::string_view key);
 // key, or of a companion: a lock must not be named so, or taking it would
 // write another lock's counter, details or queue.
 bool is_companion_key(std::string_view name);
+
+// A slot of a counting lock (--slots): slot `index` of lock `key` is the lock
+// key companion_key(key, "slot" + std::to_string(index)).
+struct SlotOf {
+  std::string key;
+  int index = 0;
+};
+
+// The lock and slot that `lock_key` is a slot of; nullopt if it is not one
+// (no "slotN" companion, N decimal without leading zeros, exactly as
+// companion_key writes it).
+std::optional<SlotOf> slot_of(std::string_view lock_key);
 
 // Throws util::Error(usage, 64) when `key` may not name a lock (is_companion_key).
 void check_lock_key(std::string_view key);

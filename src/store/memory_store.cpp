@@ -3,6 +3,7 @@
 
 #include <poll.h>
 
+#include "lock/keys.hpp"
 #include "store/fenced_steps.hpp"
 #include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
@@ -197,6 +198,21 @@ void MemoryStore::store_leases(std::string_view key, std::string_view leases,
   }
   set(key, std::to_string(book.latest()));
   set(leases, book.encode());
+}
+
+void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
+  std::vector<ListedLock> batch;
+  for (const auto& [key, value] : m_data) {
+    if (!glob_match(pattern, key) || !wanted(key) || !parse_lock_timestamp(value)) {
+      continue;
+    }
+    ListedLock& lock = batch.emplace_back(ListedLock{key, value, {}, {}, {}, false});
+    lock.holder = get(lock::companion_key(key, "holder"));
+    if (const auto counter = get(lock::fence_key(key))) {
+      lock.fence = parse_fence(*counter);
+    }
+  }
+  visit(std::move(batch));
 }
 
 std::unique_ptr<Watcher> MemoryStore::watch(std::string_view) {

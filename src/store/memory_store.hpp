@@ -4,14 +4,16 @@
 #include <functional>
 #include <map>
 
+#include "store/lock_listing.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::store {
 
 class LeaseBook;
 
-// The shared leases are private: the lock layer reaches them through shared().
-class MemoryStore final : public Store, private SharedLeases {
+// The shared leases and the listing are private: the lock layer reaches them
+// through shared() and listing().
+class MemoryStore final : public Store, private SharedLeases, private LockListing {
  public:
   // How an owning step computes its token from the counter beside the lock.
   enum class Tokens {
@@ -39,6 +41,7 @@ class MemoryStore final : public Store, private SharedLeases {
   util::Micros now() override { return m_clock(); }
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   SharedLeases* shared() override { return this; }
+  LockListing* listing() override { return this; }
 
   // How many writes have happened: watchers compare it to see a change.
   std::uint64_t version() const { return m_version; }
@@ -55,6 +58,8 @@ class MemoryStore final : public Store, private SharedLeases {
   std::size_t count(std::string_view leases) override;
   // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).
   void store_leases(std::string_view key, std::string_view leases, const LeaseBook& book);
+  // LockListing: one batch of every matching key; no queue, so no waiters.
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
 
   std::function<util::Micros()> m_clock;
   Tokens m_tokens;

@@ -82,6 +82,7 @@ struct Swap {
 
 class WaitersQueue;
 class SharedLeases;
+class LockListing;
 
 class Store {
  public:
@@ -140,6 +141,10 @@ class Store {
 
   // The shared holders' leases (--shared), or nullptr if this backend keeps none.
   virtual SharedLeases* shared() { return nullptr; }
+
+  // The enumeration of the locks held (lock_listing.hpp), or nullptr if this
+  // backend cannot list its keys.
+  virtual LockListing* listing() { return nullptr; }
 
   // The backend's clock as Unix time: Redis TIME, or the local clock for the file store.
   virtual util::Micros now() = 0;

@@ -181,6 +181,31 @@ class TracingShared final : public SharedLeases {
   SharedLeases& m_inner;
 };
 
+// "LIST backup-* → 1000 locks" per batch, as the backend hands them over.
+class TracingListing final : public LockListing {
+ public:
+  explicit TracingListing(LockListing& inner) : m_inner(inner) {}
+
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override {
+    const std::string step = step_text("LIST", {pattern});
+    traced(
+        step,
+        [&] {
+          m_inner.list(pattern, wanted, [&](std::vector<ListedLock>&& batch) {
+            if (util::tracing()) {
+              util::trace(step + " → " + std::to_string(batch.size()) + " locks");
+            }
+            visit(std::move(batch));
+          });
+          return true;
+        },
+        [](bool) { return std::string("done"); });
+  }
+
+ private:
+  LockListing& m_inner;
+};
+
 }  // namespace
 
 TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inner)) {
@@ -189,6 +214,9 @@ TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inn
   }
   if (SharedLeases* shared = m_inner->shared()) {
     m_shared = std::make_unique<TracingShared>(*shared);
+  }
+  if (LockListing* listing = m_inner->listing()) {
+    m_listing = std::make_unique<TracingListing>(*listing);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "store/lock_listing.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::store {
@@ -29,6 +30,7 @@ class TracingStore final : public Store {
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return m_queue.get(); }
   SharedLeases* shared() override { return m_shared.get(); }
+  LockListing* listing() override { return m_listing.get(); }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override { return m_inner->watch(key); }
   void keep_keys_for(util::Micros lifetime) override { m_inner->keep_keys_for(lifetime); }
@@ -41,6 +43,7 @@ class TracingStore final : public Store {
   std::unique_ptr<Store> m_inner;
   std::unique_ptr<WaitersQueue> m_queue;   // traces the inner store's queue; null if it has none
   std::unique_ptr<SharedLeases> m_shared;  // likewise its shared leases
+  std::unique_ptr<LockListing> m_listing;  // likewise its listing
 };
 
 }  // namespace nxlock::store

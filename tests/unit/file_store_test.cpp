@@ -119,6 +119,7 @@ class TempFileStore final : public store::Store {
     return m_store.compare_and_set(k, e, v, f);
   }
   store::WaitersQueue* queue() override { return m_store.queue(); }
+  store::LockListing* listing() override { return m_store.listing(); }
   util::Micros now() override { return m_store.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return m_store.watch(k); }
 

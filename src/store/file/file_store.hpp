@@ -10,6 +10,7 @@
 #include "store/file/bucket.hpp"
 #include "store/file/record.hpp"
 #include "store/file/store_directory.hpp"
+#include "store/lock_listing.hpp"
 #include "store/store.hpp"
 #include "util/fd.hpp"
 
@@ -17,9 +18,12 @@ namespace nxlock::store {
 
 class FileWatcher;
 
-// The queue and the shared leases are private: the lock layer reaches them
-// through queue() and shared().
-class FileStore final : public Store, private WaitersQueue, private SharedLeases {
+// The queue, the shared leases and the listing are private: the lock layer
+// reaches them through queue(), shared() and listing().
+class FileStore final : public Store,
+                        private WaitersQueue,
+                        private SharedLeases,
+                        private LockListing {
  public:
   struct Options {
     // Create the store directory at the first write if it is missing (the
@@ -58,6 +62,7 @@ class FileStore final : public Store, private WaitersQueue, private SharedLeases
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return this; }
   SharedLeases* shared() override { return this; }
+  LockListing* listing() override { return this; }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;
 
@@ -85,6 +90,11 @@ class FileStore final : public Store, private WaitersQueue, private SharedLeases
   // take()'s lease step alone, without the queue.
   Take take_lease(std::string_view key, std::string_view leases, std::string_view id,
                   std::int64_t expiry);
+  // LockListing (listing.cpp): every bucket read once, without a lock (each
+  // is replaced whole by rename, so a read sees an old or a new bucket).
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
+  // How many waiters of a queue entry's text still hold a lease (waiters_queue.cpp).
+  static std::int64_t live_waiters(const std::string& queue_text);
 
   // A plain write of the details nxlock keeps beside a lock this process holds
   // (run-locked's holder record names the lock's value): tagged with the

@@ -1,6 +1,7 @@
 // POSIX file helpers for the embedded store (see posix.hpp).
 #include "store/file/posix.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -147,6 +148,29 @@ util::UniqueFd create_exclusive(int dir, const std::string& name, const std::str
       fail(errno, path, "remove stale temporary file");
     }
   }
+}
+
+std::vector<std::string> hex_names(int dir, std::size_t length) {
+  std::vector<std::string> names;
+  // A descriptor of its own: closedir() closes the one it reads.
+  const int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return names;
+  }
+  DIR* stream = ::fdopendir(fd);
+  if (stream == nullptr) {
+    ::close(fd);
+    return names;
+  }
+  while (const dirent* entry = ::readdir(stream)) {
+    const std::string_view name = entry->d_name;
+    if (name.size() == length &&
+        name.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+      names.emplace_back(name);
+    }
+  }
+  ::closedir(stream);
+  return names;
 }
 
 }  // namespace nxlock::store::posix

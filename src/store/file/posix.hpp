@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -39,6 +40,11 @@ void close_written(util::UniqueFd fd, const std::string& path);
 // (and with `durable` syncs `parent`).
 util::UniqueFd open_subdir(int parent, const char* name, const std::string& path, bool create,
                            mode_t mode, bool durable);
+
+// The names in directory `dir` (an fd of it, which stays open) that are
+// `length` lowercase hex digits: the stripes (2) and buckets (16) of the store.
+// Empty if it cannot be read (it may be gone).
+std::vector<std::string> hex_names(int dir, std::size_t length);
 
 // Creates `name` in `dir` for writing, with exactly `mode`. O_EXCL: never writes
 // through a file (or a link to one) that is already there; a stale one left by a

@@ -2,15 +2,12 @@
 // of entries nxlock's owning steps wrote (see sweep.hpp).
 #include "store/file/sweep.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "store/file/owner.hpp"
+#include "store/file/posix.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"
@@ -22,24 +19,8 @@ namespace {
 
 // The stripe's bucket names but `stripe`'s own.
 std::vector<std::string> other_buckets(const Stripe& stripe) {
-  std::vector<std::string> names;
-  const int fd = ::openat(stripe.fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    return names;
-  }
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    ::close(fd);
-    return names;
-  }
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    if (name.size() == 16 && name != stripe.bucket.name &&
-        name.find_first_not_of("0123456789abcdef") == std::string_view::npos) {
-      names.emplace_back(name);
-    }
-  }
-  ::closedir(dir);
+  std::vector<std::string> names = posix::hex_names(stripe.fd.get(), 16);
+  std::erase(names, stripe.bucket.name);
   return names;
 }
 

@@ -103,6 +103,13 @@ const std::string* value_of(const Entry* entry) {
 
 }  // namespace
 
+std::int64_t FileStore::live_waiters(const std::string& queue_text) {
+  const std::int64_t now = queue_now();
+  const auto waiters = parse_queue(&queue_text);
+  return std::count_if(waiters.begin(), waiters.end(),
+                       [now](const QueuedWaiter& w) { return w.lease_until >= now; });
+}
+
 util::UniqueFd FileStore::make_fifo(const std::string& ticket) {
   if (!ticket_name_ok(ticket)) {
     return {};

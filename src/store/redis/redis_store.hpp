@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "store/lock_listing.hpp"
 #include "store/make_store.hpp"
 #include "store/redis/connection.hpp"
 #include "store/store.hpp"
@@ -16,9 +17,12 @@
 
 namespace nxlock::store {
 
-// The queue and the shared leases are private: the lock layer reaches them
-// through queue() and shared().
-class RedisStore final : public Store, private WaitersQueue, private SharedLeases {
+// The queue, the shared leases and the listing are private: the lock layer
+// reaches them through queue(), shared() and listing().
+class RedisStore final : public Store,
+                         private WaitersQueue,
+                         private SharedLeases,
+                         private LockListing {
  public:
   // Connects, authenticates and selects the db. Throws util::Error naming the
   // redacted URL: unavailable (69) when refused or timed out, permission (77)
@@ -41,6 +45,7 @@ class RedisStore final : public Store, private WaitersQueue, private SharedLease
                        std::optional<Fence> fence = {}) override;
   WaitersQueue* queue() override { return this; }
   SharedLeases* shared() override { return this; }
+  LockListing* listing() override { return this; }
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
@@ -66,6 +71,13 @@ class RedisStore final : public Store, private WaitersQueue, private SharedLease
   bool release(std::string_view key, std::string_view leases, std::string_view id,
                std::string_view queue) override;
   std::size_t count(std::string_view leases) override;
+  // The listing (LockListing, redis_listing.cpp): SCAN on every master.
+  void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
+  // The connections to scan: each master of a cluster, else the one server.
+  std::vector<redis::Connection*> masters();
+  // SCAN on one server, each batch of keys read in one pipelined round trip.
+  void scan(redis::Connection& connection, std::string_view pattern, const Wanted& wanted,
+            const Visit& visit);
 
   // A subscriber connection on key's wake channel, and on the ticket's turn
   // channel when there is one.

@@ -1,0 +1,166 @@
+// list: the locks held now, one row each (a table, or --json), from a store or a quorum.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cli/acquire.hpp"
+#include "cli/exit_status.hpp"
+#include "lock/list_locks.hpp"
+#include "util/escape.hpp"
+#include "util/redact.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::cli {
+
+namespace {
+
+// What the holder record says of a row: "hold" when the job of run-locked
+// --hold finished and the lock stays until its expiry, "gone" when the holder
+// process is known to be gone (Holder::gone), else "held"; "expired" first.
+// A record does not say whether `lock` or run-locked took the lock.
+const char* state_of(const lock::LockRow& row) {
+  if (row.expired) {
+    return "expired";
+  }
+  if (row.holder && row.holder->finished_at != 0) {
+    return "hold";
+  }
+  if (row.holder && row.holder->gone()) {
+    return "gone";
+  }
+  return "held";
+}
+
+nlohmann::json row_json(const lock::LockRow& row, const char* state, std::int64_t now,
+                        std::size_t servers) {
+  nlohmann::json j = nlohmann::json::object();
+  Output::bytes_into(j, "key", row.key);
+  if (row.slot) {
+    j["slot"] = *row.slot;
+  }
+  j["value"] = row.value;
+  j["state"] = state;
+  j["expires_at"] = row.expires_at;
+  if (!row.expired) {
+    j["seconds_left"] = row.expires_at - now + 1;  // held through the value's whole second
+  }
+  j["acquired_at"] = row.holder ? nlohmann::json(row.holder->acquired_at) : nlohmann::json();
+  j["fence"] = row.fence ? nlohmann::json(*row.fence) : nlohmann::json();
+  j["waiters"] = row.waiters ? nlohmann::json(*row.waiters) : nlohmann::json();
+  j["hold"] = row.holder && row.holder->finished_at != 0;
+  j["holder"] = row.holder ? holder_json(*row.holder) : nlohmann::json();
+  if (servers > 1) {
+    j["servers_holding"] = row.held_on;
+  }
+  return j;
+}
+
+// Columns padded to their widest cell, the last one not: a table a person
+// reads, one lock a line (--json is for scripts).
+std::string table(const std::vector<std::vector<std::string>>& cells) {
+  std::vector<std::size_t> widths(cells.front().size(), 0);
+  for (const auto& row : cells) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  std::string text;
+  for (const auto& row : cells) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) {
+        line.append(widths[i] - row[i].size() + 2, ' ');
+      }
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    text += (text.empty() ? "" : "\n") + line;
+  }
+  return text;
+}
+
+// "12s ago": how long the holder has held the lock. A holder's clock may be a
+// little ahead of the backend's: never "in 1s".
+std::string since_text(const lock::Holder& holder, std::int64_t now) {
+  return std::to_string(std::max<std::int64_t>(0, now - holder.acquired_at)) + "s ago";
+}
+
+std::vector<std::string> row_cells(const lock::LockRow& row, const char* state, std::int64_t now,
+                                   bool slots, std::size_t servers) {
+  std::vector<std::string> cells{util::escape(row.key)};
+  if (slots) {
+    cells.push_back(row.slot ? std::to_string(*row.slot) : "-");
+  }
+  const auto& holder = row.holder;
+  cells.push_back(
+      holder ? "pid " + std::to_string(holder->pid) + " on " + util::escape(holder->host) : "-");
+  cells.push_back(holder ? since_text(*holder, now) : "-");
+  cells.push_back(describe_distance(now, row.expired ? row.expires_at : row.expires_at + 1));
+  cells.push_back(row.fence ? std::to_string(*row.fence) : "-");
+  cells.push_back(row.waiters ? std::to_string(*row.waiters) : "-");
+  cells.push_back(state);
+  if (servers > 1) {
+    cells.push_back(std::to_string(row.held_on) + "/" + std::to_string(servers));
+  }
+  cells.push_back(holder ? util::escape(util::redact_secrets(holder->command)) : "");
+  return cells;
+}
+
+std::vector<std::string> header(bool slots, std::size_t servers) {
+  std::vector<std::string> titles{"KEY"};
+  if (slots) {
+    titles.emplace_back("SLOT");
+  }
+  for (const char* title : {"HOLDER", "SINCE", "UNTIL", "FENCE", "WAITERS", "STATE"}) {
+    titles.emplace_back(title);
+  }
+  if (servers > 1) {
+    titles.emplace_back("SERVERS");
+  }
+  titles.emplace_back("COMMAND");
+  return titles;
+}
+
+int run_list(Context& ctx, const ListArgs& args) {
+  const std::string pattern = lock::prefixed_pattern(ctx.globals.prefix, args.pattern);
+  std::vector<lock::LockRow> rows;
+  std::int64_t now = 0;
+  std::size_t servers = 1;
+  if (ctx.quorum()) {
+    // A quorum's rows are read against this host's clock, as its lock
+    // decisions are (make_clock).
+    const auto quorum = ctx.quorum_servers();
+    servers = quorum.size();
+    now = util::whole_seconds(util::wall_now());
+    rows = lock::list_quorum_locks(quorum, pattern, now, args.expired);
+  } else {
+    store::Store& store = ctx.store();
+    now = util::whole_seconds(store.now());  // the clock its lock decisions use
+    rows = lock::list_locks(store, pattern, now, args.expired);
+  }
+  ctx.out.field("now", now);
+  if (ctx.out.json) {
+    nlohmann::json locks = nlohmann::json::array();
+    for (const auto& row : rows) {
+      locks.push_back(row_json(row, state_of(row), now, servers));
+    }
+    ctx.out.field("locks", std::move(locks));
+  } else if (!rows.empty()) {
+    const bool slots =
+        std::any_of(rows.begin(), rows.end(), [](const lock::LockRow& r) { return r.slot; });
+    std::vector<std::vector<std::string>> cells{header(slots, servers)};
+    for (const auto& row : rows) {
+      cells.push_back(row_cells(row, state_of(row), now, slots, servers));
+    }
+    ctx.out.line(table(cells));
+  }
+  return k_exit_ok;
+}
+
+}  // namespace
+
+Runner list_runner(std::shared_ptr<ListArgs> args) {
+  return [args](Context& ctx) { return run_list(ctx, *args); };
+}
+
+}  // namespace nxlock::cli

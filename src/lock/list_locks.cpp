@@ -1,0 +1,137 @@
+// list_locks: the store's enumeration turned into lock rows (list_locks.hpp).
+#include "lock/list_locks.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "lock/keys.hpp"
+#include "store/lock_listing.hpp"
+#include "store/lock_value.hpp"
+#include "util/error.hpp"
+
+namespace nxlock::lock {
+
+namespace {
+
+bool by_key_and_slot(const LockRow& a, const LockRow& b) {
+  return a.key != b.key ? a.key < b.key : a.slot.value_or(-1) < b.slot.value_or(-1);
+}
+
+}  // namespace
+
+std::string prefixed_pattern(std::string_view prefix, std::string_view pattern) {
+  std::string out;
+  for (const char c : prefix) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+      out += '\\';
+    }
+    out += c;
+  }
+  out += pattern;
+  return out;
+}
+
+std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
+                                std::int64_t now_seconds, bool with_expired) {
+  store::LockListing* listing = store.listing();
+  if (listing == nullptr) {
+    throw util::Error(util::ErrorKind::internal, store.describe(),
+                      "this backend cannot list locks");
+  }
+  // A slot's key ends in its lock's key ("{KEY}:slot3:KEY", keys.hpp): a
+  // second pattern finds the slots of the locks that `pattern` matches.
+  std::vector<std::string> patterns{std::string(pattern)};
+  if (pattern != "*") {
+    patterns.push_back("*slot[0-9]*:" + std::string(pattern));
+  }
+  const auto wanted = [](std::string_view key) {
+    return !is_companion_key(key) || slot_of(key).has_value();
+  };
+  std::vector<LockRow> rows;
+  std::set<std::string> seen;  // a key both patterns match is listed once
+  for (const auto& glob : patterns) {
+    listing->list(glob, wanted, [&](std::vector<store::ListedLock>&& batch) {
+      for (auto& found : batch) {
+        if (!seen.insert(found.key).second) {
+          continue;
+        }
+        LockRow row;
+        if (auto slot = slot_of(found.key)) {
+          row.key = std::move(slot->key);
+          row.slot = slot->index;
+        } else {
+          row.key = found.key;
+        }
+        if (!store::glob_match(pattern, row.key)) {
+          continue;  // the second pattern's loose match
+        }
+        row.expires_at = store::parse_lock_timestamp(found.value).value_or(0);
+        row.expired = row.expires_at < now_seconds && !found.owner_alive;
+        if (row.expired && !with_expired) {
+          continue;
+        }
+        row.value = std::move(found.value);
+        if (found.holder) {
+          row.holder = Holder::from_json(*found.holder);
+          if (row.holder && row.holder->value != row.value) {
+            row.holder.reset();  // another holder's, left behind
+          }
+        }
+        row.fence = found.fence;
+        row.waiters = found.waiters;
+        rows.push_back(std::move(row));
+      }
+    });
+  }
+  std::sort(rows.begin(), rows.end(), by_key_and_slot);
+  return rows;
+}
+
+std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
+                                       std::string_view pattern, std::int64_t now_seconds,
+                                       bool with_expired) {
+  const std::size_t majority = servers.size() / 2 + 1;
+  // Each (key, slot, value) and the rows of the servers that hold it.
+  std::map<std::tuple<std::string, int, std::string>, std::vector<LockRow>> votes;
+  std::size_t listed = 0;
+  std::optional<util::Error> failure;
+  for (const auto& server : servers) {
+    try {
+      const auto store = server.open();
+      for (auto& row : list_locks(*store, pattern, now_seconds, with_expired)) {
+        votes[{row.key, row.slot.value_or(-1), row.value}].push_back(std::move(row));
+      }
+      ++listed;
+    } catch (const util::Error& e) {
+      failure = e;
+    }
+  }
+  if (listed < majority) {
+    throw util::Error(util::ErrorKind::unavailable, failure ? failure->subject() : "quorum",
+                      std::to_string(listed) + " of " + std::to_string(servers.size()) +
+                          " servers could list, fewer than a majority" +
+                          (failure ? " (" + failure->reason() + ")" : ""));
+  }
+  std::vector<LockRow> rows;
+  for (auto& [id, held] : votes) {
+    if (held.size() < majority) {
+      continue;
+    }
+    LockRow row = std::move(held.front());
+    row.held_on = held.size();
+    for (auto& other : held) {
+      row.fence = std::max(row.fence, other.fence);
+      row.waiters = std::max(row.waiters, other.waiters);
+      if (!row.holder && other.holder) {
+        row.holder = std::move(other.holder);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(), by_key_and_slot);
+  return rows;
+}
+
+}  // namespace nxlock::lock

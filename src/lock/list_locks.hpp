@@ -1,0 +1,51 @@
+// list_locks: the locks a store holds, as rows for `nxlock list` (value, holder, token, waiters).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lock/holder.hpp"
+#include "lock/quorum.hpp"
+#include "store/store.hpp"
+
+namespace nxlock::lock {
+
+// One lock as a listing found it.
+struct LockRow {
+  std::string key;          // the lock's key (for a slot: the counting lock's key)
+  std::optional<int> slot;  // set: this is slot `slot` of `key` (--slots, keys.hpp slot_of)
+  std::string value;        // the lock value, its expiry as the page writes it
+  std::int64_t expires_at = 0;
+  bool expired = false;  // older than now, no live owner keeping it: abandoned, free to take
+  std::optional<Holder> holder;         // the holder record, when it describes `value`
+  std::optional<std::int64_t> fence;    // the latest token issued for the lock
+  std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
+  std::size_t held_on = 0;              // a quorum's: how many of its servers hold `value` (else 0)
+};
+
+// The glob for store keys that a user's glob `pattern` means under `prefix`
+// (--prefix): the prefix's own glob characters escaped, so that it matches
+// itself only.
+std::string prefixed_pattern(std::string_view prefix, std::string_view pattern);
+
+// Every lock in `store` whose key (a slot's counting lock's key) matches the
+// glob `pattern` (store keys: prefixed_pattern), held at `now_seconds`, and
+// with `with_expired` the expired ones too; sorted by key, then slot. The keys
+// nxlock keeps beside a lock are not locks; a slot is (LockRow::slot).
+// Throws util::Error(internal) if the backend cannot list, and as Store does.
+std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
+                                std::int64_t now_seconds, bool with_expired);
+
+// list_locks() on every server of a quorum, each lock as a majority sees it:
+// the value that at least N/2+1 servers hold (the latest token and holder
+// record among them, the most waiters). A lock no value of which a majority
+// holds is not held by the quorum, and not listed. Throws
+// util::Error(unavailable) when fewer than a majority of servers could list.
+std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
+                                       std::string_view pattern, std::int64_t now_seconds,
+                                       bool with_expired);
+
+}  // namespace nxlock::lock

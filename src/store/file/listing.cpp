@@ -1,0 +1,67 @@
+// FileStore's listing (LockListing): every bucket of the store read once, without a lock.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lock/keys.hpp"
+#include "store/file/file_store.hpp"
+#include "store/file/owner.hpp"
+#include "store/file/posix.hpp"
+#include "store/lock_value.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+using record::Entry;
+
+constexpr const char* k_data_name = "data";
+
+}  // namespace
+
+void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
+  const int data = m_directory.data_dir(false);
+  if (data < 0) {
+    return;  // a store that does not exist holds nothing, and is not created
+  }
+  // Every entry first: a lock's holder record and queue are entries of other
+  // buckets, anywhere in the store. No stripe lock is taken: each bucket is
+  // replaced whole by rename, so this reads an old or a new one, never a mix.
+  std::map<std::string, Entry, std::less<>> entries;
+  const std::string data_path = m_directory.path() + "/" + k_data_name;
+  for (const auto& stripe_name : posix::hex_names(data, 2)) {
+    Stripe stripe;
+    stripe.path = data_path + "/" + stripe_name;
+    stripe.fd = posix::open_subdir(data, stripe_name.c_str(), stripe.path, false, 0, false);
+    if (!stripe.fd) {
+      continue;  // gone since readdir
+    }
+    stripe.bucket.stripe = stripe_name;
+    for (auto& bucket_name : posix::hex_names(stripe.fd.get(), 16)) {
+      stripe.record_path = stripe.path + "/" + bucket_name;
+      stripe.bucket.name = std::move(bucket_name);
+      for (auto& entry : m_buckets.load(stripe)) {
+        entries.emplace(entry.key, std::move(entry));
+      }
+    }
+  }
+  std::vector<ListedLock> batch;
+  for (const auto& [key, entry] : entries) {
+    // Details beside a lock carry its expiry (`until`): never a lock themselves.
+    if (entry.until || !glob_match(pattern, key) || !wanted(key) ||
+        !parse_lock_timestamp(entry.value)) {
+      continue;
+    }
+    ListedLock& lock = batch.emplace_back(ListedLock{key, entry.value, {}, entry.fence, {}, false});
+    if (const auto holder = entries.find(lock::companion_key(key, "holder"));
+        holder != entries.end()) {
+      lock.holder = holder->second.value;
+    }
+    lock.owner_alive = owner::keeps_held(entry);
+    const auto queue = entries.find(lock::queue_key(key));
+    lock.waiters = queue == entries.end() ? 0 : live_waiters(queue->second.value);
+  }
+  visit(std::move(batch));
+}
+
+}  // namespace nxlock::store

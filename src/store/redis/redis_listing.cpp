@@ -1,0 +1,154 @@
+// RedisStore's listing (LockListing): SCAN, never KEYS, on the server or each master of a
+// cluster; each batch's values, holder records, counters and queues read in one pipeline.
+#include <hiredis/hiredis.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lock/keys.hpp"
+#include "store/lock_value.hpp"
+#include "store/redis/redis_store.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::store {
+
+namespace {
+
+using redis::Command;
+using redis::Connection;
+using redis::Reply;
+
+// Keys a SCAN step looks at: large enough that 10,000 locks take a few round
+// trips, small enough that the server is never busy for long with one step.
+constexpr std::string_view k_scan_count = "1000";
+
+// What is read for each key of a batch, in this order.
+constexpr std::size_t k_reads_per_key = 4;
+
+std::string address_of(const redis::Endpoint& endpoint) {
+  return endpoint.host + ":" + std::to_string(endpoint.port);
+}
+
+std::optional<std::string> string_reply(const redisReply& reply) {
+  if (reply.type != REDIS_REPLY_STRING) {
+    return std::nullopt;  // nil; or another type, or an error (WRONGTYPE, MOVED mid-migration)
+  }
+  return std::string(reply.str, reply.len);
+}
+
+}  // namespace
+
+void RedisStore::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
+  for (Connection* connection : masters()) {
+    scan(*connection, pattern, wanted, visit);
+  }
+}
+
+std::vector<Connection*> RedisStore::masters() {
+  // A cluster names its masters in CLUSTER SLOTS; any other server (a
+  // Sentinel's master too) refuses it, and is the one to scan. A user the ACL
+  // refuses CLUSTER is scanned on its one server.
+  const Command slots{{"CLUSTER", "SLOTS"}, {}};
+  const auto replies = m_connection->exchange({slots});
+  const redisReply& reply = *replies.front();
+  if (reply.type != REDIS_REPLY_ARRAY) {
+    if (util::tracing()) {
+      util::trace("redis: " + redis::describe_reply(reply) + "; scanning this server alone");
+    }
+    return {m_connection.get()};
+  }
+  const std::string own = address_of(m_connection->endpoint());
+  std::set<std::string> addresses;
+  for (std::size_t i = 0; i < reply.elements; ++i) {
+    // [start, end, [host, port, id, ...] of the master, replicas...]
+    const redisReply& range = *reply.element[i];
+    if (range.type != REDIS_REPLY_ARRAY || range.elements < 3) {
+      redis::throw_unexpected(reply, m_url.redacted);
+    }
+    const redisReply& master = *range.element[2];
+    if (master.type != REDIS_REPLY_ARRAY || master.elements < 2 ||
+        master.element[0]->type != REDIS_REPLY_STRING ||
+        master.element[1]->type != REDIS_REPLY_INTEGER) {
+      redis::throw_unexpected(reply, m_url.redacted);
+    }
+    std::string host(master.element[0]->str, master.element[0]->len);
+    if (host.empty()) {  // a node that does not know its own address: the one we asked
+      host = m_connection->endpoint().host;
+    }
+    addresses.insert(host + ":" + std::to_string(master.element[1]->integer));
+  }
+  std::vector<Connection*> connections;
+  for (const auto& address : addresses) {
+    connections.push_back(address == own ? m_connection.get() : &node(address));
+  }
+  return connections;
+}
+
+void RedisStore::scan(Connection& connection, std::string_view pattern, const Wanted& wanted,
+                      const Visit& visit) {
+  const std::string& name = connection.endpoint().name;
+  std::string cursor = "0";
+  do {
+    // TIME rides with SCAN: the queues' leases are on the server's clock.
+    const Command scan{{"SCAN", cursor, "MATCH", pattern, "COUNT", k_scan_count}, {}};
+    const auto replies = connection.exchange({scan, {{"TIME"}, {}}});
+    const redisReply& found = *replies[0];
+    if (found.type == REDIS_REPLY_ERROR) {
+      redis::throw_reply_error(found, scan, name);
+    }
+    if (found.type != REDIS_REPLY_ARRAY || found.elements != 2 ||
+        found.element[1]->type != REDIS_REPLY_ARRAY) {
+      redis::throw_unexpected(found, name);
+    }
+    cursor = redis::string_of(*found.element[0], name).value_or("0");
+    const std::string now = std::to_string(redis::time_of(*replies[1], name).count());
+
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < found.element[1]->elements; ++i) {
+      const redisReply& key = *found.element[1]->element[i];
+      if (key.type == REDIS_REPLY_STRING && wanted(std::string_view(key.str, key.len))) {
+        keys.emplace_back(key.str, key.len);
+      }
+    }
+    if (keys.empty()) {
+      continue;
+    }
+    // The names beside each key, kept alive for the commands that point at them.
+    std::vector<std::string> beside;
+    beside.reserve(3 * keys.size());
+    std::vector<Command> reads;
+    reads.reserve(k_reads_per_key * keys.size());
+    for (const auto& key : keys) {
+      const auto& holder = beside.emplace_back(lock::companion_key(key, "holder"));
+      const auto& fence = beside.emplace_back(lock::fence_key(key));
+      const auto& leases = beside.emplace_back(lock::companion_key(lock::queue_key(key), "lease"));
+      reads.push_back({{"GET", key}, key});
+      reads.push_back({{"GET", holder}, key});
+      reads.push_back({{"GET", fence}, key});
+      // A waiter is live while its lease has not lapsed (k_queue_prelude's head()).
+      reads.push_back({{"ZCOUNT", leases, now, "+inf"}, key});
+    }
+    const auto values = connection.exchange(reads);
+    std::vector<ListedLock> batch;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const Reply* read = &values[k_reads_per_key * i];
+      auto value = string_reply(*read[0]);
+      if (!value || !parse_lock_timestamp(*value)) {
+        continue;  // gone meanwhile, or no lock
+      }
+      ListedLock& lock =
+          batch.emplace_back(ListedLock{keys[i], std::move(*value), {}, {}, 0, false});
+      lock.holder = string_reply(*read[1]);
+      if (const auto counter = string_reply(*read[2])) {
+        lock.fence = parse_fence(*counter);
+      }
+      if (read[3]->type == REDIS_REPLY_INTEGER) {
+        lock.waiters = read[3]->integer;
+      }
+    }
+    visit(std::move(batch));
+  } while (cursor != "0");
+}
+
+}  // namespace nxlock::store

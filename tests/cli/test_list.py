@@ -1,0 +1,246 @@
+"""nxlock list [PATTERN]: the locks held now, on the embedded store, Redis and a Redis Cluster."""
+import json
+import os
+import subprocess
+import time
+import unittest
+
+from harness import BIN, NxlockTestCase, wait_for
+from test_cluster import WithCluster
+
+
+def slot_key(key, index):
+    """Slot `index` of the counting lock `key` (lock/keys.hpp: companion_key(KEY, "slotN"))."""
+    return "{%s}:slot%d:%s" % (key, index, key)
+
+
+class ListCase(NxlockTestCase):
+    def listed(self, url, *args):
+        """`list --json` on `url`: its rows, after checking the one-object shape and exit 0."""
+        r = self.nx(*url, "--json", "list", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.decode().splitlines()
+        self.assertEqual(len(lines), 1, r.stdout)
+        out = json.loads(lines[0])
+        self.assertEqual(out["exit_status"], 0)
+        self.assertIsInstance(out["now"], int)
+        return out["locks"]
+
+    def keys(self, url, *args):
+        return [row["key"] for row in self.listed(url, *args)]
+
+    def lock(self, url, key, ttl=60):
+        r = self.nx(*url, "lock", "-n", "-t", str(ttl), key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode().strip()
+
+
+class TestList(ListCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def test_nothing_held_lists_nothing_and_exits_0(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                r = self.nx(*backend.args(), "list")
+                self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+                self.assertEqual(self.listed(backend.args()), [])
+        # An embedded store that does not exist lists nothing and is not created.
+        self.assertFalse(os.path.exists(self.store_path))
+
+    def test_a_held_lock_with_its_holder_token_and_expiry(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                value = self.lock(url, "job")
+                rows = self.listed(url)
+                # The keys beside the lock (holder record, counter) are no rows.
+                self.assertEqual(len(rows), 1, rows)
+                row = rows[0]
+                self.assertEqual((row["key"], row["value"], row["state"]), ("job", value, "held"))
+                self.assertEqual(row["expires_at"], int(value))
+                self.assertTrue(0 < row["seconds_left"] <= 62, row)
+                # `lock` records the process that asked: this test.
+                self.assertEqual(row["holder"]["pid"], os.getpid())
+                self.assertEqual(row["acquired_at"], row["holder"]["acquired_at"])
+                status = json.loads(self.nx(*url, "--json", "status", "job").stdout)
+                self.assertEqual(row["fence"], status["fence"])
+                self.assertEqual(row["waiters"], 0)
+                self.assertIs(row["hold"], False)
+                self.assertNotIn("slot", row)
+
+                text = self.nx(*url, "list").stdout.decode().splitlines()
+                self.assertEqual(len(text), 2, text)
+                self.assertEqual(text[0].split(), ["KEY", "HOLDER", "SINCE", "UNTIL", "FENCE",
+                                                   "WAITERS", "STATE", "COMMAND"])
+                self.assertTrue(text[1].startswith("job "), text)
+                self.assertIn("pid %d on " % os.getpid(), text[1])
+                self.assertIn(str(status["fence"]), text[1])
+                self.assertIn(" held", text[1])
+                # Columns line up: each header starts where its cells start.
+                self.assertEqual(text[0].index("FENCE"), text[1].index(str(status["fence"])))
+
+    def test_a_pattern_is_a_glob_on_the_key(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                for key in ("backup-db", "backup-www", "deploy", "xbackup-"):
+                    self.lock(url, key)
+                self.assertEqual(self.keys(url, "backup-*"), ["backup-db", "backup-www"])
+                self.assertEqual(self.keys(url, "?eploy"), ["deploy"])
+                self.assertEqual(self.keys(url, "backup-[d]*"), ["backup-db"])
+                self.assertEqual(self.keys(url, "nothing*"), [])
+                self.assertEqual(len(self.keys(url)), 4)
+
+    def test_keys_that_hold_no_lock_are_not_listed(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                self.assertEqual(self.nx(*url, "setnx", "name", "not a timestamp").returncode, 0)
+                self.assertEqual(self.keys(url), [])
+
+    def test_expired_locks_only_with_expired(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                # Abandoned: a page client's lock whose timestamp passed long ago.
+                past = str(int(time.time()) - 100)
+                self.assertEqual(self.nx(*url, "setnx", "stale", past).returncode, 0)
+                self.lock(url, "fresh")
+                self.assertEqual(self.keys(url), ["fresh"])
+                rows = self.listed(url, "--expired")
+                self.assertEqual([r["key"] for r in rows], ["fresh", "stale"])
+                self.assertEqual((rows[1]["state"], rows[1]["value"]), ("expired", past))
+                self.assertNotIn("seconds_left", rows[1])
+                self.assertIsNone(rows[1]["holder"])
+                text = self.nx(*url, "list", "--expired").stdout.decode()
+                self.assertRegex(text, r"(?m)^stale .* expired")
+
+    def test_a_holder_that_is_gone_says_so(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                # `lock` records the shell that asked, which has exited since.
+                shell = subprocess.run(["sh", "-c", '"$0" "$@" >/dev/null', BIN, *url,
+                                        "lock", "-t", "60", "gone"], env=self.env, timeout=30)
+                self.assertEqual(shell.returncode, 0)
+                row = self.listed(url)[0]
+                self.assertEqual(row["state"], "gone")
+                self.assertIs(row["holder"]["running"], False)
+                self.assertRegex(self.nx(*url, "list").stdout.decode(), r"(?m)^gone .* gone ")
+
+    def test_a_hold_after_the_job_is_shown_as_hold(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                r = self.nx(*url, "run-locked", "-n", "--hold", "60", "nightly", "true")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                row = self.listed(url)[0]
+                self.assertEqual((row["key"], row["state"], row["hold"]), ("nightly", "hold", True))
+                self.assertIn("finished_at", row["holder"])
+                self.assertEqual(row["holder"]["command"], "true")
+
+    def test_a_slot_is_listed_under_its_locks_key(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                future = str(int(time.time()) + 60)
+                for index in (3, 1):
+                    r = self.nx(*url, "setnx", slot_key("backup", index), future)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                self.lock(url, "deploy")
+                rows = self.listed(url)
+                self.assertEqual([(r["key"], r.get("slot")) for r in rows],
+                                 [("backup", 1), ("backup", 3), ("deploy", None)])
+                # The pattern is on the lock's key, and finds its slots.
+                self.assertEqual([r.get("slot") for r in self.listed(url, "back*")], [1, 3])
+                text = self.nx(*url, "list").stdout.decode().splitlines()
+                self.assertEqual(text[0].split()[:2], ["KEY", "SLOT"])
+                self.assertEqual(text[1].split()[:2], ["backup", "1"])
+                self.assertEqual(text[3].split()[:2], ["deploy", "-"])
+
+    def test_the_prefix_applies(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                self.lock([*url, "--prefix", "app*:"], "job")
+                self.lock(url, "app-job")
+                self.assertEqual(self.keys([*url, "--prefix", "app*:"]), ["app*:job"])
+                self.assertEqual(self.keys([*url, "--prefix", "app*:"], "j*"), ["app*:job"])
+                self.assertEqual(self.keys([*url, "--prefix", "app*:"], "x*"), [])
+
+    def test_live_waiters_are_counted(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                self.lock(url, "busy")
+                waiter = self.popen(*url, "lock", "-w", "60", "busy",
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.addCleanup(lambda w=waiter: w.poll() is None and (w.kill(), w.wait()))
+                self.assertTrue(wait_for(lambda: self.listed(url)[0]["waiters"] == 1, 20))
+                waiter.kill()
+                waiter.wait()
+
+    def test_a_live_run_locked_keeps_its_lock_held_whatever_the_clock(self):
+        # The embedded store: a live owner keeps its lock held past a timestamp
+        # that a caller's clock (two hours ahead here) calls expired.
+        job = self.popen("run-locked", "-t", "60", "owned", "sleep", "60",
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: job.poll() is None and (job.kill(), job.wait()))
+        self.assertTrue(wait_for(lambda: b"holder:" in self.nx("status", "owned").stdout, 20))
+        env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1",
+                   ASAN_OPTIONS=":".join(filter(None, [self.env.get("ASAN_OPTIONS"),
+                                                       "verify_asan_link_order=0"])))
+        r = subprocess.run(["faketime", "-f", "+2h", BIN, "--json", "list"], env=env,
+                           capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.loads(r.stdout)["locks"]
+        self.assertEqual([(row["key"], row["state"]) for row in rows], [("owned", "held")])
+        job.kill()
+        job.wait()
+
+    def test_bad_options_are_usage_errors(self):
+        for args in (["list", "--nope"], ["list", "a", "b"], ["list", "-x"]):
+            with self.subTest(args=args):
+                self.assertOneLineError(self.nx(*args), 64)
+
+    def test_an_unreachable_server_is_69(self):
+        r = self.nx("-u", "redis://127.0.0.1:1", "--timeout", "1", "list")
+        self.assertOneLineError(r, 69, "127.0.0.1:1")
+
+    def test_a_quorum_lists_what_a_majority_holds(self):
+        url = ["-u", self.redis.url + "/3", "-u", self.redis.url + "/4", "-u",
+               self.redis.url + "/5"]
+        self.lock(url, "q")
+        # Held on one server alone: no lock of the quorum's.
+        self.assertEqual(self.nx("-u", self.redis.url + "/3", "setnx", "minority",
+                                 str(int(time.time()) + 60)).returncode, 0)
+        rows = self.listed(url)
+        self.assertEqual([(r["key"], r["servers_holding"]) for r in rows], [("q", 3)])
+        self.assertIn("SERVERS", self.nx(*url, "list").stdout.decode())
+
+
+class TestListOnACluster(WithCluster, ListCase):
+    def test_locks_on_every_master_through_one_seed(self):
+        url = ["-u", self.cluster.url(self.cluster.nodes[0])]
+        keys = sorted(self.cluster.key_on(node, "job") for node in self.cluster.masters())
+        self.assertEqual(len(set(self.cluster.owner(k).port for k in keys)), 3)
+        for key in keys:
+            self.lock(url, key)
+        future = str(int(time.time()) + 60)
+        self.assertEqual(self.nx(*url, "setnx", slot_key("pool", 2), future).returncode, 0)
+        rows = self.listed(url)
+        self.assertEqual([(r["key"], r.get("slot")) for r in rows],
+                         sorted([(k, None) for k in keys] + [("pool", 2)],
+                                key=lambda kv: (kv[0], kv[1] or -1)))
+        for row in rows:
+            if "slot" not in row:
+                self.assertEqual(row["holder"]["pid"], os.getpid())
+                self.assertIsInstance(row["fence"], int)
+        self.assertEqual(self.keys(url, "pool"), ["pool"])
+        self.assertEqual(self.keys(url, keys[0]), [keys[0]])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,81 @@
+// list_locks: the rows of `nxlock list` from a store's listing (slots, expiry, holder records).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lock/keys.hpp"
+#include "lock/list_locks.hpp"
+#include "store/memory_store.hpp"
+
+namespace nxlock {
+namespace {
+
+constexpr std::int64_t k_now = 1'732'000'000;
+
+class ListLocks : public ::testing::Test {
+ protected:
+  void hold(const std::string& key, std::int64_t expires_at) {
+    ASSERT_TRUE(m_store.set_if_absent(key, std::to_string(expires_at), lock::fence_key(key)).set);
+  }
+  std::vector<std::string> keys(const std::string& pattern, bool with_expired = false) {
+    std::vector<std::string> out;
+    for (const auto& row : lock::list_locks(m_store, pattern, k_now, with_expired)) {
+      out.push_back(row.key + (row.slot ? "#" + std::to_string(*row.slot) : ""));
+    }
+    return out;
+  }
+  store::MemoryStore m_store;
+};
+
+TEST_F(ListLocks, HeldLocksSortedWithoutTheKeysBesideThem) {
+  hold("b", k_now + 10);
+  hold("a", k_now);  // equal to now: still held
+  m_store.set(lock::companion_key("a", "holder"), "{}");
+  EXPECT_EQ(keys("*"), (std::vector<std::string>{"a", "b"}));
+  const auto rows = lock::list_locks(m_store, "b", k_now, false);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].expires_at, k_now + 10);
+  EXPECT_FALSE(rows[0].expired);
+  EXPECT_TRUE(rows[0].fence.has_value());
+  EXPECT_FALSE(rows[0].holder.has_value());
+}
+
+TEST_F(ListLocks, ExpiredOnlyWhenAsked) {
+  hold("old", k_now - 1);
+  hold("new", k_now + 5);
+  EXPECT_EQ(keys("*"), (std::vector<std::string>{"new"}));
+  EXPECT_EQ(keys("*", true), (std::vector<std::string>{"new", "old"}));
+  EXPECT_TRUE(lock::list_locks(m_store, "old", k_now, true).at(0).expired);
+}
+
+TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {
+  hold(lock::companion_key("backup-1", "slot2"), k_now + 5);
+  hold(lock::companion_key("backup-1", "slot1"), k_now + 5);
+  hold("deploy", k_now + 5);
+  EXPECT_EQ(keys("*"), (std::vector<std::string>{"backup-1#1", "backup-1#2", "deploy"}));
+  EXPECT_EQ(keys("backup-*"), (std::vector<std::string>{"backup-1#1", "backup-1#2"}));
+  EXPECT_EQ(keys("deploy"), (std::vector<std::string>{"deploy"}));
+}
+
+TEST_F(ListLocks, HolderRecordOnlyWhenItDescribesTheValue) {
+  hold("job", k_now + 5);
+  m_store.set(lock::holder_key("job"),
+              R"({"value":")" + std::to_string(k_now + 5) + R"(","host":"h","pid":7})");
+  hold("stale", k_now + 5);
+  m_store.set(lock::holder_key("stale"), R"({"value":"1","host":"h","pid":8})");
+  const auto rows = lock::list_locks(m_store, "*", k_now, false);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(rows[0].holder.has_value());
+  EXPECT_EQ(rows[0].holder->pid, 7);
+  EXPECT_FALSE(rows[1].holder.has_value());
+}
+
+TEST(PrefixedPattern, ThePrefixMatchesItselfOnly) {
+  EXPECT_EQ(lock::prefixed_pattern("", "backup-*"), "backup-*");
+  EXPECT_EQ(lock::prefixed_pattern("app:", "*"), "app:*");
+  EXPECT_EQ(lock::prefixed_pattern("a*[b]?\\", "x"), "a\\*\\[b\\]\\?\\\\x");
+}
+
+}  // namespace
+}  // namespace nxlock
