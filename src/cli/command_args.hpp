@@ -23,6 +23,7 @@ struct LockArgs {
   double wait = -1;  // seconds; negative: wait forever
   int conflict_exit = 75;
   std::string clock = "server";
+  int slots = 0;  // --slots N: a counting semaphore of N slots; zero: a plain lock
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.
@@ -51,26 +52,29 @@ struct LockCommandArgs {
   LockArgs lock;
 };
 
-// unlock: KEY, VALUE, --force, --clock.
+// unlock: KEY, VALUE, --force, --clock, --slots.
 struct UnlockArgs {
   std::string key;
   std::string value;
   bool force = false;
   std::string clock = "server";
+  int slots = 0;
 };
 
-// renew: KEY, VALUE, --ttl, --clock.
+// renew: KEY, VALUE, --ttl, --clock, --slots.
 struct RenewArgs {
   std::string key;
   std::string value;
   std::int64_t ttl = 60;
   std::string clock = "server";
+  int slots = 0;
 };
 
-// status: KEY, --clock.
+// status: KEY, --clock, --slots.
 struct StatusArgs {
   std::string key;
   std::string clock = "server";
+  int slots = 0;
 };
 
 // The arguments of the commands that have a fast path (fast_path.hpp), so that

@@ -181,6 +181,9 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
 
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
+    if (lock.slot() > 0) {
+      ctx.out.field("slot", lock.slot());
+    }
     ctx.out.field("fence",
                   cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     ctx.out.field("lost", outcome.lost);

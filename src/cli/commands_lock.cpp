@@ -14,8 +14,6 @@
 
 namespace nxlock::cli {
 
-namespace {
-
 using lock::Verdict;
 
 // Records written by other clients (or older versions) may hold a password in
@@ -50,6 +48,8 @@ std::string gone_advice(std::string_view key) {
   return "the lock stays held until it expires, or until `nxlock unlock --force " +
          util::escape(key) + "`";
 }
+
+namespace {
 
 // While a waiter waits on a terminal, one line on stderr says who holds the
 // lock, how long is left and how long we have waited; it is erased when the
@@ -167,7 +167,11 @@ std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_o
   return std::make_unique<lock::StoreClock>(ctx.store());
 }
 
-std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key) {
+std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
+                                          int slots) {
+  if (slots > 0) {
+    return make_semaphore(ctx, clock, std::move(key), slots);
+  }
   if (ctx.quorum()) {
     return std::make_unique<lock::QuorumLock>(ctx.quorum_servers(), clock, std::move(key));
   }
@@ -203,6 +207,10 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     }
     case lock::AcquireResult::Outcome::busy:
       break;
+  }
+  if (auto* semaphore = dynamic_cast<lock::Semaphore*>(&lock)) {
+    say_slots_busy(ctx, *semaphore, args);
+    return {std::nullopt, args.conflict_exit};
   }
   const auto holder = lock.holder_of(result.held_value);
   // The clock that found the lock held (the server's, unless --clock local):
@@ -251,15 +259,21 @@ Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
     cli_lock.signals().keep_blocked();
     // The lock outlives this process: describe the shell or script that asked.
     const pid_t owner = getppid();
-    lock.record_holder(
-        lock::describe_holder(value, owner, ctx.redact(util::process_command_line(owner)),
-                              util::whole_seconds(cli_lock.clock().now())));
-    ctx.out.line(value);
+    lock.record_holder(lock::describe_holder(value, owner,
+                                             ctx.redact(util::process_command_line(owner)),
+                                             util::whole_seconds(cli_lock.clock().now())));
+    // With --slots, what unlock and renew need is the slot and the value.
+    const std::string printed = lock.slot() > 0 ? lock::slot_value(lock.slot(), value) : value;
+    ctx.out.line(printed);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
-    ctx.out.field("value", value);
+    ctx.out.field("value", printed);
+    if (lock.slot() > 0) {
+      ctx.out.field("slot", lock.slot());
+    }
     ctx.out.field("expires_at", std::stoll(value));
-    ctx.out.field("fence", cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
+    ctx.out.field("fence",
+                  cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     return k_exit_ok;
   };
 }
@@ -271,8 +285,9 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
                         "give the VALUE that `lock` printed, or --force");
     }
     auto clock = make_clock(ctx, args->clock);
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key), args->slots);
     lock::Lockable& lock = *lock_ptr;
+    const std::string value = choose_slot(lock, args->value);
     ctx.out.bytes_field("key", lock.key());
     if (args->force) {
       std::optional<std::string> holder_problem;
@@ -290,7 +305,7 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
       }
       return deleted ? k_exit_ok : k_exit_no;
     }
-    const Verdict verdict = lock.release(args->value);
+    const Verdict verdict = lock.release(value);
     ctx.out.field("released", verdict == Verdict::done);
     if (verdict != Verdict::done) {
       ctx.out.note("lock '" + util::escape(lock.key()) +
@@ -306,10 +321,11 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
     auto clock = make_clock(ctx, args->clock);
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key), args->slots);
     lock::Lockable& lock = *lock_ptr;
+    const std::string value = choose_slot(lock, args->value);
     std::string renewed;
-    const Verdict verdict = lock.renew(args->value, args->ttl, renewed);
+    const Verdict verdict = lock.renew(value, args->ttl, renewed);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("renewed", verdict == Verdict::done);
     if (verdict != Verdict::done) {
@@ -318,8 +334,12 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
       ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
-    ctx.out.line(renewed);
-    ctx.out.field("value", renewed);
+    const std::string printed = lock.slot() > 0 ? lock::slot_value(lock.slot(), renewed) : renewed;
+    ctx.out.line(printed);
+    ctx.out.field("value", printed);
+    if (lock.slot() > 0) {
+      ctx.out.field("slot", lock.slot());
+    }
     ctx.out.field("expires_at", std::stoll(renewed));
     return k_exit_ok;
   };
@@ -328,6 +348,9 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
 Runner status_runner(std::shared_ptr<StatusArgs> args) {
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
+    if (args->slots > 0) {
+      return slots_status(ctx, *make_semaphore(ctx, *clock, ctx.key(args->key), args->slots));
+    }
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
     lock::Lockable& lock = *lock_ptr;
     const auto status = lock.status();

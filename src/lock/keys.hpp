@@ -1,6 +1,8 @@
-// The keys nxlock keeps beside a lock (holder details, fencing counter, queue), and how they are named.
+// The keys nxlock keeps beside a lock (holder details, fencing counter, queue), and how they are
+// named.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,9 +34,23 @@ std::string fence_key(std::string_view key);
 // The waiters' queue of `key`: companion_key(key, "queue").
 std::string queue_key(std::string_view key);
 
-// Whether `name` is the companion ("fence", "holder", "queue", "lease") of some
-// key, or of a companion: a lock must not be named so, or taking it would
-// write another lock's counter, details or queue.
+// Slot `slot` (1..N) of the counting semaphore `key` (--slots N): an ordinary
+// lock, with companions of its own, named companion_key(key, "slot" + slot):
+// "backup", 3 → "{backup}:slot3:backup". It lands in the key's hash slot, beside
+// the semaphore's one waiters' queue (queue_key(key)), and no user can name it.
+std::string slot_key(std::string_view key, int slot);
+
+// The semaphore and slot number a slot key (slot_key()) names; nullopt for
+// any other name.
+struct SlotOf {
+  std::string key;
+  int slot = 0;
+};
+std::optional<SlotOf> slot_of(std::string_view name);
+
+// Whether `name` is the companion ("fence", "holder", "queue", "lease",
+// "slot<digits>") of some key, or of a companion: a lock must not be named so,
+// or taking it would write another lock's counter, details, queue or slot.
 bool is_companion_key(std::string_view name);
 
 // Throws util::Error(usage, 64) when `key` may not name a lock (is_companion_key).

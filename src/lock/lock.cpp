@@ -1,19 +1,16 @@
 // The deadlock-safe lock of the Redis SETNX page.
 #include "lock/lock.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 
 #include "lock/keys.hpp"
 #include "lock/pacing.hpp"
+#include "lock/queue_ticket.hpp"
 #include "lock/wait_loop.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
-#include "util/random.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -40,45 +37,6 @@ constexpr Micros k_expiry_margin{3'600'000'000};
 Micros lifetime_for(Micros held_for) {
   return std::max(held_for, Micros(0)) + std::chrono::seconds(2) + k_expiry_margin;
 }
-
-// A waiter's ticket in the queue: unique among the waiters of one key.
-std::string make_ticket() {
-  char text[24];
-  std::snprintf(
-      text, sizeof text, "q%016llx",
-      static_cast<unsigned long long>(util::random_u64() ^ static_cast<std::uint64_t>(::getpid())));
-  return text;
-}
-
-// Leaves the queue when a wait ends in any way but a SETNX that left it
-// already: best effort, a waiter that cannot leave is dropped with its lease.
-class QueueTicket {
- public:
-  QueueTicket(store::WaitersQueue& waiters, const std::string& key, const std::string& queue)
-      : m_waiters(waiters), m_key(key), m_queue(queue) {}
-  ~QueueTicket() {
-    if (!m_joined) {
-      return;
-    }
-    try {
-      m_waiters.leave(m_key, m_queue, m_ticket);
-    } catch (const util::Error& e) {
-      util::trace(std::string("queue not left (the lease lapses): ") + e.what());
-    }
-  }
-  QueueTicket(const QueueTicket&) = delete;
-  QueueTicket& operator=(const QueueTicket&) = delete;
-
-  const std::string& ticket() const { return m_ticket; }
-  void joined(bool yes) { m_joined = yes; }
-
- private:
-  store::WaitersQueue& m_waiters;
-  const std::string& m_key;
-  const std::string& m_queue;
-  std::string m_ticket = make_ticket();
-  bool m_joined = false;
-};
 
 // Never break a key that is not ours to judge: it may be someone's data.
 [[noreturn]] void refuse_non_timestamp(std::string_view key, std::string_view text) {
@@ -113,15 +71,18 @@ std::int64_t parse_user_value(std::string_view key, std::string_view value) {
 }
 
 Lock::Lock(store::Store& store, Clock& clock, std::string key)
+    : Lock(store, clock, std::move(key), std::string()) {
+  // A lock named like another lock's counter, details or queue would write them.
+  check_lock_key(m_key);
+}
+
+Lock::Lock(store::Store& store, Clock& clock, std::string key, std::string queue)
     : m_store(store),
       m_clock(clock),
       m_key(std::move(key)),
       m_fence_key(fence_key(m_key)),
-      m_queue_key(queue_key(m_key)),
-      m_holder(m_store, m_key) {
-  // A lock named like another lock's counter, details or queue would write them.
-  check_lock_key(m_key);
-}
+      m_queue_key(queue.empty() ? queue_key(m_key) : std::move(queue)),
+      m_holder(m_store, m_key) {}
 
 std::int64_t Lock::now_seconds() {
   return util::whole_seconds(m_clock.now());
