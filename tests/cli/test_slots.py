@@ -168,6 +168,28 @@ class TestSlots(SlotsTestCase):
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn("0 of 2 slots held", r.stdout.decode())
 
+    def test_a_lost_slot_stops_its_job(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                metrics = os.path.join(self.tmp, "metrics-" + backend.name)
+                os.mkdir(metrics)
+                p = self.popen(*backend.args(), "run-locked", "-t", "3", "--slots", "2",
+                               "--metrics-dir", metrics, KEY, "sleep", "60",
+                               stderr=subprocess.PIPE)
+                self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+                wait_for(lambda: "1 of 2 slots held" in self.nx(
+                    *backend.args(), "status", "--slots", "2", KEY).stdout.decode()
+                    or p.poll() is not None, 20)
+                self.assertIsNone(p.poll(), "run-locked ended before it held a slot")
+                r = self.nx(*backend.args(), "unlock", "--force", "--slots", "2", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                _, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 79, err)
+                self.assertIn("lock 'dump' slot 1 lost", err.decode())
+                # One metrics file for the key, whichever slot ran.
+                self.assertEqual([f for f in os.listdir(metrics) if f.endswith(".prom")],
+                                 ["nxlock_dump.prom"])
+
     def test_slots_go_to_waiters_in_arrival_order(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):
