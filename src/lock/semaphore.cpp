@@ -104,9 +104,10 @@ AcquireResult Semaphore::acquire(std::int64_t ttl, const WaitPolicy& policy) {
         const bool join = waiting && i == 0;
         if (join) {
           ticket->joined(true);
-          stood_in_line = true;
         }
         attempt = slot.try_queued(ttl, ticket->ticket(), join);
+        // In line now (a first slot taken at once never joined it).
+        stood_in_line = stood_in_line || (join && attempt.outcome != Attempt::Outcome::acquired);
       } else {
         attempt = slot.try_once(ttl);
       }
