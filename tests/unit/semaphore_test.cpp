@@ -2,10 +2,18 @@
 // locks over the memory store.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "lock/keys.hpp"
 #include "lock/semaphore.hpp"
+#include "store/file/file_store.hpp"
 #include "store/memory_store.hpp"
 #include "store/redis/cluster.hpp"
 #include "util/error.hpp"
@@ -188,6 +196,63 @@ TEST_F(SemaphoreTest, AWaitThatTimesOutTakesNothing) {
   briefly.wait_for = util::Micros(200'000);
   EXPECT_EQ(b.acquire(k_ttl, briefly).outcome, AcquireResult::Outcome::busy);
   EXPECT_EQ(b.slot(), 0);
+}
+
+// The queued path, on the embedded store: each waiter a client of its own (a
+// FileStore of its own, as another process would have), confirmed in line
+// before the next one comes; a release of either slot goes to the first.
+TEST(SemaphoreQueue, SlotsGoToWaitersInArrivalOrder) {
+  std::string dir = "/tmp/nxlock-semaphore-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string path = dir + "/store";
+  store::FileStore store(path, {});
+  lock::LocalClock clock;
+  Semaphore first(store, clock, "k", 2), second(store, clock, "k", 2);
+  const auto got_first = first.acquire(k_ttl, try_once());
+  const auto got_second = second.acquire(k_ttl, try_once());
+  ASSERT_EQ(got_second.outcome, AcquireResult::Outcome::acquired);
+
+  const auto in_line = [&] {
+    const auto text = store.get(lock::queue_key("k"));
+    return text ? std::count(text->begin(), text->end(), '\n') : 0;
+  };
+  std::mutex mutex;
+  std::vector<std::string> granted;
+  std::vector<std::thread> waiters;
+  for (const std::string name : {"a", "b", "c"}) {
+    const auto before = in_line();
+    waiters.emplace_back([&, name] {
+      store::FileStore own(path, {});
+      lock::LocalClock own_clock;
+      Semaphore waiter(own, own_clock, "k", 2);
+      WaitPolicy policy;
+      policy.wait_for = std::chrono::seconds(30);
+      const auto got = waiter.acquire(k_ttl, policy);
+      {
+        const std::lock_guard<std::mutex> guard(mutex);
+        granted.push_back(got.outcome == AcquireResult::Outcome::acquired ? name : "-" + name);
+      }
+      if (got.outcome == AcquireResult::Outcome::acquired) {
+        waiter.release(got.value);  // the next in line takes this slot, or the other
+      }
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (in_line() == before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (in_line() == before) {
+      ADD_FAILURE() << name << " never stood in line";
+      break;  // the slots are released and the waiters joined all the same
+    }
+  }
+  EXPECT_EQ(second.release(got_second.value), Verdict::done);
+  for (auto& waiter : waiters) {
+    waiter.join();
+  }
+  EXPECT_EQ(granted, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(first.release(got_first.value), Verdict::done);
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace
