@@ -3,7 +3,7 @@
 # Global options that take a value, and those of each command.
 _nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
     --cert --key --sni --sentinel-password-file --replicas'
-_nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock'
+_nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock --slots'
 _nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold --max-runtime
     --metrics-dir"
 
@@ -51,8 +51,8 @@ _nxlock()
             case $command in
                 lock) value_opts+=" $_nxlock_lock_value_opts" ;;
                 run-locked) value_opts+=" $_nxlock_run_value_opts" ;;
-                renew) value_opts+=" -t --ttl --clock" ;;
-                unlock | status) value_opts+=" --clock" ;;
+                renew) value_opts+=" -t --ttl --clock --slots" ;;
+                unlock | status) value_opts+=" --clock --slots" ;;
             esac
             continue
         fi
@@ -97,7 +97,7 @@ _nxlock()
             _filedir -d
             return
             ;;
-        --timeout | --prefix | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime)
+        --timeout | --prefix | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime | --slots)
             return # a number or free text: nothing to offer
             ;;
     esac
@@ -115,15 +115,15 @@ _nxlock()
     if [[ $cur == -* && -z $ended ]]; then
         local opts=''
         case $command in
-            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock' ;;
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock --slots' ;;
             run-locked)
-                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock
+                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock --slots
                     --no-renew --inherit-credentials --on-lost --kill-after --hold
                     --max-runtime --metrics-dir --'
                 ;;
-            unlock) opts='-f --force --clock' ;;
-            renew) opts='-t --ttl --clock' ;;
-            status) opts='--clock' ;;
+            unlock) opts='-f --force --clock --slots' ;;
+            renew) opts='-t --ttl --clock --slots' ;;
+            status) opts='--clock --slots' ;;
             setnx | get | getset | del) opts='--' ;;
             list) opts='--expired' ;;
             doctor) opts='' ;; # the global options only

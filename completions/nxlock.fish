@@ -3,7 +3,7 @@
 # Options that take a value in the next word: global ones, then those of lock and run-locked.
 set -g __fish_nxlock_value_opts -u --url --password-file --timeout --prefix \
     --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas \
-    -t --ttl -w --wait -E --conflict-exit-code --clock --on-lost --kill-after --hold \
+    -t --ttl -w --wait -E --conflict-exit-code --clock --slots --on-lost --kill-after --hold \
     --max-runtime --metrics-dir
 
 # Prints the words of run-locked's child command line typed so far (those after
@@ -128,6 +128,10 @@ complete -c nxlock -n $locking -l shared -d 'Hold the lock shared, as flock -s'
 complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l clock -x \
     -a 'server\t"the Redis server\'s TIME (default)" local\t"this host\'s clock"' \
     -d 'Whose clock decides expiry'
+
+# --slots: every lock command.
+complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l slots -x \
+    -d 'A counting semaphore: at most N holders at once (1-1000)'
 
 # unlock, renew.
 complete -c nxlock -n '__fish_nxlock_using unlock' -s f -l force -d 'Delete whatever the key holds'

@@ -7,6 +7,7 @@
 
 #include "cli/command_args.hpp"
 #include "lock/lock.hpp"
+#include "lock/semaphore.hpp"
 #include "run/signals.hpp"
 
 namespace nxlock::cli {
@@ -15,10 +16,34 @@ namespace nxlock::cli {
 std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_option);
 
 // The lock KEY on the backend the options name: one server, or a quorum of
-// several; with `shared`, a shared holder of it (one server only: a quorum
-// refuses it with a usage error).
+// several; with `slots` above zero, a counting semaphore of that many slots;
+// with `shared`, a shared holder of it. A quorum refuses both, and --slots
+// with --shared, with a usage error (64).
 std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
-                                          bool shared = false);
+                                          int slots = 0, bool shared = false);
+
+// The semaphore KEY of `slots` slots (--slots) on one server. Throws usage
+// (64) with a quorum: it keeps no waiters' queue, so the slots could not go
+// to waiters in arrival order.
+std::unique_ptr<lock::Semaphore> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
+                                                int slots);
+
+// For a semaphore, the slot that a user's SLOT:VALUE names is chosen
+// (Semaphore::use_slot) and the bare value returned; any other lock's value
+// (and an empty one) is returned as it is. Throws usage (64) for a value
+// that names no slot.
+std::string choose_slot(lock::Lockable& lock, const std::string& value);
+
+// The busy report of a semaphore (acquire_for_cli): every slot held, and by
+// whom, briefly; or a free slot that a waiter ahead is taking.
+void say_slots_busy(Context& ctx, lock::Semaphore& semaphore, const LockArgs& args);
+
+// `status --slots N KEY`: every slot. Exit 0 when every slot is held (the
+// next taker would wait), 1 when at least one is free.
+int slots_status(Context& ctx, lock::Semaphore& semaphore);
+
+// What a user can do about a lock whose holder is gone.
+std::string gone_advice(std::string_view key);
 
 // The outcome of acquire_for_cli: the value on success, else the exit status to use.
 struct CliAcquire {
@@ -43,7 +68,7 @@ class CliLock {
       : m_ctx(ctx),
         m_args(args),
         m_clock(make_clock(ctx, args.clock)),
-        m_lock(make_lock(ctx, *m_clock, ctx.key(key), args.shared)) {}
+        m_lock(make_lock(ctx, *m_clock, ctx.key(key), args.slots, args.shared)) {}
 
   // Acquires (acquire_for_cli); false when busy, timed out or interrupted,
   // and then exit_status() says what to exit with.

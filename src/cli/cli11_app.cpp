@@ -15,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/lazy_options.hpp"
+#include "lock/semaphore.hpp"
 #include "store/make_store.hpp"
 #include "util/time.hpp"
 
@@ -93,6 +94,17 @@ void add_clock_option(CLI::App& sub, std::string& clock) {
       ->capture_default_str();
 }
 
+void add_slots_option(CLI::App& sub, int& slots) {
+  if (!may_name("slots")) {
+    return;
+  }
+  sub.add_option("--slots", slots,
+                 "A counting semaphore: at most N holders of KEY at once, each in a slot "
+                 "1..N (every user of KEY must give the same N)")
+      ->check(CLI::Range(1, lock::k_max_slots))
+      ->type_name("N");
+}
+
 void add_lock_options(CLI::App& sub, LockArgs& args) {
   sub.add_option("-t,--ttl", args.ttl, "Seconds the lock holds without renewal")
       ->check(CLI::Range(std::int64_t{1}, k_max_ttl))
@@ -116,6 +128,7 @@ void add_lock_options(CLI::App& sub, LockArgs& args) {
                  "exclusive holder");
   }
   add_clock_option(sub, args.clock);
+  add_slots_option(sub, args.slots);
 }
 
 // Every command's options and operands (the runners are in commands_kv.cpp,
@@ -228,8 +241,10 @@ Runner setup_lock(CLI::App& sub, ParsedArgs& /*parsed*/) {
 
 Runner setup_unlock(CLI::App& sub, ParsedArgs& /*parsed*/) {
   auto args = std::make_shared<UnlockArgs>();
-  auto* force = sub.add_flag("-f,--force", args->force, "Delete whatever the key holds");
+  auto* force = sub.add_flag("-f,--force", args->force,
+                             "Delete whatever the key holds (with --slots: every slot)");
   add_clock_option(sub, args->clock);
+  add_slots_option(sub, args->slots);
   sub.add_option("KEY", args->key, "The lock's key")->required();
   sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
   return unlock_runner(args);
@@ -242,6 +257,7 @@ Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
       ->type_name("SECONDS")
       ->capture_default_str();
   add_clock_option(sub, args->clock);
+  add_slots_option(sub, args->slots);
   sub.add_option("KEY", args->key, "The lock's key")->required();
   sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
   return renew_runner(args);
@@ -250,6 +266,7 @@ Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
 Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
   auto args = std::make_shared<StatusArgs>();
   add_clock_option(sub, args->clock);
+  add_slots_option(sub, args->slots);
   sub.add_option("KEY", args->key, "The lock's key")->required();
   return status_runner(args);
 }

@@ -24,6 +24,7 @@ struct LockArgs {
   int conflict_exit = 75;
   std::string clock = "server";
   bool shared = false;  // --shared: a shared holder (lock/shared_lock.hpp)
+  int slots = 0;  // --slots N: a counting semaphore of N slots; zero: a plain lock
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.
@@ -52,26 +53,29 @@ struct LockCommandArgs {
   LockArgs lock;
 };
 
-// unlock: KEY, VALUE, --force, --clock.
+// unlock: KEY, VALUE, --force, --clock, --slots.
 struct UnlockArgs {
   std::string key;
   std::string value;
   bool force = false;
   std::string clock = "server";
+  int slots = 0;
 };
 
-// renew: KEY, VALUE, --ttl, --clock.
+// renew: KEY, VALUE, --ttl, --clock, --slots.
 struct RenewArgs {
   std::string key;
   std::string value;
   std::int64_t ttl = 60;
   std::string clock = "server";
+  int slots = 0;
 };
 
-// status: KEY, --clock.
+// status: KEY, --clock, --slots.
 struct StatusArgs {
   std::string key;
   std::string clock = "server";
+  int slots = 0;
 };
 
 // list: PATTERN (a glob; "*": every lock) and --expired.

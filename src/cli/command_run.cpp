@@ -51,13 +51,22 @@ run::OnLost parse_on_lost(const std::string& text) {
   return run::OnLost::term;
 }
 
+// "lock 'KEY'", and with --slots the slot held: "lock 'KEY' slot 2".
+std::string lock_words(const lock::Lockable& lock) {
+  std::string words = "lock '" + util::escape(lock.key()) + "'";
+  if (lock.slot() > 0) {
+    words += " slot " + std::to_string(lock.slot());
+  }
+  return words;
+}
+
 // The lost lock in words, as it is found (even under -q: it stopped the user's job).
-void say_lost(Context& ctx, const std::string& key, const run::Loss& loss, run::OnLost action) {
+void say_lost(Context& ctx, const lock::Lockable& lock, const run::Loss& loss, run::OnLost action) {
   std::string why = loss.verdict ? verdict_reason(*loss.verdict) : "";
   if (!loss.detail.empty()) {
     why += why.empty() ? loss.detail : " (" + loss.detail + ")";
   }
-  ctx.out.warn("lock '" + util::escape(key) + "' lost: " + why);
+  ctx.out.warn(lock_words(lock) + " lost: " + why);
   const std::string who = loss.by_watchdog ? "the watchdog stopped the job" : "stopping the job";
   switch (action) {
     case run::OnLost::term:
@@ -151,10 +160,10 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     run::Reporter reporter;
     reporter.warn = [&ctx](std::string_view text) { ctx.out.warn(text); };
     reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
-      say_lost(ctx, lock.key(), loss, action);
+      say_lost(ctx, lock, loss, action);
     };
     reporter.timed_out = [&ctx, &lock, &options](util::Micros grace) {
-      ctx.out.warn("lock '" + util::escape(lock.key()) + "': the job ran past --max-runtime " +
+      ctx.out.warn(lock_words(lock) + ": the job ran past --max-runtime " +
                    util::seconds_text(*options.max_runtime) +
                    (grace > util::Micros(0)
                         ? ": stopping it (SIGTERM, SIGKILL after " + util::seconds_text(grace) + ")"
@@ -172,15 +181,16 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     const run::RunOutcome& outcome = ran.job;
     event.lost = outcome.lost;
     if (!ran.release_error.empty()) {
-      ctx.out.note("lock '" + util::escape(lock.key()) +
-                   "': not released at exit: " + ran.release_error);
+      ctx.out.note(lock_words(lock) + ": not released at exit: " + ran.release_error);
     } else if (ran.released && *ran.released != lock::Verdict::done) {
-      ctx.out.note("lock '" + util::escape(lock.key()) +
-                   "': not released at exit: " + verdict_reason(*ran.released));
+      ctx.out.note(lock_words(lock) + ": not released at exit: " + verdict_reason(*ran.released));
     }
 
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
+    if (lock.slot() > 0) {
+      ctx.out.field("slot", lock.slot());
+    }
     ctx.out.field("fence",
                   cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
     ctx.out.field("lost", outcome.lost);

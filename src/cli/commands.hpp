@@ -32,5 +32,7 @@ inline constexpr double k_min_timeout_seconds = 0.001;
 // message names the bounds (a usage error, exit 64).
 CLI::Validator duration_check(double min_seconds, double max_seconds);
 void add_clock_option(CLI::App& sub, std::string& clock);
+// --slots N (lock, run-locked, unlock, renew, status), 1 to lock::k_max_slots.
+void add_slots_option(CLI::App& sub, int& slots);
 
 }  // namespace nxlock::cli

@@ -15,8 +15,6 @@
 
 namespace nxlock::cli {
 
-namespace {
-
 using lock::Verdict;
 
 // What a user can do about a lock whose holder is gone (Holder::gone).
@@ -24,6 +22,8 @@ std::string gone_advice(std::string_view key) {
   return "the lock stays held until it expires, or until `nxlock unlock --force " +
          util::escape(key) + "`";
 }
+
+namespace {
 
 // While a waiter waits on a terminal, one line on stderr says who holds the
 // lock, how long is left and how long we have waited; it is erased when the
@@ -169,10 +169,17 @@ std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_o
 }
 
 std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
-                                          bool shared) {
+                                          int slots, bool shared) {
+  if (slots > 0 && shared) {
+    throw util::Error(util::ErrorKind::usage, "--slots",
+                      "cannot be used with --shared: a shared lock has no slots");
+  }
   if (shared && ctx.quorum()) {
     throw util::Error(util::ErrorKind::usage, "--shared",
                       "not available with a quorum of servers; use one server");
+  }
+  if (slots > 0) {
+    return make_semaphore(ctx, clock, std::move(key), slots);
   }
   if (ctx.quorum()) {
     return std::make_unique<lock::QuorumLock>(ctx.quorum_servers(), clock, std::move(key));
@@ -212,6 +219,10 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     }
     case lock::AcquireResult::Outcome::busy:
       break;
+  }
+  if (auto* semaphore = dynamic_cast<lock::Semaphore*>(&lock)) {
+    say_slots_busy(ctx, *semaphore, args);
+    return {std::nullopt, args.conflict_exit};
   }
   const auto holder = lock.holder_of(result.held_value);
   // The clock that found the lock held (the server's, unless --clock local):
@@ -263,10 +274,15 @@ Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
     lock.record_holder(lock::describe_holder(value, owner,
                                              ctx.redact(util::process_command_line(owner)),
                                              util::whole_seconds(cli_lock.clock().now())));
-    ctx.out.line(value);
+    // With --slots, what unlock and renew need is the slot and the value.
+    const std::string printed = lock.slot() > 0 ? lock::slot_value(lock.slot(), value) : value;
+    ctx.out.line(printed);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("acquired", true);
-    ctx.out.field("value", value);
+    ctx.out.field("value", printed);
+    if (lock.slot() > 0) {
+      ctx.out.field("slot", lock.slot());
+    }
     ctx.out.field("expires_at", std::stoll(value));
     ctx.out.field("fence",
                   cli_lock.fence() > 0 ? nlohmann::json(cli_lock.fence()) : nlohmann::json());
@@ -282,9 +298,10 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
     }
     auto clock = make_clock(ctx, args->clock);
     // A shared holder's value names its lease (lock --shared).
-    const auto lock_ptr =
-        make_lock(ctx, *clock, ctx.key(args->key), lock::is_shared_value(args->value));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key), args->slots,
+                                    args->slots == 0 && lock::is_shared_value(args->value));
     lock::Lockable& lock = *lock_ptr;
+    const std::string value = choose_slot(lock, args->value);
     ctx.out.bytes_field("key", lock.key());
     if (args->force) {
       std::optional<std::string> holder_problem;
@@ -302,7 +319,7 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
       }
       return deleted ? k_exit_ok : k_exit_no;
     }
-    const Verdict verdict = lock.release(args->value);
+    const Verdict verdict = lock.release(value);
     ctx.out.field("released", verdict == Verdict::done);
     if (verdict != Verdict::done) {
       ctx.out.note("lock '" + util::escape(lock.key()) +
@@ -318,11 +335,12 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
     auto clock = make_clock(ctx, args->clock);
-    const auto lock_ptr =
-        make_lock(ctx, *clock, ctx.key(args->key), lock::is_shared_value(args->value));
+    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key), args->slots,
+                                    args->slots == 0 && lock::is_shared_value(args->value));
     lock::Lockable& lock = *lock_ptr;
+    const std::string value = choose_slot(lock, args->value);
     std::string renewed;
-    const Verdict verdict = lock.renew(args->value, args->ttl, renewed);
+    const Verdict verdict = lock.renew(value, args->ttl, renewed);
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("renewed", verdict == Verdict::done);
     if (verdict != Verdict::done) {
@@ -331,8 +349,12 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
       ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
-    ctx.out.line(renewed);
-    ctx.out.field("value", renewed);
+    const std::string printed = lock.slot() > 0 ? lock::slot_value(lock.slot(), renewed) : renewed;
+    ctx.out.line(printed);
+    ctx.out.field("value", printed);
+    if (lock.slot() > 0) {
+      ctx.out.field("slot", lock.slot());
+    }
     ctx.out.field("expires_at", std::stoll(renewed));
     return k_exit_ok;
   };
@@ -341,6 +363,9 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
 Runner status_runner(std::shared_ptr<StatusArgs> args) {
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
+    if (args->slots > 0) {
+      return slots_status(ctx, *make_semaphore(ctx, *clock, ctx.key(args->key), args->slots));
+    }
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
     lock::Lockable& lock = *lock_ptr;
     const auto status = lock.status();

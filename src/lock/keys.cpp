@@ -1,7 +1,9 @@
 // Companion keys beside a lock: injective names in the lock key's Redis Cluster hash slot.
 #include "lock/keys.hpp"
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <optional>
 
 #include "util/error.hpp"
@@ -14,6 +16,8 @@ namespace {
 // Every suffix nxlock uses; "lease" is the Redis queue's own companion.
 constexpr std::array<std::string_view, 5> k_suffixes = {"fence", "holder", "queue", "lease",
                                                         "shared"};
+// A semaphore's slots (slot_key()): this prefix and the slot's number.
+constexpr std::string_view k_slot_prefix = "slot";
 
 // The Cluster specification's rule: the text between the first '{' and the
 // first '}' after it, if there is at least one byte between them.
@@ -27,6 +31,46 @@ std::optional<std::string_view> hash_tag(std::string_view key) {
     return std::nullopt;
   }
   return key.substr(open + 1, close - open - 1);
+}
+
+// "slot" and one or more digits: any slot (slot_of() reads only the ones
+// slot_key() writes, but none of the others may name a lock either).
+bool is_slot_suffix(std::string_view suffix) {
+  return suffix.size() > k_slot_prefix.size() && suffix.starts_with(k_slot_prefix) &&
+         std::all_of(suffix.begin() + static_cast<std::ptrdiff_t>(k_slot_prefix.size()),
+                     suffix.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The suffix and key a name is made of, if it is exactly what companion_key()
+// writes for them.
+struct CompanionParts {
+  std::string_view suffix;
+  std::string_view key;
+};
+
+std::optional<CompanionParts> companion_parts(std::string_view name) {
+  // Parse as companion_key writes, then check that it writes exactly this.
+  std::string_view rest;
+  if (name.starts_with('{')) {
+    const auto close = name.find('}');
+    if (close == std::string_view::npos || name.substr(close + 1, 1) != ":") {
+      return std::nullopt;
+    }
+    rest = name.substr(close + 2);
+  } else if (name.starts_with('}')) {
+    rest = name.substr(1);
+  } else {
+    return std::nullopt;
+  }
+  const auto colon = rest.find(':');
+  if (colon == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const CompanionParts parts{rest.substr(0, colon), rest.substr(colon + 1)};
+  if (companion_key(parts.key, parts.suffix) != name) {
+    return std::nullopt;
+  }
+  return parts;
 }
 
 }  // namespace
@@ -52,76 +96,49 @@ std::string fence_key(std::string_view key) {
   return companion_key(key, "fence");
 }
 
-std::string queue_key(std::string_view key) {
-  return companion_key(key, "queue");
-}
-
 std::string shared_key(std::string_view key) {
   return companion_key(key, "shared");
 }
 
-bool is_companion_key(std::string_view name) {
-  // Parse as companion_key writes, then check that it writes exactly this.
-  std::string_view rest;
-  if (name.starts_with('{')) {
-    const auto close = name.find('}');
-    if (close == std::string_view::npos || name.substr(close + 1, 1) != ":") {
-      return false;
-    }
-    rest = name.substr(close + 2);
-  } else if (name.starts_with('}')) {
-    rest = name.substr(1);
-  } else {
-    return false;
-  }
-  const auto colon = rest.find(':');
-  if (colon == std::string_view::npos) {
-    return false;
-  }
-  const std::string_view suffix = rest.substr(0, colon);
-  for (const auto known : k_suffixes) {
-    if (suffix == known) {
-      return companion_key(rest.substr(colon + 1), suffix) == name;
-    }
-  }
-  return false;
+std::string queue_key(std::string_view key) {
+  return companion_key(key, "queue");
 }
 
-std::optional<SlotOf> slot_of(std::string_view lock_key) {
-  // After the tag ("{TAG}:") or the '}' of the untagged form: "slotN:KEY".
-  std::size_t at = 0;
-  if (lock_key.starts_with('{')) {
-    at = lock_key.find("}:");
-    at = at == std::string_view::npos ? at : at + 2;
-  } else if (lock_key.starts_with('}')) {
-    at = 1;
-  } else {
+std::string slot_key(std::string_view key, int slot) {
+  return companion_key(key, std::string(k_slot_prefix) + std::to_string(slot));
+}
+
+std::optional<SlotOf> slot_of(std::string_view name) {
+  const auto parts = companion_parts(name);
+  if (!parts || !is_slot_suffix(parts->suffix)) {
     return std::nullopt;
   }
-  if (at == std::string_view::npos || !lock_key.substr(at).starts_with("slot")) {
+  // Exactly what slot_key() writes: 1 and up, no leading zero.
+  const std::string_view digits = parts->suffix.substr(k_slot_prefix.size());
+  int slot = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), slot);
+  if (ec != std::errc() || end != digits.data() + digits.size() || slot < 1 ||
+      digits.front() == '0') {
     return std::nullopt;
   }
-  const std::size_t digits = at + 4;
-  const std::size_t colon = lock_key.find(':', digits);
-  const std::string_view number = lock_key.substr(digits, colon - digits);
-  if (colon == std::string_view::npos || number.empty() || number.size() > 9 ||
-      number.find_first_not_of("0123456789") != std::string_view::npos ||
-      (number.size() > 1 && number[0] == '0')) {
-    return std::nullopt;
+  return SlotOf{std::string(parts->key), slot};
+}
+
+bool is_companion_key(std::string_view name) {
+  const auto parts = companion_parts(name);
+  if (!parts) {
+    return false;
   }
-  SlotOf slot{std::string(lock_key.substr(colon + 1)), std::stoi(std::string(number))};
-  // Only the name companion_key writes: "{x}:slot1:y" is no slot of "y".
-  if (companion_key(slot.key, lock_key.substr(at, colon - at)) != lock_key) {
-    return std::nullopt;
-  }
-  return slot;
+  return std::find(k_suffixes.begin(), k_suffixes.end(), parts->suffix) != k_suffixes.end() ||
+         is_slot_suffix(parts->suffix);
 }
 
 void check_lock_key(std::string_view key) {
   if (is_companion_key(key)) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "this name is another lock's companion key (its fencing counter, holder "
-                      "details, queue or shared leases); name the lock otherwise");
+                      "details, queue, shared leases or --slots slot); name the lock "
+                      "otherwise");
   }
 }
 

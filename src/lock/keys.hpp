@@ -1,5 +1,5 @@
-// The keys nxlock keeps beside a lock (holder details, fencing counter, queue, shared leases), and
-// how they are named.
+// The keys nxlock keeps beside a lock (holder details, fencing counter, queue, shared leases,
+// slots), and how they are named.
 #pragma once
 
 #include <optional>
@@ -37,22 +37,24 @@ std::string queue_key(std::string_view key);
 // The shared holders' leases of `key` (--shared): companion_key(key, "shared").
 std::string shared_key(std::string_view key);
 
-// Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared") of some
-// key, or of a companion: a lock must not be named so, or taking it would
-// write another lock's counter, details or queue.
-bool is_companion_key(std::string_view name);
+// Slot `slot` (1..N) of the counting semaphore `key` (--slots N): an ordinary
+// lock, with companions of its own, named companion_key(key, "slot" + slot):
+// "backup", 3 → "{backup}:slot3:backup". It lands in the key's hash slot, beside
+// the semaphore's one waiters' queue (queue_key(key)), and no user can name it.
+std::string slot_key(std::string_view key, int slot);
 
-// A slot of a counting lock (--slots): slot `index` of lock `key` is the lock
-// key companion_key(key, "slot" + std::to_string(index)).
+// The semaphore and slot number a slot key (slot_key()) names; nullopt for
+// any other name.
 struct SlotOf {
   std::string key;
-  int index = 0;
+  int slot = 0;
 };
+std::optional<SlotOf> slot_of(std::string_view name);
 
-// The lock and slot that `lock_key` is a slot of; nullopt if it is not one
-// (no "slotN" companion, N decimal without leading zeros, exactly as
-// companion_key writes it).
-std::optional<SlotOf> slot_of(std::string_view lock_key);
+// Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared",
+// "slot<digits>") of some key, or of a companion: a lock must not be named so,
+// or taking it would write another lock's counter, details, queue or slot.
+bool is_companion_key(std::string_view name);
 
 // Throws util::Error(usage, 64) when `key` may not name a lock (is_companion_key).
 void check_lock_key(std::string_view key);

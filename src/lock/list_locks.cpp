@@ -60,7 +60,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
         LockRow row;
         if (auto slot = slot_of(found.key)) {
           row.key = std::move(slot->key);
-          row.slot = slot->index;
+          row.slot = slot->slot;
         } else {
           row.key = found.key;
         }

@@ -65,15 +65,18 @@ std::int64_t parse_user_value(std::string_view key, std::string_view value) {
 }
 
 Lock::Lock(store::Store& store, Clock& clock, std::string key)
+    : Lock(store, clock, std::move(key), std::string()) {
+  // A lock named like another lock's counter, details or queue would write them.
+  check_lock_key(m_key);
+}
+
+Lock::Lock(store::Store& store, Clock& clock, std::string key, std::string queue)
     : m_store(store),
       m_clock(clock),
       m_key(std::move(key)),
       m_fence_key(fence_key(m_key)),
-      m_queue_key(queue_key(m_key)),
-      m_holder(m_store, m_key) {
-  // A lock named like another lock's counter, details or queue would write them.
-  check_lock_key(m_key);
-}
+      m_queue_key(queue.empty() ? queue_key(m_key) : std::move(queue)),
+      m_holder(m_store, m_key) {}
 
 std::int64_t Lock::now_seconds() {
   return util::whole_seconds(m_clock.now());

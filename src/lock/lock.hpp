@@ -124,6 +124,11 @@ class Lock final : public Lockable {
   // (check_lock_key in keys.hpp).
   Lock(store::Store& store, Clock& clock, std::string key);
 
+  // A semaphore's slot (Semaphore): `key` is its slot_key() (a companion key,
+  // which the constructor above refuses), and its waiters queue in `queue`,
+  // the semaphore's one queue, so that a release of any slot wakes its first waiter.
+  Lock(store::Store& store, Clock& clock, std::string key, std::string queue);
+
   // One pass of the documented steps: SETNX; on 0, GET; if expired, GETSET and
   // own the lock only if the old value is itself expired or absent. The owning
   // SETNX or GETSET also takes a fencing token, in the same atomic step (Store's

@@ -1,4 +1,5 @@
-// Lockable: what cli/ and run/ ask of a lock, on one server (Lock) or a quorum (QuorumLock).
+// Lockable: what cli/ and run/ ask of a lock, on one server (Lock), a quorum (QuorumLock),
+// or a counting semaphore's slot (Semaphore).
 //
 // The result types are those of lock.hpp; they are only declared here, so that
 // lock.hpp can include this file for Lock to implement it. Callers include
@@ -36,6 +37,10 @@ class Lockable {
 
   // The full store key (prefix included).
   virtual const std::string& key() const = 0;
+
+  // The slot of a counting semaphore (Semaphore, --slots) this lock acts on,
+  // 1..N; 0 for a lock that is not a semaphore (or before it chose a slot).
+  virtual int slot() const { return 0; }
 
   // The fencing token of the acquisition this lock made; 0 if it made none.
   virtual std::int64_t fence() const = 0;

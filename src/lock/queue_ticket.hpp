@@ -20,6 +20,7 @@ std::string make_ticket();
 
 // Leaves the queue when a wait ends in any way but a step that left it
 // already: best effort, a waiter that cannot leave is dropped with its lease.
+// `key` and `queue` must outlive the ticket.
 class QueueTicket {
  public:
   QueueTicket(store::WaitersQueue& waiters, const std::string& key, const std::string& queue)
@@ -29,6 +30,8 @@ class QueueTicket {
   QueueTicket& operator=(const QueueTicket&) = delete;
 
   const std::string& ticket() const { return m_ticket; }
+  // Whether the ticket may be in the queue (joined before a step that may
+  // have failed on the way back), so that it is left at the end.
   void joined(bool yes) { m_joined = yes; }
 
  private:

@@ -96,7 +96,7 @@ struct RunLockedOutcome {
 };
 
 // Runs options.command while `held` is held: sets the child's environment
-// (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE; no credentials unless asked), starts and
+// (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE, NXLOCK_SLOT; no credentials unless asked), starts and
 // supervises it (renewal, signals, the lost-lock policy) under `watchdog`,
 // prepared already if the lock was waited for (JobWatchdog::prepare), releases
 // the lock on every path that did not lose it, as soon as the job's process

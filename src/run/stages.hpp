@@ -42,7 +42,7 @@ struct Job {
 };
 
 // Starts the job under the watchdog (prepared here unless it was before): the
-// child's environment (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE; no credentials
+// child's environment (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE, NXLOCK_SLOT; no credentials
 // unless asked), the lock's deadline, the terminal; then records
 // options.holder beside the lock. Throws util::Error (unavailable) without
 // starting it if the lock is no longer surely held.

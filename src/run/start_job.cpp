@@ -29,6 +29,8 @@ std::vector<JobWatchdog::EnvSetting> child_environment(const lock::Lockable& loc
       // None issued (a quorum): never an outer job's token.
       {"NXLOCK_FENCE",
        lock.fence() > 0 ? std::optional(std::to_string(lock.fence())) : std::nullopt},
+      // --slots: which slot the job holds; never an outer job's.
+      {"NXLOCK_SLOT", lock.slot() > 0 ? std::optional(std::to_string(lock.slot())) : std::nullopt},
   };
   if (options.inherit_credentials) {
     return settings;
