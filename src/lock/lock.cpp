@@ -237,13 +237,8 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
           ticket->joined(false);
         }
         look.found = Look::Found::acquired;
-        look.taken = {AcquireResult::Outcome::acquired,
-                      attempt.value,
-                      0,
-                      {},
-                      attempt.now_seconds,
-                      attempt.valid_from,
-                      attempt.fence};
+        look.taken =
+            taken_with(attempt.value, attempt.now_seconds, attempt.valid_from, attempt.fence);
         break;
       case Attempt::Outcome::retry:
         look.found = Look::Found::again;
@@ -259,20 +254,7 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     }
     return look;
   };
-  steps.arm = [&] {
-    if (watcher) {
-      return false;
-    }
-    // Queued: releases wake the first waiter only.
-    watcher = queued ? m_store.queue()->watch(m_key, ticket->ticket()) : m_store.watch(m_key);
-    return true;
-  };
-  steps.wait = [&](Micros timeout, int interrupt_fd, const Look* busy) {
-    if (busy) {
-      watcher->first(!busy->behind);
-    }
-    return watcher->wait(timeout, interrupt_fd);
-  };
+  watch_key(steps, m_store, m_key, ticket, watcher);
   return wait_for_lock(policy, m_clock, steps);
 }
 

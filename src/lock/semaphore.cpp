@@ -119,13 +119,8 @@ AcquireResult Semaphore::acquire(std::int64_t ttl, const WaitPolicy& policy) {
           }
           m_slot = static_cast<int>(i) + 1;
           look.found = Look::Found::acquired;
-          look.taken = {AcquireResult::Outcome::acquired,
-                        attempt.value,
-                        0,
-                        {},
-                        attempt.now_seconds,
-                        attempt.valid_from,
-                        attempt.fence};
+          look.taken =
+              taken_with(attempt.value, attempt.now_seconds, attempt.valid_from, attempt.fence);
           return look;
         case Attempt::Outcome::retry:
           look.found = Look::Found::again;
@@ -152,22 +147,10 @@ AcquireResult Semaphore::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     look.wake_at = first_expiry;
     return look;
   };
-  steps.arm = [&] {
-    if (watcher) {
-      return false;
-    }
-    // Queued, a release of any slot wakes the first waiter by its ticket. With
-    // no queue, only the first slot's changes wake us: the others are seen on
-    // a poll tick.
-    watcher = ticket ? waiters->watch(first_key, ticket->ticket()) : m_store.watch(first_key);
-    return true;
-  };
-  steps.wait = [&](Micros timeout, int interrupt_fd, const Look* busy) {
-    if (busy) {
-      watcher->first(!busy->behind);
-    }
-    return watcher->wait(timeout, interrupt_fd);
-  };
+  // Queued, a release of any slot wakes the first waiter by its ticket. With
+  // no queue, only the first slot's changes wake us: the others are seen on
+  // a poll tick.
+  watch_key(steps, m_store, first_key, ticket, watcher);
   const AcquireResult result = wait_for_lock(policy, m_clock, steps);
   ticket.reset();  // leaves the queue, if the step that took a slot did not
   watcher.reset();

@@ -120,13 +120,7 @@ AcquireResult SharedLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       }
       m_fence = step.fence.value_or(0);
       look.found = Look::Found::acquired;
-      look.taken = {AcquireResult::Outcome::acquired,
-                    shared_value(expiry, m_id),
-                    0,
-                    {},
-                    now,
-                    valid_from,
-                    m_fence};
+      look.taken = taken_with(shared_value(expiry, m_id), now, valid_from, m_fence);
       return look;
     }
     look.found = Look::Found::busy;
@@ -146,19 +140,7 @@ AcquireResult SharedLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     }
     return look;
   };
-  steps.arm = [&] {
-    if (watcher) {
-      return false;
-    }
-    watcher = ticket ? m_store.queue()->watch(m_key, ticket->ticket()) : m_store.watch(m_key);
-    return true;
-  };
-  steps.wait = [&](Micros timeout, int interrupt_fd, const Look* busy) {
-    if (busy) {
-      watcher->first(!busy->behind);
-    }
-    return watcher->wait(timeout, interrupt_fd);
-  };
+  watch_key(steps, m_store, m_key, ticket, watcher);
   return wait_for_lock(policy, m_clock, steps);
 }
 

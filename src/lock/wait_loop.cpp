@@ -11,6 +11,35 @@
 
 namespace nxlock::lock {
 
+AcquireResult taken_with(std::string value, std::int64_t now_seconds, util::Micros valid_from,
+                         std::int64_t fence) {
+  AcquireResult taken;
+  taken.outcome = AcquireResult::Outcome::acquired;
+  taken.value = std::move(value);
+  taken.now_seconds = now_seconds;
+  taken.valid_from = valid_from;
+  taken.fence = fence;
+  return taken;
+}
+
+void watch_key(WaitSteps& steps, store::Store& store, const std::string& key,
+               const std::optional<QueueTicket>& ticket,
+               std::unique_ptr<store::Watcher>& watcher) {
+  steps.arm = [&store, &key, &ticket, &watcher] {
+    if (watcher) {
+      return false;
+    }
+    watcher = ticket ? store.queue()->watch(key, ticket->ticket()) : store.watch(key);
+    return true;
+  };
+  steps.wait = [&watcher](util::Micros timeout, int interrupt_fd, const Look* busy) {
+    if (busy) {
+      watcher->first(!busy->behind);
+    }
+    return watcher->wait(timeout, interrupt_fd);
+  };
+}
+
 using util::Micros;
 
 AcquireResult wait_for_lock(const WaitPolicy& policy, Clock& clock, const WaitSteps& steps) {

@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "lock/clock.hpp"
 #include "lock/lock.hpp"
+#include "lock/queue_ticket.hpp"
 #include "store/store.hpp"
 #include "util/time.hpp"
 
@@ -50,6 +53,18 @@ struct WaitSteps {
   // the look waited on, or nullptr when waiting out a failure.
   std::function<store::WaitResult(util::Micros timeout, int interrupt_fd, const Look* busy)> wait;
 };
+
+// A look's `taken` for a lock taken with `value`.
+AcquireResult taken_with(std::string value, std::int64_t now_seconds, util::Micros valid_from,
+                         std::int64_t fence);
+
+// Sets steps.arm and steps.wait to wait on one watch of `key`, kept in
+// `watcher`: as the queued waiter `ticket` when there is one (a release then
+// wakes the first waiter only, and one behind sleeps through the key's
+// changes), else on every change of the key.
+void watch_key(WaitSteps& steps, store::Store& store, const std::string& key,
+               const std::optional<QueueTicket>& ticket,
+               std::unique_ptr<store::Watcher>& watcher);
 
 // Looks until the lock is taken, the policy's deadline passes (busy) or its
 // interrupt descriptor is readable (interrupted). Reads `clock` to sleep until
