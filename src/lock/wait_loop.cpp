@@ -23,8 +23,7 @@ AcquireResult taken_with(std::string value, std::int64_t now_seconds, util::Micr
 }
 
 void watch_key(WaitSteps& steps, store::Store& store, const std::string& key,
-               const std::optional<QueueTicket>& ticket,
-               std::unique_ptr<store::Watcher>& watcher) {
+               const std::optional<QueueTicket>& ticket, std::unique_ptr<store::Watcher>& watcher) {
   steps.arm = [&store, &key, &ticket, &watcher] {
     if (watcher) {
       return false;

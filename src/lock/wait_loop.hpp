@@ -63,8 +63,7 @@ AcquireResult taken_with(std::string value, std::int64_t now_seconds, util::Micr
 // wakes the first waiter only, and one behind sleeps through the key's
 // changes), else on every change of the key.
 void watch_key(WaitSteps& steps, store::Store& store, const std::string& key,
-               const std::optional<QueueTicket>& ticket,
-               std::unique_ptr<store::Watcher>& watcher);
+               const std::optional<QueueTicket>& ticket, std::unique_ptr<store::Watcher>& watcher);
 
 // Looks until the lock is taken, the policy's deadline passes (busy) or its
 // interrupt descriptor is readable (interrupted). Reads `clock` to sleep until
