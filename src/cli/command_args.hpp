@@ -24,7 +24,7 @@ struct LockArgs {
   int conflict_exit = 75;
   std::string clock = "server";
   bool shared = false;  // --shared: a shared holder (lock/shared_lock.hpp)
-  int slots = 0;  // --slots N: a counting semaphore of N slots; zero: a plain lock
+  int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.
