@@ -81,6 +81,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
         }
         row.fence = found.fence;
         row.waiters = found.waiters;
+        row.shared_holders = found.shared_holders;
         rows.push_back(std::move(row));
       }
     });
@@ -124,6 +125,7 @@ std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
     for (auto& other : held) {
       row.fence = std::max(row.fence, other.fence);
       row.waiters = std::max(row.waiters, other.waiters);
+      row.shared_holders = std::max(row.shared_holders, other.shared_holders);
       if (!row.holder && other.holder) {
         row.holder = std::move(other.holder);
       }

@@ -206,8 +206,11 @@ void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Vis
     if (!glob_match(pattern, key) || !wanted(key) || !parse_lock_timestamp(value)) {
       continue;
     }
-    ListedLock& lock = batch.emplace_back(ListedLock{key, value, {}, {}, {}, false});
+    ListedLock& lock = batch.emplace_back();
+    lock.key = key;
+    lock.value = value;
     lock.holder = get(lock::companion_key(key, "holder"));
+    lock.shared_holders = count(lock::shared_key(key));
     if (const auto counter = get(lock::fence_key(key))) {
       lock.fence = parse_fence(*counter);
     }

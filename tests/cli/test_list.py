@@ -170,6 +170,38 @@ class TestList(ListCase):
                 self.assertEqual(self.keys([*url, "--prefix", "app*:"], "j*"), ["app*:job"])
                 self.assertEqual(self.keys([*url, "--prefix", "app*:"], "x*"), [])
 
+    def test_shared_holders_are_counted(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                values = []
+                for _ in range(2):
+                    r = self.nx(*url, "lock", "--shared", "-n", "-t", "60", "sh")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    values.append(r.stdout.decode().strip())
+                self.lock(url, "ex")
+                rows = {row["key"]: row for row in self.listed(url)}
+                self.assertEqual((rows["sh"]["state"], rows["sh"]["shared_holders"]), ("shared", 2))
+                self.assertEqual((rows["ex"]["state"], rows["ex"]["shared_holders"]), ("held", 0))
+
+                text = self.nx(*url, "list").stdout.decode().splitlines()
+                self.assertEqual(text[0].split(), ["KEY", "HOLDER", "SINCE", "UNTIL", "FENCE",
+                                                   "WAITERS", "SHARED", "STATE", "COMMAND"])
+                # Cells under the SHARED and STATE titles (columns are padded to their titles).
+                shared_at, state_at = text[0].index("SHARED"), text[0].index("STATE")
+                cells = {line.split()[0]: (line[shared_at:state_at].strip(),
+                                           line[state_at:].split()[0]) for line in text[1:]}
+                self.assertEqual(cells, {"sh": ("2", "shared"), "ex": ("-", "held")}, text)
+
+                # One let go: one left; the last one frees the key, which is listed no more.
+                r = self.nx(*url, "unlock", "sh", values[0])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                rows = {row["key"]: row for row in self.listed(url, "sh")}
+                self.assertEqual((rows["sh"]["state"], rows["sh"]["shared_holders"]), ("shared", 1))
+                r = self.nx(*url, "unlock", "sh", values[1])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(self.keys(url, "sh"), [])
+
     def test_live_waiters_are_counted(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):

@@ -7,6 +7,7 @@
 #include "lock/keys.hpp"
 #include "lock/list_locks.hpp"
 #include "store/memory_store.hpp"
+#include "util/time.hpp"
 
 namespace nxlock {
 namespace {
@@ -47,6 +48,24 @@ TEST_F(ListLocks, ExpiredOnlyWhenAsked) {
   EXPECT_EQ(keys("*"), (std::vector<std::string>{"new"}));
   EXPECT_EQ(keys("*", true), (std::vector<std::string>{"new", "old"}));
   EXPECT_TRUE(lock::list_locks(m_store, "old", k_now, true).at(0).expired);
+}
+
+TEST_F(ListLocks, SharedHoldersAreCountedAndExclusiveLocksHaveNone) {
+  const std::int64_t until = util::whole_seconds(util::wall_now()) + 60;  // the store's clock
+  for (const char* id : {"a", "b"}) {
+    ASSERT_EQ(m_store.shared()
+                  ->take("sh", lock::fence_key("sh"), lock::shared_key("sh"), id, until,
+                         lock::queue_key("sh"), "", false, {})
+                  .outcome,
+              store::SharedLeases::Take::Outcome::taken);
+  }
+  hold("ex", k_now + 5);
+  const auto rows = lock::list_locks(m_store, "*", k_now, false);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].key, "ex");
+  EXPECT_EQ(rows[0].shared_holders, 0u);
+  EXPECT_EQ(rows[1].key, "sh");
+  EXPECT_EQ(rows[1].shared_holders, 2u);
 }
 
 TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {

@@ -1,5 +1,6 @@
 // RedisStore's listing (LockListing): SCAN, never KEYS, on the server or each master of a
-// cluster; each batch's values, holder records, counters and queues read in one pipeline.
+// cluster; each batch's values, holder records, counters, queues and shared leases read in one
+// pipeline.
 #include <hiredis/hiredis.h>
 
 #include <set>
@@ -24,7 +25,7 @@ using redis::Reply;
 constexpr std::string_view k_scan_count = "1000";
 
 // What is read for each key of a batch, in this order.
-constexpr std::size_t k_reads_per_key = 4;
+constexpr std::size_t k_reads_per_key = 5;
 
 std::string address_of(const redis::Endpoint& endpoint) {
   return endpoint.host + ":" + std::to_string(endpoint.port);
@@ -102,7 +103,9 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       redis::throw_unexpected(found, name);
     }
     cursor = redis::string_of(*found.element[0], name).value_or("0");
-    const std::string now = std::to_string(redis::time_of(*replies[1], name).count());
+    const util::Micros time = redis::time_of(*replies[1], name);
+    const std::string now = std::to_string(time.count());
+    const std::string now_seconds = std::to_string(util::whole_seconds(time));
 
     std::vector<std::string> keys;
     for (std::size_t i = 0; i < found.element[1]->elements; ++i) {
@@ -116,18 +119,21 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
     }
     // The names beside each key, kept alive for the commands that point at them.
     std::vector<std::string> beside;
-    beside.reserve(3 * keys.size());
+    beside.reserve(4 * keys.size());
     std::vector<Command> reads;
     reads.reserve(k_reads_per_key * keys.size());
     for (const auto& key : keys) {
       const auto& holder = beside.emplace_back(lock::companion_key(key, "holder"));
       const auto& fence = beside.emplace_back(lock::fence_key(key));
       const auto& leases = beside.emplace_back(lock::companion_key(lock::queue_key(key), "lease"));
+      const auto& shared = beside.emplace_back(lock::shared_key(key));
       reads.push_back({{"GET", key}, key});
       reads.push_back({{"GET", holder}, key});
       reads.push_back({{"GET", fence}, key});
       // A waiter is live while its lease has not lapsed (k_queue_prelude's head()).
       reads.push_back({{"ZCOUNT", leases, now, "+inf"}, key});
+      // A shared lease is live until the second its score names (k_shared_prelude's prune()).
+      reads.push_back({{"ZCOUNT", shared, now_seconds, "+inf"}, key});
     }
     const auto values = connection.exchange(reads);
     std::vector<ListedLock> batch;
@@ -137,14 +143,19 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       if (!value || !parse_lock_timestamp(*value)) {
         continue;  // gone meanwhile, or no lock
       }
-      ListedLock& lock =
-          batch.emplace_back(ListedLock{keys[i], std::move(*value), {}, {}, 0, false});
+      ListedLock& lock = batch.emplace_back();
+      lock.key = keys[i];
+      lock.value = std::move(*value);
+      lock.waiters = 0;
       lock.holder = string_reply(*read[1]);
       if (const auto counter = string_reply(*read[2])) {
         lock.fence = parse_fence(*counter);
       }
       if (read[3]->type == REDIS_REPLY_INTEGER) {
         lock.waiters = read[3]->integer;
+      }
+      if (read[4]->type == REDIS_REPLY_INTEGER) {
+        lock.shared_holders = static_cast<std::size_t>(read[4]->integer);
       }
     }
     visit(std::move(batch));
