@@ -60,6 +60,10 @@ std::string shared_key(std::string_view key) {
   return companion_key(key, "shared");
 }
 
+std::string details_key(std::string_view leases) {
+  return companion_key(leases, "holder");
+}
+
 bool is_companion_key(std::string_view name) {
   // Parse as companion_key writes, then check that it writes exactly this.
   std::string_view rest;

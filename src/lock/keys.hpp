@@ -37,6 +37,10 @@ std::string queue_key(std::string_view key);
 // The shared holders' leases of `key` (--shared): companion_key(key, "shared").
 std::string shared_key(std::string_view key);
 
+// The shared holders' details beside the leases `leases` (shared_key):
+// companion_key(leases, "holder").
+std::string details_key(std::string_view leases);
+
 // Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared") of some
 // key, or of a companion: a lock must not be named so, or taking it would
 // write another lock's counter, details or queue.

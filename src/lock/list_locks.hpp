@@ -23,8 +23,11 @@ struct LockRow {
   std::optional<Holder> holder;         // the holder record, when it describes `value`
   std::optional<std::int64_t> fence;    // the latest token issued for the lock
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
-  std::size_t shared_holders = 0;       // live --shared holders; 0: an exclusive lock
-  std::size_t held_on = 0;              // a quorum's: how many of its servers hold `value` (else 0)
+  // Live --shared holders of the lock (0: exclusive). Each has its own row:
+  // `value` its lease's ("EXPIRY:ID"), `expires_at` its lease's expiry, `fence`
+  // its token and `holder` its details (when it recorded them).
+  std::size_t shared_holders = 0;
+  std::size_t held_on = 0;  // a quorum's: how many of its servers hold `value` (else 0)
 };
 
 // The glob for store keys that a user's glob `pattern` means under `prefix`

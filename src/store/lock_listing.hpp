@@ -1,13 +1,14 @@
 // LockListing: every lock a backend holds, with what nxlock keeps beside each (nxlock list).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "store/store.hpp"
 
 namespace nxlock::store {
 
@@ -19,7 +20,7 @@ struct ListedLock {
   std::optional<std::string> holder;    // the text of its holder record (lock::holder_key)
   std::optional<std::int64_t> fence;    // the latest token issued for it
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
-  std::size_t shared_holders = 0;       // live --shared leases (lock::shared_key); 0: exclusive
+  std::vector<SharedHolder> shared;     // live --shared leases (lock::shared_key); none: exclusive
   // The embedded store: a live run-locked owns it, so it is held whatever its
   // timestamp says (CONTRACT.md, "The embedded store").
   bool owner_alive = false;

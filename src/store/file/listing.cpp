@@ -69,7 +69,7 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
     if (const auto leases = entries.find(lock::shared_key(key)); leases != entries.end()) {
       LeaseBook book(leases->second.value);
       book.prune(now_seconds);
-      lock.shared_holders = book.size();
+      lock.shared = book.holders();
     }
   }
   visit(std::move(batch));
