@@ -16,11 +16,15 @@ namespace {
 
 // What the holder record says of a row: "hold" when the job of run-locked
 // --hold finished and the lock stays until its expiry, "gone" when the holder
-// process is known to be gone (Holder::gone), else "held"; "expired" first.
-// A record does not say whether `lock` or run-locked took the lock.
+// process is known to be gone (Holder::gone), else "held"; "expired" first,
+// then "shared" when --shared holders hold it. A record does not say whether
+// `lock` or run-locked took the lock.
 const char* state_of(const lock::LockRow& row) {
   if (row.expired) {
     return "expired";
+  }
+  if (row.shared_holders > 0) {
+    return "shared";
   }
   if (row.holder && row.holder->finished_at != 0) {
     return "hold";
@@ -47,6 +51,7 @@ nlohmann::json row_json(const lock::LockRow& row, const char* state, std::int64_
   j["acquired_at"] = row.holder ? nlohmann::json(row.holder->acquired_at) : nlohmann::json();
   j["fence"] = row.fence ? nlohmann::json(*row.fence) : nlohmann::json();
   j["waiters"] = row.waiters ? nlohmann::json(*row.waiters) : nlohmann::json();
+  j["shared_holders"] = row.shared_holders;
   j["hold"] = row.holder && row.holder->finished_at != 0;
   j["holder"] = row.holder ? holder_json(*row.holder) : nlohmann::json();
   if (servers > 1) {
@@ -85,10 +90,16 @@ std::string since_text(const lock::Holder& holder, std::int64_t now) {
   return std::to_string(std::max<std::int64_t>(0, now - holder.acquired_at)) + "s ago";
 }
 
+// The optional columns, each shown when some row has something to say in it.
+struct Columns {
+  bool slots = false;   // SLOT: some row is a slot of a --slots lock
+  bool shared = false;  // SHARED: some lock is held by --shared holders
+};
+
 std::vector<std::string> row_cells(const lock::LockRow& row, const char* state, std::int64_t now,
-                                   bool slots, std::size_t servers) {
+                                   const Columns& columns, std::size_t servers) {
   std::vector<std::string> cells{util::escape(row.key)};
-  if (slots) {
+  if (columns.slots) {
     cells.push_back(row.slot ? std::to_string(*row.slot) : "-");
   }
   const auto& holder = row.holder;
@@ -98,6 +109,9 @@ std::vector<std::string> row_cells(const lock::LockRow& row, const char* state, 
   cells.push_back(describe_distance(now, row.expired ? row.expires_at : row.expires_at + 1));
   cells.push_back(row.fence ? std::to_string(*row.fence) : "-");
   cells.push_back(row.waiters ? std::to_string(*row.waiters) : "-");
+  if (columns.shared) {
+    cells.push_back(row.shared_holders > 0 ? std::to_string(row.shared_holders) : "-");
+  }
   cells.push_back(state);
   if (servers > 1) {
     cells.push_back(std::to_string(row.held_on) + "/" + std::to_string(servers));
@@ -106,14 +120,18 @@ std::vector<std::string> row_cells(const lock::LockRow& row, const char* state, 
   return cells;
 }
 
-std::vector<std::string> header(bool slots, std::size_t servers) {
+std::vector<std::string> header(const Columns& columns, std::size_t servers) {
   std::vector<std::string> titles{"KEY"};
-  if (slots) {
+  if (columns.slots) {
     titles.emplace_back("SLOT");
   }
-  for (const char* title : {"HOLDER", "SINCE", "UNTIL", "FENCE", "WAITERS", "STATE"}) {
+  for (const char* title : {"HOLDER", "SINCE", "UNTIL", "FENCE", "WAITERS"}) {
     titles.emplace_back(title);
   }
+  if (columns.shared) {
+    titles.emplace_back("SHARED");
+  }
+  titles.emplace_back("STATE");
   if (servers > 1) {
     titles.emplace_back("SERVERS");
   }
@@ -146,11 +164,14 @@ int run_list(Context& ctx, const ListArgs& args) {
     }
     ctx.out.field("locks", std::move(locks));
   } else if (!rows.empty()) {
-    const bool slots =
-        std::any_of(rows.begin(), rows.end(), [](const lock::LockRow& r) { return r.slot; });
-    std::vector<std::vector<std::string>> cells{header(slots, servers)};
+    Columns columns;
     for (const auto& row : rows) {
-      cells.push_back(row_cells(row, state_of(row), now, slots, servers));
+      columns.slots = columns.slots || row.slot;
+      columns.shared = columns.shared || row.shared_holders > 0;
+    }
+    std::vector<std::vector<std::string>> cells{header(columns, servers)};
+    for (const auto& row : rows) {
+      cells.push_back(row_cells(row, state_of(row), now, columns, servers));
     }
     ctx.out.line(table(cells));
   }

@@ -119,6 +119,31 @@ void add_server_views(Context& ctx, const std::vector<lock::ServerView>& views,
   }
 }
 
+// Each shared holder of a held lock: one line, and the "shared" array of --json.
+void show_shared_holders(Context& ctx, const lock::Status& status) {
+  if (status.shared.empty()) {
+    return;
+  }
+  nlohmann::json shared = nlohmann::json::array();
+  for (const auto& lease : status.shared) {
+    const lock::SharedHolderView view = lock::view_shared_holder(lease);
+    std::string line = "shared holder: " + (view.holder ? holder_text(*view.holder) : "-");
+    if (view.holder) {
+      line += ", since " + util::format_local_time(view.holder->acquired_at);
+    }
+    line += ", until " + util::format_local_time(view.expires_at);
+    if (view.fence) {
+      line += ", fence " + std::to_string(*view.fence);
+    }
+    ctx.out.line(line + ", value " + view.value);
+    shared.push_back({{"value", view.value},
+                      {"expires_at", view.expires_at},
+                      {"fence", view.fence ? nlohmann::json(*view.fence) : nlohmann::json()},
+                      {"holder", view.holder ? holder_json(*view.holder) : nlohmann::json()}});
+  }
+  ctx.out.field("shared", std::move(shared));
+}
+
 }  // namespace
 
 // Records written by other clients (or older versions) may hold a password in
@@ -403,6 +428,7 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
                    (status.shared_holders == 1 ? "" : "s"));
     }
     ctx.out.field("shared_holders", status.shared_holders);
+    show_shared_holders(ctx, status);
     if (status.holder) {
       ctx.out.line("holder: " + holder_text(*status.holder) + ", since " +
                    util::format_local_time(status.holder->acquired_at));

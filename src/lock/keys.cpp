@@ -100,6 +100,10 @@ std::string shared_key(std::string_view key) {
   return companion_key(key, "shared");
 }
 
+std::string details_key(std::string_view leases) {
+  return companion_key(leases, "holder");
+}
+
 std::string queue_key(std::string_view key) {
   return companion_key(key, "queue");
 }

@@ -37,6 +37,10 @@ std::string queue_key(std::string_view key);
 // The shared holders' leases of `key` (--shared): companion_key(key, "shared").
 std::string shared_key(std::string_view key);
 
+// The shared holders' details beside the leases `leases` (shared_key):
+// companion_key(leases, "holder").
+std::string details_key(std::string_view leases);
+
 // Slot `slot` (1..N) of the counting semaphore `key` (--slots N): an ordinary
 // lock, with companions of its own, named companion_key(key, "slot" + slot):
 // "backup", 3 → "{backup}:slot3:backup". It lands in the key's hash slot, beside

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lock/keys.hpp"
+#include "lock/shared_lock.hpp"
 #include "store/lock_listing.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
@@ -16,7 +17,31 @@ namespace nxlock::lock {
 namespace {
 
 bool by_key_and_slot(const LockRow& a, const LockRow& b) {
-  return a.key != b.key ? a.key < b.key : a.slot.value_or(-1) < b.slot.value_or(-1);
+  if (a.key != b.key) {
+    return a.key < b.key;
+  }
+  if (a.slot != b.slot) {
+    return a.slot.value_or(-1) < b.slot.value_or(-1);
+  }
+  return a.value < b.value;  // a lock's shared holders, by expiry then lease
+}
+
+// One row per live shared holder of the lock `row` (its lease's value, expiry,
+// token and details); the lock's own row when it has none.
+void add_rows(LockRow&& row, const std::vector<store::SharedHolder>& shared,
+              std::vector<LockRow>& rows) {
+  row.shared_holders = shared.size();
+  for (const auto& lease : shared) {
+    SharedHolderView view = view_shared_holder(lease);
+    LockRow& holder = rows.emplace_back(row);
+    holder.value = std::move(view.value);
+    holder.expires_at = view.expires_at;
+    holder.fence = view.fence ? view.fence : row.fence;
+    holder.holder = std::move(view.holder);
+  }
+  if (shared.empty()) {
+    rows.push_back(std::move(row));
+  }
 }
 
 }  // namespace
@@ -81,7 +106,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
         }
         row.fence = found.fence;
         row.waiters = found.waiters;
-        rows.push_back(std::move(row));
+        add_rows(std::move(row), found.shared, rows);
       }
     });
   }
@@ -124,6 +149,7 @@ std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
     for (auto& other : held) {
       row.fence = std::max(row.fence, other.fence);
       row.waiters = std::max(row.waiters, other.waiters);
+      row.shared_holders = std::max(row.shared_holders, other.shared_holders);
       if (!row.holder && other.holder) {
         row.holder = std::move(other.holder);
       }

@@ -23,7 +23,11 @@ struct LockRow {
   std::optional<Holder> holder;         // the holder record, when it describes `value`
   std::optional<std::int64_t> fence;    // the latest token issued for the lock
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
-  std::size_t held_on = 0;              // a quorum's: how many of its servers hold `value` (else 0)
+  // Live --shared holders of the lock (0: exclusive). Each has its own row:
+  // `value` its lease's ("EXPIRY:ID"), `expires_at` its lease's expiry, `fence`
+  // its token and `holder` its details (when it recorded them).
+  std::size_t shared_holders = 0;
+  std::size_t held_on = 0;  // a quorum's: how many of its servers hold `value` (else 0)
 };
 
 // The glob for store keys that a user's glob `pattern` means under `prefix`
@@ -41,8 +45,8 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
 
 // list_locks() on every server of a quorum, each lock as a majority sees it:
 // the value that at least N/2+1 servers hold (the latest token and holder
-// record among them, the most waiters). A lock no value of which a majority
-// holds is not held by the quorum, and not listed. Throws
+// record among them, the most waiters and shared holders). A lock no value of
+// which a majority holds is not held by the quorum, and not listed. Throws
 // util::Error(unavailable) when fewer than a majority of servers could list.
 std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
                                        std::string_view pattern, std::int64_t now_seconds,

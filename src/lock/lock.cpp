@@ -422,7 +422,8 @@ Status Lock::status() {
   // Shared holders keep the key held (only then: no lease lives while it is free).
   if (status.state == Status::State::held && m_store.shared() != nullptr) {
     try {
-      status.shared_holders = m_store.shared()->count(shared_key(m_key));
+      status.shared = m_store.shared()->holders(shared_key(m_key));
+      status.shared_holders = status.shared.size();
     } catch (const util::Error& e) {
       // Advice beside the lock's state (an ACL may refuse the script): not a failure.
       util::trace(std::string("shared holders not counted: ") + e.what());

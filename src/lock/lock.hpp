@@ -115,6 +115,8 @@ struct Status {
   std::optional<std::int64_t> fence;
   // held: how many shared holders hold it (--shared); 0 for an exclusive holder.
   std::size_t shared_holders = 0;
+  // held: the shared holders' leases, with what each recorded (view_shared_holder).
+  std::vector<store::SharedHolder> shared;
 };
 
 class Lock final : public Lockable {

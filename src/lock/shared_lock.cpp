@@ -11,6 +11,7 @@
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/random.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::lock {
 
@@ -73,6 +74,21 @@ store::SharedLeases& leases_of(store::Store& store, std::string_view key) {
 
 bool is_shared_value(std::string_view value) {
   return parse_shared_value(value).has_value();
+}
+
+SharedHolderView view_shared_holder(const store::SharedHolder& lease) {
+  SharedHolderView view;
+  view.value = shared_value(lease.expiry, lease.id);
+  view.expires_at = lease.expiry;
+  if (lease.details) {
+    const std::string_view details = *lease.details;
+    const auto space = details.find(' ');
+    if (space != std::string_view::npos) {
+      view.fence = store::parse_fence(details.substr(0, space));
+      view.holder = Holder::from_json(details.substr(space + 1));
+    }
+  }
+  return view;
 }
 
 SharedLock::SharedLock(store::Store& store, Clock& clock, std::string key)
@@ -142,6 +158,17 @@ AcquireResult SharedLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   };
   watch_key(steps, m_store, m_key, ticket, watcher);
   return wait_for_lock(policy, m_clock, steps);
+}
+
+void SharedLock::record_holder(Holder holder) {
+  try {
+    if (!m_shared.describe(m_leases_key, m_id, std::to_string(m_fence) + " " + holder.to_json())) {
+      util::trace("shared holder details not recorded: the lease of " + util::escape(m_key) +
+                  " is gone");
+    }
+  } catch (const util::Error& e) {
+    util::trace(std::string("shared holder details not recorded: ") + e.what());
+  }
 }
 
 Verdict SharedLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep,

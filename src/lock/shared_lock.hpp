@@ -22,6 +22,16 @@ namespace nxlock::lock {
 // Whether `value` is a shared holder's value ("EXPIRY:ID"), not a lock value.
 bool is_shared_value(std::string_view value);
 
+// A live shared holder as `status` and `list` show it, from its lease and the
+// details it recorded beside it ("TOKEN HOLDER-JSON", SharedLock::record_holder).
+struct SharedHolderView {
+  std::string value;  // "EXPIRY:ID", what unlock/renew take
+  std::int64_t expires_at = 0;
+  std::optional<std::int64_t> fence;  // its token, once it recorded its details
+  std::optional<Holder> holder;
+};
+SharedHolderView view_shared_holder(const store::SharedHolder& lease);
+
 class SharedLock final : public Lockable {
  public:
   // `key` is the full store key. Throws util::Error(usage) for a key named
@@ -49,8 +59,8 @@ class SharedLock final : public Lockable {
   // Moves the lease's expiry to now + ttl + 1, if it still lives.
   Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
 
-  // Holder details are kept per lock value, one holder's: none for shared holders.
-  void record_holder(Holder) override {}
+  // Records who holds the lease, with its token, beside the lease (traced, never thrown).
+  void record_holder(Holder holder) override;
   // The exclusive holder's details, for a shared taker that found one.
   std::optional<Holder> holder_of(std::string_view value) override {
     return read_holder(m_store, m_key, value);

@@ -23,51 +23,81 @@ LeaseBook::LeaseBook(const std::optional<std::string>& text) {
     if (space == std::string_view::npos || space == 0) {
       continue;
     }
-    if (const auto expiry = parse_lock_timestamp(line.substr(space + 1))) {
+    const std::string_view rest = line.substr(space + 1);
+    const auto details_at = rest.find(' ');
+    if (const auto expiry = parse_lock_timestamp(rest.substr(0, details_at))) {
       put(line.substr(0, space), *expiry);
+      if (details_at != std::string_view::npos) {
+        describe(line.substr(0, space), rest.substr(details_at + 1));
+      }
     }
   }
 }
 
 void LeaseBook::prune(std::int64_t now_seconds) {
-  std::erase_if(m_leases, [&](const auto& lease) { return lease.second < now_seconds; });
+  std::erase_if(m_leases, [&](const Lease& lease) { return lease.expiry < now_seconds; });
 }
 
 std::optional<std::int64_t> LeaseBook::expiry_of(std::string_view id) const {
-  for (const auto& [lease_id, expiry] : m_leases) {
-    if (lease_id == id) {
-      return expiry;
+  for (const auto& lease : m_leases) {
+    if (lease.id == id) {
+      return lease.expiry;
     }
   }
   return std::nullopt;
 }
 
 void LeaseBook::put(std::string_view id, std::int64_t expiry) {
-  for (auto& [lease_id, lease_expiry] : m_leases) {
-    if (lease_id == id) {
-      lease_expiry = expiry;
+  for (auto& lease : m_leases) {
+    if (lease.id == id) {
+      lease.expiry = expiry;
       return;
     }
   }
-  m_leases.emplace_back(std::string(id), expiry);
+  m_leases.push_back(Lease{std::string(id), expiry, {}});
+}
+
+bool LeaseBook::describe(std::string_view id, std::string_view details) {
+  for (auto& lease : m_leases) {
+    if (lease.id == id) {
+      // One line each: a newline would end the lease's line.
+      lease.details = details.substr(0, details.find('\n'));
+      return true;
+    }
+  }
+  return false;
 }
 
 void LeaseBook::remove(std::string_view id) {
-  std::erase_if(m_leases, [&](const auto& lease) { return lease.first == id; });
+  std::erase_if(m_leases, [&](const Lease& lease) { return lease.id == id; });
 }
 
 std::int64_t LeaseBook::latest() const {
   std::int64_t latest = 0;
   for (const auto& lease : m_leases) {
-    latest = std::max(latest, lease.second);
+    latest = std::max(latest, lease.expiry);
   }
   return latest;
 }
 
+std::vector<SharedHolder> LeaseBook::holders() const {
+  std::vector<SharedHolder> found;
+  for (const auto& lease : m_leases) {
+    SharedHolder& holder = found.emplace_back();
+    holder.id = lease.id;
+    holder.expiry = lease.expiry;
+    if (!lease.details.empty()) {
+      holder.details = lease.details;
+    }
+  }
+  return found;
+}
+
 std::string LeaseBook::encode() const {
   std::string text;
-  for (const auto& [id, expiry] : m_leases) {
-    text += id + " " + std::to_string(expiry) + "\n";
+  for (const auto& lease : m_leases) {
+    text += lease.id + " " + std::to_string(lease.expiry);
+    text += lease.details.empty() ? "\n" : " " + lease.details + "\n";
   }
   return text;
 }

@@ -7,15 +7,23 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
+
+#include "store/store.hpp"
 
 namespace nxlock::store {
 
 // A lease set's value: one line "ID EXPIRY" per shared holder, EXPIRY a lock
-// value (Unix seconds, expired when older than now).
+// value (Unix seconds, expired when older than now), then " DETAILS" once the
+// holder recorded who it is (SharedLeases::record: one line of text).
 class LeaseBook {
  public:
+  struct Lease {
+    std::string id;
+    std::int64_t expiry = 0;
+    std::string details;  // empty until recorded
+  };
+
   // The leases in `text` (nullopt: none); a line that does not parse is left
   // out, and so dropped by the next write: a lease is advice about a holder,
   // the lock key is what keeps exclusive takers out.
@@ -25,8 +33,13 @@ class LeaseBook {
   void prune(std::int64_t now_seconds);
   // The expiry of lease `id`, if it is there.
   std::optional<std::int64_t> expiry_of(std::string_view id) const;
+  // Adds the lease, or moves its expiry (its details stay).
   void put(std::string_view id, std::int64_t expiry);
+  // Records the details of lease `id`; false if it is not there.
+  bool describe(std::string_view id, std::string_view details);
   void remove(std::string_view id);
+  // The leases as SharedLeases::holders() returns them.
+  std::vector<SharedHolder> holders() const;
 
   bool empty() const { return m_leases.empty(); }
   std::size_t size() const { return m_leases.size(); }
@@ -35,7 +48,7 @@ class LeaseBook {
   std::string encode() const;
 
  private:
-  std::vector<std::pair<std::string, std::int64_t>> m_leases;
+  std::vector<Lease> m_leases;
 };
 
 // What a shared taker finds in the lock key `current` while `live_leases` are held.

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "store/store.hpp"
+
 namespace nxlock::store {
 
 // One lock key as a listing found it, read with the keys beside it in the
@@ -18,6 +20,7 @@ struct ListedLock {
   std::optional<std::string> holder;    // the text of its holder record (lock::holder_key)
   std::optional<std::int64_t> fence;    // the latest token issued for it
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
+  std::vector<SharedHolder> shared;     // live --shared leases (lock::shared_key); none: exclusive
   // The embedded store: a live run-locked owns it, so it is held whatever its
   // timestamp says (CONTRACT.md, "The embedded store").
   bool owner_alive = false;

@@ -184,10 +184,20 @@ bool MemoryStore::release(std::string_view key, std::string_view leases, std::st
   return true;
 }
 
-std::size_t MemoryStore::count(std::string_view leases) {
+bool MemoryStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
   LeaseBook book(get(leases));
   book.prune(util::whole_seconds(m_clock()));
-  return book.size();
+  if (!book.describe(id, details)) {
+    return false;
+  }
+  set(leases, book.encode());
+  return true;
+}
+
+std::vector<SharedHolder> MemoryStore::holders(std::string_view leases) {
+  LeaseBook book(get(leases));
+  book.prune(util::whole_seconds(m_clock()));
+  return book.holders();
 }
 
 void MemoryStore::store_leases(std::string_view key, std::string_view leases,
@@ -206,8 +216,11 @@ void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Vis
     if (!glob_match(pattern, key) || !wanted(key) || !parse_lock_timestamp(value)) {
       continue;
     }
-    ListedLock& lock = batch.emplace_back(ListedLock{key, value, {}, {}, {}, false});
+    ListedLock& lock = batch.emplace_back();
+    lock.key = key;
+    lock.value = value;
     lock.holder = get(lock::companion_key(key, "holder"));
+    lock.shared = holders(lock::shared_key(key));
     if (const auto counter = get(lock::fence_key(key))) {
       lock.fence = parse_fence(*counter);
     }

@@ -55,7 +55,8 @@ class MemoryStore final : public Store, private SharedLeases, private LockListin
              std::int64_t expiry) override;
   bool release(std::string_view key, std::string_view leases, std::string_view id,
                std::string_view queue) override;
-  std::size_t count(std::string_view leases) override;
+  bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
+  std::vector<SharedHolder> holders(std::string_view leases) override;
   // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).
   void store_leases(std::string_view key, std::string_view leases, const LeaseBook& book);
   // LockListing: one batch of every matching key; no queue, so no waiters.

@@ -82,6 +82,14 @@ struct Swap {
 
 class WaitersQueue;
 class SharedLeases;
+
+// A live shared lease (SharedLeases::holders, LockListing).
+struct SharedHolder {
+  std::string id;
+  std::int64_t expiry = 0;             // a lock value: held through this Unix second
+  std::optional<std::string> details;  // what SharedLeases::describe recorded, if it did
+};
+
 class LockListing;
 
 class Store {
@@ -283,8 +291,13 @@ class SharedLeases {
   virtual bool release(std::string_view key, std::string_view leases, std::string_view id,
                        std::string_view queue) = 0;
 
-  // How many live leases there are.
-  virtual std::size_t count(std::string_view leases) = 0;
+  // Records `details` (one line: who holds it, as the lock layer writes it)
+  // beside the live lease `id`, removed with the lease and expiring with it.
+  // False (nothing written) if the lease is gone.
+  virtual bool describe(std::string_view leases, std::string_view id, std::string_view details) = 0;
+
+  // The live leases, each with its details if its holder recorded them.
+  virtual std::vector<SharedHolder> holders(std::string_view leases) = 0;
 };
 
 }  // namespace nxlock::store

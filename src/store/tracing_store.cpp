@@ -171,10 +171,16 @@ class TracingShared final : public SharedLeases {
         [&] { return m_inner.release(key, leases, id, queue); }, flag_text);
   }
 
-  std::size_t count(std::string_view leases) override {
+  bool describe(std::string_view leases, std::string_view id, std::string_view details) override {
     return traced(
-        step_text("COUNT-SHARED", {leases}), [&] { return m_inner.count(leases); },
-        [](std::size_t n) { return std::to_string(n); });
+        step_text("DESCRIBE-SHARED", {leases, id}),
+        [&] { return m_inner.describe(leases, id, details); }, flag_text);
+  }
+
+  std::vector<SharedHolder> holders(std::string_view leases) override {
+    return traced(
+        step_text("SHARED-HOLDERS", {leases}), [&] { return m_inner.holders(leases); },
+        [](const std::vector<SharedHolder>& r) { return std::to_string(r.size()); });
   }
 
  private:

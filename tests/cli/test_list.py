@@ -5,7 +5,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, wait_for
+from harness import BIN, NxlockTestCase, side_key, wait_for
 from test_cluster import WithCluster
 
 
@@ -169,6 +169,69 @@ class TestList(ListCase):
                 self.assertEqual(self.keys([*url, "--prefix", "app*:"]), ["app*:job"])
                 self.assertEqual(self.keys([*url, "--prefix", "app*:"], "j*"), ["app*:job"])
                 self.assertEqual(self.keys([*url, "--prefix", "app*:"], "x*"), [])
+
+    def test_each_shared_holder_is_a_row(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                taken = []
+                for _ in range(2):
+                    r = self.nx(*url, "--json", "lock", "--shared", "-n", "-t", "60", "sh")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    taken.append(json.loads(r.stdout))
+                self.lock(url, "ex")
+                rows = self.listed(url)
+                self.assertEqual([row["key"] for row in rows], ["ex", "sh", "sh"])
+                self.assertEqual((rows[0]["state"], rows[0]["shared_holders"]), ("held", 0))
+                shared = sorted(rows[1:], key=lambda row: row["fence"])
+                for row, got in zip(shared, taken):
+                    self.assertEqual((row["state"], row["shared_holders"]), ("shared", 2))
+                    # Its own lease: the value unlock takes, its expiry, its token, its holder.
+                    self.assertEqual(row["value"], got["value"])
+                    self.assertEqual(row["expires_at"], int(got["value"].split(":")[0]))
+                    self.assertEqual(row["fence"], got["fence"])
+                    self.assertEqual(row["holder"]["pid"], os.getpid())
+                    self.assertEqual(row["acquired_at"], row["holder"]["acquired_at"])
+
+                text = self.nx(*url, "list").stdout.decode().splitlines()
+                self.assertEqual(text[0].split(), ["KEY", "HOLDER", "SINCE", "UNTIL", "FENCE",
+                                                   "WAITERS", "SHARED", "STATE", "COMMAND"])
+                # Cells under the SHARED and STATE titles (columns are padded to their titles).
+                shared_at, state_at = text[0].index("SHARED"), text[0].index("STATE")
+                cells = [(line.split()[0], line[shared_at:state_at].strip(),
+                          line[state_at:].split()[0]) for line in text[1:]]
+                self.assertEqual(cells, [("ex", "-", "held"), ("sh", "2", "shared"),
+                                         ("sh", "2", "shared")], text)
+                for line in text[2:]:
+                    self.assertIn("pid %d on " % os.getpid(), line)
+
+                status = self.nx(*url, "--json", "status", "sh")
+                self.assertEqual(status.returncode, 0, status.stderr)
+                self.assertEqual(sorted(h["fence"] for h in json.loads(status.stdout)["shared"]),
+                                 [got["fence"] for got in taken])
+                status = self.nx(*url, "status", "sh").stdout.decode()
+                self.assertEqual(status.count("shared holder: pid %d on " % os.getpid()), 2,
+                                 status)
+
+                if backend.name == "redis":
+                    # The details beside the leases expire with them, as every key nxlock writes.
+                    details = side_key(side_key("sh", "shared"), "holder")
+                    self.assertEqual(self.redis.cli("-n", "1", "HLEN", details).strip(), b"2")
+                    leases_ttl = int(self.redis.cli("-n", "1", "PTTL", side_key("sh", "shared")))
+                    details_ttl = int(self.redis.cli("-n", "1", "PTTL", details))
+                    self.assertTrue(0 < details_ttl <= leases_ttl, (details_ttl, leases_ttl))
+
+                # One let go: its row goes; the last one frees the key, and its details go too.
+                r = self.nx(*url, "unlock", "sh", taken[0]["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                rows = self.listed(url, "sh")
+                self.assertEqual([(row["value"], row["shared_holders"]) for row in rows],
+                                 [(taken[1]["value"], 1)])
+                r = self.nx(*url, "unlock", "sh", taken[1]["value"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(self.keys(url, "sh"), [])
+                if backend.name == "redis":
+                    self.assertEqual(self.redis.cli("-n", "1", "EXISTS", details).strip(), b"0")
 
     def test_live_waiters_are_counted(self):
         for backend in self.backends():

@@ -1310,7 +1310,7 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
     ASSERT_EQ(b.outcome, store::SharedLeases::Take::Outcome::taken) << key;
     EXPECT_GT(*b.fence, *a.fence);
     EXPECT_EQ(file.get(key), std::to_string(expiry + 5));
-    EXPECT_EQ(shared.count(leases), 2u);
+    EXPECT_EQ(shared.holders(leases).size(), 2u);
     EXPECT_TRUE(shared.release(key, leases, "s2", queue));
     EXPECT_EQ(file.get(key), std::to_string(expiry));
     EXPECT_TRUE(shared.release(key, leases, "s1", queue));

@@ -7,6 +7,7 @@
 #include "lock/keys.hpp"
 #include "lock/list_locks.hpp"
 #include "store/memory_store.hpp"
+#include "util/time.hpp"
 
 namespace nxlock {
 namespace {
@@ -47,6 +48,45 @@ TEST_F(ListLocks, ExpiredOnlyWhenAsked) {
   EXPECT_EQ(keys("*"), (std::vector<std::string>{"new"}));
   EXPECT_EQ(keys("*", true), (std::vector<std::string>{"new", "old"}));
   EXPECT_TRUE(lock::list_locks(m_store, "old", k_now, true).at(0).expired);
+}
+
+TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
+  const std::int64_t until = util::whole_seconds(util::wall_now()) + 60;  // the store's clock
+  store::SharedLeases& shared = *m_store.shared();
+  for (const char* id : {"s0000000000000001", "s0000000000000002"}) {
+    ASSERT_EQ(shared
+                  .take("sh", lock::fence_key("sh"), lock::shared_key("sh"), id, until,
+                        lock::queue_key("sh"), "", false, {})
+                  .outcome,
+              store::SharedLeases::Take::Outcome::taken);
+  }
+  lock::Holder who;
+  who.host = "h";
+  who.pid = 42;
+  who.acquired_at = k_now;
+  ASSERT_TRUE(shared.describe(lock::shared_key("sh"), "s0000000000000002", "7 " + who.to_json()));
+  EXPECT_FALSE(shared.describe(lock::shared_key("sh"), "s00000000000000ff", "8 {}"));
+  hold("ex", k_now + 5);
+  const auto rows = lock::list_locks(m_store, "*", k_now, false);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].key, "ex");
+  EXPECT_EQ(rows[0].shared_holders, 0u);
+  for (const auto& row : {rows[1], rows[2]}) {
+    EXPECT_EQ(row.key, "sh");
+    EXPECT_EQ(row.shared_holders, 2u);
+    EXPECT_EQ(row.expires_at, until);
+  }
+  EXPECT_EQ(rows[1].value, std::to_string(until) + ":s0000000000000001");
+  EXPECT_FALSE(rows[1].holder.has_value());
+  EXPECT_EQ(rows[2].value, std::to_string(until) + ":s0000000000000002");
+  ASSERT_TRUE(rows[2].holder.has_value());
+  EXPECT_EQ(rows[2].holder->pid, 42);
+  EXPECT_EQ(rows[2].fence, 7);
+  // Released, its details go with its lease.
+  ASSERT_TRUE(shared.release("sh", lock::shared_key("sh"), "s0000000000000002", ""));
+  const auto left = lock::list_locks(m_store, "sh", k_now, false);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_FALSE(left[0].holder.has_value());
 }
 
 TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {

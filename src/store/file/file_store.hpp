@@ -86,7 +86,8 @@ class FileStore final : public Store,
              std::int64_t expiry) override;
   bool release(std::string_view key, std::string_view leases, std::string_view id,
                std::string_view queue) override;
-  std::size_t count(std::string_view leases) override;
+  bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
+  std::vector<SharedHolder> holders(std::string_view leases) override;
   // take()'s lease step alone, without the queue.
   Take take_lease(std::string_view key, std::string_view leases, std::string_view id,
                   std::int64_t expiry);

@@ -7,6 +7,7 @@
 #include "store/file/file_store.hpp"
 #include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
+#include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
 
 namespace nxlock::store {
@@ -45,6 +46,8 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
       }
     }
   }
+  // The shared leases' clock, as their steps read it (shared_leases.cpp).
+  const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
   std::vector<ListedLock> batch;
   for (const auto& [key, entry] : entries) {
     // Details beside a lock carry its expiry (`until`): never a lock themselves.
@@ -52,7 +55,10 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
         !parse_lock_timestamp(entry.value)) {
       continue;
     }
-    ListedLock& lock = batch.emplace_back(ListedLock{key, entry.value, {}, entry.fence, {}, false});
+    ListedLock& lock = batch.emplace_back();
+    lock.key = key;
+    lock.value = entry.value;
+    lock.fence = entry.fence;
     if (const auto holder = entries.find(lock::companion_key(key, "holder"));
         holder != entries.end()) {
       lock.holder = holder->second.value;
@@ -60,6 +66,11 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
     lock.owner_alive = owner::keeps_held(entry);
     const auto queue = entries.find(lock::queue_key(key));
     lock.waiters = queue == entries.end() ? 0 : live_waiters(queue->second.value);
+    if (const auto leases = entries.find(lock::shared_key(key)); leases != entries.end()) {
+      LeaseBook book(leases->second.value);
+      book.prune(now_seconds);
+      lock.shared = book.holders();
+    }
   }
   visit(std::move(batch));
 }

@@ -163,10 +163,29 @@ bool FileStore::release(std::string_view key, std::string_view leases, std::stri
   return released;
 }
 
-std::size_t FileStore::count(std::string_view leases) {
+bool FileStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
+  const std::int64_t now = now_seconds();
+  bool described = false;
+  std::string encoded;
+  m_buckets.update(leases, false, [&](const Entry* current) {
+    LeaseBook book(value_of(current));
+    book.prune(now);
+    if (current == nullptr || !book.describe(id, details)) {
+      return Change{};
+    }
+    described = true;
+    encoded = book.encode();
+    Change change{Change::Kind::put, encoded};
+    change.keep_meta = true;  // the token and expiry of the lease set stay
+    return change;
+  });
+  return described;
+}
+
+std::vector<SharedHolder> FileStore::holders(std::string_view leases) {
   LeaseBook book(get_entry_value(leases));
   book.prune(now_seconds());
-  return book.size();
+  return book.holders();
 }
 
 }  // namespace nxlock::store

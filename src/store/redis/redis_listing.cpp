@@ -1,5 +1,6 @@
 // RedisStore's listing (LockListing): SCAN, never KEYS, on the server or each master of a
-// cluster; each batch's values, holder records, counters and queues read in one pipeline.
+// cluster; each batch's values, holder records, counters, queues and shared leases read in one
+// pipeline.
 #include <hiredis/hiredis.h>
 
 #include <set>
@@ -24,7 +25,7 @@ using redis::Reply;
 constexpr std::string_view k_scan_count = "1000";
 
 // What is read for each key of a batch, in this order.
-constexpr std::size_t k_reads_per_key = 4;
+constexpr std::size_t k_reads_per_key = 6;
 
 std::string address_of(const redis::Endpoint& endpoint) {
   return endpoint.host + ":" + std::to_string(endpoint.port);
@@ -35,6 +36,32 @@ std::optional<std::string> string_reply(const redisReply& reply) {
     return std::nullopt;  // nil; or another type, or an error (WRONGTYPE, MOVED mid-migration)
   }
   return std::string(reply.str, reply.len);
+}
+
+// The live leases (ZRANGEBYSCORE ... WITHSCORES) with their holders' details (HGETALL).
+std::vector<SharedHolder> shared_holders(const redisReply& leases, const redisReply& details) {
+  std::vector<SharedHolder> found;
+  if (leases.type != REDIS_REPLY_ARRAY) {
+    return found;
+  }
+  for (std::size_t i = 0; i + 1 < leases.elements; i += 2) {
+    const auto id = string_reply(*leases.element[i]);
+    const auto score = string_reply(*leases.element[i + 1]);
+    // A score is a lock value, which Redis replies as a whole number.
+    const auto expiry = score ? parse_lock_timestamp(*score) : std::nullopt;
+    if (!id || !expiry) {
+      continue;
+    }
+    SharedHolder& holder = found.emplace_back();
+    holder.id = *id;
+    holder.expiry = *expiry;
+    for (std::size_t j = 0; details.type == REDIS_REPLY_ARRAY && j + 1 < details.elements; j += 2) {
+      if (string_reply(*details.element[j]) == *id) {
+        holder.details = string_reply(*details.element[j + 1]);
+      }
+    }
+  }
+  return found;
 }
 
 }  // namespace
@@ -102,7 +129,9 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       redis::throw_unexpected(found, name);
     }
     cursor = redis::string_of(*found.element[0], name).value_or("0");
-    const std::string now = std::to_string(redis::time_of(*replies[1], name).count());
+    const util::Micros time = redis::time_of(*replies[1], name);
+    const std::string now = std::to_string(time.count());
+    const std::string now_seconds = std::to_string(util::whole_seconds(time));
 
     std::vector<std::string> keys;
     for (std::size_t i = 0; i < found.element[1]->elements; ++i) {
@@ -116,18 +145,24 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
     }
     // The names beside each key, kept alive for the commands that point at them.
     std::vector<std::string> beside;
-    beside.reserve(3 * keys.size());
+    beside.reserve(5 * keys.size());
     std::vector<Command> reads;
     reads.reserve(k_reads_per_key * keys.size());
     for (const auto& key : keys) {
       const auto& holder = beside.emplace_back(lock::companion_key(key, "holder"));
       const auto& fence = beside.emplace_back(lock::fence_key(key));
       const auto& leases = beside.emplace_back(lock::companion_key(lock::queue_key(key), "lease"));
+      const auto& shared = beside.emplace_back(lock::shared_key(key));
+      const auto& details = beside.emplace_back(lock::details_key(shared));
       reads.push_back({{"GET", key}, key});
       reads.push_back({{"GET", holder}, key});
       reads.push_back({{"GET", fence}, key});
       // A waiter is live while its lease has not lapsed (k_queue_prelude's head()).
       reads.push_back({{"ZCOUNT", leases, now, "+inf"}, key});
+      // A shared lease is live through the second its score names (k_shared_prelude's
+      // prune()); its holder's details are beside it.
+      reads.push_back({{"ZRANGEBYSCORE", shared, now_seconds, "+inf", "WITHSCORES"}, key});
+      reads.push_back({{"HGETALL", details}, key});
     }
     const auto values = connection.exchange(reads);
     std::vector<ListedLock> batch;
@@ -137,8 +172,10 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       if (!value || !parse_lock_timestamp(*value)) {
         continue;  // gone meanwhile, or no lock
       }
-      ListedLock& lock =
-          batch.emplace_back(ListedLock{keys[i], std::move(*value), {}, {}, 0, false});
+      ListedLock& lock = batch.emplace_back();
+      lock.key = keys[i];
+      lock.value = std::move(*value);
+      lock.waiters = 0;
       lock.holder = string_reply(*read[1]);
       if (const auto counter = string_reply(*read[2])) {
         lock.fence = parse_fence(*counter);
@@ -146,6 +183,7 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       if (read[3]->type == REDIS_REPLY_INTEGER) {
         lock.waiters = read[3]->integer;
       }
+      lock.shared = shared_holders(*read[4], *read[5]);
     }
     visit(std::move(batch));
   } while (cursor != "0");

@@ -1,6 +1,8 @@
-// RedisStore's shared holders' leases (SharedLeases): take, renew, release, count.
+// RedisStore's shared holders' leases (SharedLeases): take, renew, release, describe, holders.
 #include <hiredis/hiredis.h>
 
+#include "lock/keys.hpp"
+#include "store/lock_value.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/redis/scripts.hpp"
 #include "util/error.hpp"
@@ -34,9 +36,11 @@ SharedLeases::Take RedisStore::take(std::string_view key, std::string_view count
   const std::string lock_keep = lock_keep_ms();
   const std::string counter_keep = counter_keep_ms();
   // A lease that too few replicas confirmed is given back.
+  const std::string details = lock::details_key(leases);
   const Reply reply = write(
-      {{"EVAL", redis::k_take_shared_script, "5", key, counter, leases, queue, queue_leases, id,
-        expiry_text, ticket, waiting ? "1" : "0", lease_us, queue_keep, lock_keep, counter_keep},
+      {{"EVAL", redis::k_take_shared_script, "6", key, counter, leases, queue, queue_leases,
+        details, id, expiry_text, ticket, waiting ? "1" : "0", lease_us, queue_keep, lock_keep,
+        counter_keep},
        key},
       [](const redisReply& r) {
         return is_pair(r) && r.element[0]->type == REDIS_REPLY_INTEGER &&
@@ -63,9 +67,11 @@ bool RedisStore::renew(std::string_view key, std::string_view leases, std::strin
   const std::string expiry_text = std::to_string(expiry);
   const std::string lock_keep = lock_keep_ms();
   // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
-  const Reply reply = write(
-      {{"EVAL", redis::k_renew_shared_script, "2", key, leases, id, expiry_text, lock_keep}, key},
-      said_one, [](const redisReply&) {});
+  const std::string details = lock::details_key(leases);
+  const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "3", key, leases, details, id,
+                              expiry_text, lock_keep},
+                             key},
+                            said_one, [](const redisReply&) {});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
@@ -74,15 +80,39 @@ bool RedisStore::release(std::string_view key, std::string_view leases, std::str
   const std::string queue_leases = redis::queue_lease_key(queue);
   const std::string channel = redis::wake_channel(key);
   const std::string lock_keep = lock_keep_ms();
-  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "4", key, leases, queue,
-                            queue_leases, id, channel, lock_keep},
+  const std::string details = lock::details_key(leases);
+  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "5", key, leases, queue,
+                            queue_leases, details, id, channel, lock_keep},
                            key});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
-std::size_t RedisStore::count(std::string_view leases) {
-  const Reply reply = run({{"EVAL", redis::k_count_shared_script, "1", leases}, leases});
-  return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
+bool RedisStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
+  const std::string details_key = lock::details_key(leases);
+  const Reply reply = run(
+      {{"EVAL", redis::k_describe_shared_script, "2", leases, details_key, id, details}, leases});
+  return said_one(*reply);
+}
+
+std::vector<SharedHolder> RedisStore::holders(std::string_view leases) {
+  const std::string details = lock::details_key(leases);
+  const Reply reply = run({{"EVAL", redis::k_shared_holders_script, "2", leases, details}, leases});
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 3 != 0) {
+    throw_unexpected(*reply, m_url.redacted);
+  }
+  std::vector<SharedHolder> found;
+  for (std::size_t i = 0; i < reply->elements; i += 3) {
+    SharedHolder& holder = found.emplace_back();
+    holder.id = string_of(*reply->element[i], m_url.redacted).value_or("");
+    holder.expiry =
+        parse_lock_timestamp(string_of(*reply->element[i + 1], m_url.redacted).value_or(""))
+            .value_or(0);
+    holder.details = string_of(*reply->element[i + 2], m_url.redacted);
+    if (holder.details && holder.details->empty()) {
+      holder.details.reset();
+    }
+  }
+  return found;
 }
 
 }  // namespace nxlock::store

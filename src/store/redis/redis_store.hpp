@@ -70,7 +70,8 @@ class RedisStore final : public Store,
              std::int64_t expiry) override;
   bool release(std::string_view key, std::string_view leases, std::string_view id,
                std::string_view queue) override;
-  std::size_t count(std::string_view leases) override;
+  bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
+  std::vector<SharedHolder> holders(std::string_view leases) override;
   // The listing (LockListing, redis_listing.cpp): SCAN on every master.
   void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
   // The connections to scan: each master of a cluster, else the one server.

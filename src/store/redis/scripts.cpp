@@ -43,22 +43,22 @@ const std::string_view k_compare_and_set_script =
 // 2^53), `now_text` the same as decimal text (a number passed to redis.call is
 // formatted as a float, which could lose digits). keep(k, ms) sets an expiry,
 // relative to now, unless ms is '0'.
-#define NXLOCK_TIME_PRELUDE                                                  \
-  "if redis.replicate_commands then redis.replicate_commands() end "         \
-  "local t = redis.call('TIME') "                                            \
-  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "                   \
-  "local now_text = t[1] .. string.sub('00000' .. t[2], -6) "                \
+#define NXLOCK_TIME_PRELUDE                                          \
+  "if redis.replicate_commands then redis.replicate_commands() end " \
+  "local t = redis.call('TIME') "                                    \
+  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) "           \
+  "local now_text = t[1] .. string.sub('00000' .. t[2], -6) "        \
   "local function keep(k, ms) if ms ~= '0' then redis.call('PEXPIRE', k, ms) end end "
 // issue(c, ms): the next fencing token from counter c, kept ms after. A token is
 // the larger of the counter plus one (INCR: exact integers) and the server's
 // clock in microseconds, so tokens go on rising when the counter was evicted,
 // flushed, expired or lost in a restart (as long as the clock does not step
 // back). Returns the INCR's error (a counter that holds no integer) as is.
-#define NXLOCK_ISSUE                                                          \
-  "local function issue(c, ms) "                                              \
-  "local token = redis.pcall('INCR', c) "                                     \
-  "if type(token) == 'table' then return token end "                          \
-  "if token < now then redis.call('SET', c, now_text) token = now end "      \
+#define NXLOCK_ISSUE                                                    \
+  "local function issue(c, ms) "                                        \
+  "local token = redis.pcall('INCR', c) "                               \
+  "if type(token) == 'table' then return token end "                    \
+  "if token < now then redis.call('SET', c, now_text) token = now end " \
   "redis.call('PEXPIRE', c, ms) return token end "
 
 // The fenced steps (Store's steps with a guard) are scripts for the same reason,
@@ -74,8 +74,7 @@ const std::string_view k_compare_and_set_script =
 // expiry in the same script (keep_keys_for).
 //
 // KEYS: lock, counter. ARGV: value, lock keep (ms), counter keep (ms).
-const std::string_view k_set_if_absent_fenced_script =
-    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+const std::string_view k_set_if_absent_fenced_script = NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return false end "
     "local token = issue(KEYS[2], ARGV[3]) "
     "if type(token) == 'table' then redis.call('DEL', KEYS[1]) return token end "
@@ -89,8 +88,7 @@ const std::string_view k_set_if_absent_fenced_script =
 // the lock layer's (store/lock_value.hpp): 1 to 18 decimal digits, older than
 // now. tonumber() is a double, exact below 2^53; above it the value is far
 // beyond any `now`.
-const std::string_view k_get_and_set_fenced_script =
-    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+const std::string_view k_get_and_set_fenced_script = NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
     "local limit = tonumber(t[1]) "
     "if ARGV[2] ~= '' then limit = tonumber(ARGV[2]) end "
     "local old = redis.call('GET', KEYS[1]) "
@@ -134,10 +132,10 @@ const std::string k_compare_and_delete_fenced_script =
 // leases, so the waiters' clocks need not agree. `head()` drops the lapsed
 // entries it meets at the front: a waiter killed while queued holds the others
 // up for one lease at most.
-constexpr std::string_view k_queue_prelude =
-    NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
+constexpr std::string_view k_queue_prelude = NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
     "local pruned = false "
-    "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX "' .. h, h) end "
+    "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX
+    "' .. h, h) end "
     "local function head(q, l) "
     "while true do "
     "local first = redis.call('ZRANGE', q, 0, 0)[1] "
@@ -201,16 +199,21 @@ const std::string k_leave_queue_script =
 // page client's, find it held, and their scripts need no change. Every step
 // first drops the lapsed leases (`prune()`, whose `secs` is TIME in seconds)
 // and then writes the lock key as the latest live lease (`cover()`), so the
-// two never disagree. These are the embedded store's rules too (store/lease_book.hpp).
+// two never disagree. Each holder's details (DETAILS, a hash by id: lock::details_key)
+// go with its lease: dropped when it lapses or is released, kept as long.
+// These are the embedded store's rules too (store/lease_book.hpp).
 constexpr std::string_view k_shared_prelude =
     "local secs = tonumber(t[1]) "
-    "local function prune(l) redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. t[1]) end "
-    "local function cover(k, l, ms) "
+    "local function prune(l, d) "
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', l, '-inf', '(' .. t[1])) do "
+    "redis.call('HDEL', d, id) end "
+    "redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. t[1]) end "
+    "local function cover(k, l, d, ms) "
     "local top = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "
-    "if not top then redis.call('DEL', k, l) return false end "
+    "if not top then redis.call('DEL', k, l, d) return false end "
     "redis.call('SET', k, string.format('%.0f', tonumber(top))) keep(k, ms) keep(l, ms) "
-    "return true end ";
-// KEYS: lock, counter, leases, queue, queue lease. ARGV: id, expiry, ticket,
+    "keep(d, ms) return true end ";
+// KEYS: lock, counter, leases, queue, queue lease, details. ARGV: id, expiry, ticket,
 // waiting, lease (us), queue keep, lock keep, counter keep. The queue's gate of
 // k_set_if_absent_queued_script (an exclusive waiter queued first is not
 // overtaken), then the lease: taken if the key is absent, expired, or held by
@@ -227,37 +230,51 @@ const std::string k_take_shared_script =
     "local current = redis.call('GET', KEYS[1]) "
     "local h = head(KEYS[4], KEYS[5]) "
     "if h and h ~= ticket then join() return {0, current} end "
-    "prune(KEYS[3]) "
+    "prune(KEYS[3], KEYS[6]) "
     "if current then "
     "if not (#current <= 18 and string.match(current, '^%d+$')) then return {1, current} end "
     "if redis.call('EXISTS', KEYS[3]) == 0 and tonumber(current) >= secs then "
     "join() return {1, current} end end "
     "local token = issue(KEYS[2], ARGV[8]) "
     "if type(token) == 'table' then return token end "
-    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[3], ARGV[7]) "
+    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[3], KEYS[6], ARGV[7]) "
     "if h then redis.call('ZREM', KEYS[4], ticket) redis.call('ZREM', KEYS[5], ticket) "
     "local n = head(KEYS[4], KEYS[5]) if n then turn(n) end end "
     "return {2, token}";
-// KEYS: lock, leases. ARGV: id, expiry, lock keep. Only a live lease is renewed.
+// KEYS: lock, leases, details. ARGV: id, expiry, lock keep. Only a live lease is renewed.
 const std::string k_renew_shared_script =
     std::string(NXLOCK_TIME_PRELUDE) + std::string(k_shared_prelude) +
-    "prune(KEYS[2]) "
+    "prune(KEYS[2], KEYS[3]) "
     "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end "
-    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[2], ARGV[3]) return 1";
-// KEYS: lock, leases, queue, queue lease. ARGV: id, channel, lock keep. The last
+    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[2], KEYS[3], ARGV[3]) "
+    "return 1";
+// KEYS: leases, details. ARGV: id, details. Only a live lease's holder is
+// described, and its details expire with the leases.
+const std::string k_describe_shared_script =
+    std::string(NXLOCK_TIME_PRELUDE) + std::string(k_shared_prelude) +
+    "prune(KEYS[1], KEYS[2]) "
+    "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end "
+    "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) "
+    "local ttl = redis.call('PTTL', KEYS[1]) "
+    "if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end return 1";
+// KEYS: lock, leases, queue, queue lease, details. ARGV: id, channel, lock keep. The last
 // live lease deletes the key and wakes as a release does
 // (k_compare_and_delete_queued_script): the first queued waiter, else every watcher.
 const std::string k_release_shared_script =
     std::string(k_queue_prelude) + std::string(k_shared_prelude) +
-    "prune(KEYS[2]) "
+    "prune(KEYS[2], KEYS[5]) "
     "if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end "
-    "if cover(KEYS[1], KEYS[2], ARGV[3]) then return 1 end "
+    "redis.call('HDEL', KEYS[5], ARGV[1]) "
+    "if cover(KEYS[1], KEYS[2], KEYS[5], ARGV[3]) then return 1 end "
     "local h = head(KEYS[3], KEYS[4]) "
     "if h then turn(h) else redis.pcall('PUBLISH', ARGV[2], '1') end return 1";
-// KEYS: leases. The live leases.
-const std::string k_count_shared_script =
-    "local t = redis.call('TIME') "
-    "return redis.call('ZCOUNT', KEYS[1], t[1], '+inf')";
+// KEYS: leases, details. Each live lease: id, expiry, details ('' if none).
+const std::string k_shared_holders_script =
+    "local t = redis.call('TIME') local out = {} "
+    "local z = redis.call('ZRANGEBYSCORE', KEYS[1], t[1], '+inf', 'WITHSCORES') "
+    "for i = 1, #z, 2 do out[#out + 1] = z[i] "
+    "out[#out + 1] = string.format('%.0f', tonumber(z[i + 1])) "
+    "out[#out + 1] = redis.call('HGET', KEYS[2], z[i]) or '' end return out";
 
 std::string queue_lease_key(std::string_view queue) {
   return lock::companion_key(queue, "lease");

@@ -24,8 +24,9 @@ extern const std::string k_leave_queue_script;
 // The shared holders' leases (SharedLeases, store.hpp).
 extern const std::string k_take_shared_script;
 extern const std::string k_renew_shared_script;
+extern const std::string k_describe_shared_script;
 extern const std::string k_release_shared_script;
-extern const std::string k_count_shared_script;
+extern const std::string k_shared_holders_script;
 
 // Queue keys of waiters that all died expire this long after the last step.
 constexpr std::int64_t k_queue_keep_ms = 60'000;
