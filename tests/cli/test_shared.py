@@ -131,6 +131,24 @@ class TestShared(SharedCase):
                             timeout=40)
                 self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_a_shared_holder_that_loses_its_lease_stops_its_job(self):
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                started = os.path.join(self.tmp, "lost-" + backend.name)
+                holder = self.popen("-u", url, "run-locked", "--shared", "-t", "3", KEY,
+                                    "sh", "-c", 'touch "$0"; sleep 60', started,
+                                    stderr=subprocess.PIPE)
+                self.addCleanup(holder.kill)
+                self.assertTrue(wait_for(lambda: os.path.exists(started), timeout=20))
+                # Its lease is taken away (unlock --force drops the leases too): the
+                # next renewal finds it gone, and the job is stopped as for any lost lock.
+                r = self.nx("-u", url, "unlock", "--force", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                _, err = holder.communicate(timeout=30)
+                self.assertEqual(holder.returncode, 79, err)
+                self.assertIn(b"lost", err)
+
     def test_run_locked_contention(self):
         """Shared sections overlap one another; no exclusive section overlaps any."""
         for backend in self.shared_backends():
