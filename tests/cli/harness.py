@@ -307,6 +307,14 @@ class NxlockTestCase(unittest.TestCase):
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def queued(self, backend, queue):
+        """How many waiters the waiters' queue `queue` (side_key(KEY, "queue")) holds."""
+        if backend.name == "file":
+            r = self.nx(*backend.args(), "get", queue)
+            return len(r.stdout.decode().strip().splitlines()) if r.returncode == 0 else 0
+        db = backend.url.rsplit("=", 1)[-1] if "?db=" in backend.url else backend.url.rsplit("/", 1)[-1]
+        return int(self.redis.cli("-n", db, "ZCARD", queue).strip() or 0)
+
     def backends(self):
         """The embedded store and, when started, Redis over TCP and the unix socket."""
         found = [Backend("file", "file://" + self.store_path)]

@@ -31,13 +31,6 @@ class SlotsTestCase(NxlockTestCase):
         self.addCleanup(self.nx, *backend.args(), "unlock", "--slots", str(slots), KEY, printed)
         return printed
 
-    def queued(self, backend):
-        """How many waiters the semaphore's one queue holds."""
-        if backend.name == "file":
-            r = self.nx(*backend.args(), "get", QUEUE)
-            return len(r.stdout.decode().strip().splitlines()) if r.returncode == 0 else 0
-        db = backend.url.rsplit("=", 1)[-1] if "?db=" in backend.url else backend.url.rsplit("/", 1)[-1]
-        return int(self.redis.cli("-n", db, "ZCARD", QUEUE).strip() or 0)
 
 
 class TestSlots(SlotsTestCase):
@@ -206,13 +199,13 @@ class TestSlots(SlotsTestCase):
                 names = ["w%d" % i for i in range(5)]
                 waiters = []
                 for name in names:
-                    before = self.queued(backend)
+                    before = self.queued(backend, QUEUE)
                     p = self.popen(*backend.args(), "run-locked", "-w", "60", "-t", "60",
                                    "--slots", "2", KEY, "sh", "-c",
                                    'echo "$0 $NXLOCK_FENCE $NXLOCK_SLOT" >> "$1"; sleep 0.3',
                                    name, grants, stderr=subprocess.PIPE)
                     self.addCleanup(lambda p=p: p.poll() is None and (p.kill(), p.wait()))
-                    wait_for(lambda: self.queued(backend) > before or p.poll() is not None, 20)
+                    wait_for(lambda: self.queued(backend, QUEUE) > before or p.poll() is not None, 20)
                     self.assertIsNone(p.poll(), "waiter %s ended before it queued" % name)
                     waiters.append(p)
                 # Slot 2 frees first, then slot 1: each goes to the first in line.
@@ -229,7 +222,7 @@ class TestSlots(SlotsTestCase):
                 rows.sort(key=lambda row: int(row[1]))
                 self.assertEqual([row[0] for row in rows], names)
                 self.assertEqual(rows[0][2], "2")  # the slot that freed first
-                self.assertEqual(self.queued(backend), 0)
+                self.assertEqual(self.queued(backend, QUEUE), 0)
 
 
 class TestSlotsOnCluster(WithCluster, SlotsTestCase):

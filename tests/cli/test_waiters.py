@@ -26,13 +26,6 @@ class WaitersQueue(NxlockTestCase):
     def setUpClass(cls):
         cls.start_redis()
 
-    def queued(self, backend):
-        """How many waiters the queue of KEY holds."""
-        if backend.name == "file":
-            r = self.nx(*backend.args(), "get", QUEUE)
-            return len(r.stdout.decode().strip().splitlines()) if r.returncode == 0 else 0
-        db = backend.url.rsplit("=", 1)[-1] if "?db=" in backend.url else backend.url.rsplit("/", 1)[-1]
-        return int(self.redis.cli("-n", db, "ZCARD", QUEUE).strip() or 0)
 
     def hold(self, backend):
         r = self.nx(*backend.args(), "lock", "-t", "60", KEY)
@@ -46,7 +39,7 @@ class WaitersQueue(NxlockTestCase):
         """A queued `run-locked` that appends `name` to the grants file when it gets the lock;
         with `clock` ('-2h'), its wall clock is that far off (libfaketime)."""
         grants = os.path.join(self.tmp, "grants")
-        before = self.queued(backend)
+        before = self.queued(backend, QUEUE)
         args = [*backend.args(), "run-locked", "-t", "60", *options, KEY, "sh", "-c",
                 'echo "$0" >> "$1"', name, grants]
         if clock is None:
@@ -59,7 +52,7 @@ class WaitersQueue(NxlockTestCase):
             p = subprocess.Popen(["faketime", "-f", clock, BIN, *args], env=env,
                                  stderr=subprocess.PIPE, preexec_fn=die_with_parent)
         self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
-        wait_for(lambda: self.queued(backend) > before or p.poll() is not None, 20)
+        wait_for(lambda: self.queued(backend, QUEUE) > before or p.poll() is not None, 20)
         self.assertIsNone(p.poll(), "waiter %s ended before it queued" % name)
         return p
 
@@ -86,7 +79,7 @@ class WaitersQueue(NxlockTestCase):
                     _, err = w.communicate(timeout=60)
                     self.assertEqual(w.returncode, 0, err)
                 self.assertEqual(self.grants(), names)
-                self.assertEqual(self.queued(backend), 0)
+                self.assertEqual(self.queued(backend, QUEUE), 0)
 
     def test_a_killed_first_waiter_does_not_stall_the_others(self):
         for backend in self.backends():
@@ -143,7 +136,7 @@ class WaitersQueue(NxlockTestCase):
                     else:
                         self.assertNotEqual(quitter.returncode, 0, err)
                     # Gone as it exits, not when its lease lapses a second later.
-                    self.assertEqual(self.queued(backend), 1)
+                    self.assertEqual(self.queued(backend, QUEUE), 1)
                     self.release(backend, value)
                     _, err = stayer.communicate(timeout=STALL_BOUND)
                     self.assertEqual(stayer.returncode, 0, err)
