@@ -37,6 +37,9 @@ const std::string_view k_compare_and_set_script =
     "redis.call('PEXPIRE', KEYS[1], string.format('%.0f', keep)) end "
     "return 1";
 
+// Each script is one string literal, its shared parts macros joined by the
+// compiler: nothing is built at start-up, which every invocation pays.
+//
 // What every fenced script starts with. Scripts that read TIME and then write
 // need effects replication: the default since Redis 5, asked for on older
 // servers. `now` is the server's clock in microseconds (exact in a double, below
@@ -114,15 +117,15 @@ const std::string_view k_compare_and_set_fenced_script =
     "redis.call('PEXPIRE', KEYS[2], ARGV[5]) return 1";
 // KEYS: lock, counter. ARGV: expected, token, channel, counter keep. The
 // delete, without its wake-up: the queued release wakes differently.
-constexpr std::string_view k_fenced_delete =
-    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
-    "local c = redis.call('GET', KEYS[2]) "
-    "if c and c ~= ARGV[2] then return 0 end "
-    "redis.call('DEL', KEYS[1]) "
-    "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "
-    "redis.call('PEXPIRE', KEYS[2], ARGV[4]) ";
-const std::string k_compare_and_delete_fenced_script =
-    std::string(k_fenced_delete) + "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
+#define NXLOCK_FENCED_DELETE                                    \
+  "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end " \
+  "local c = redis.call('GET', KEYS[2]) "                       \
+  "if c and c ~= ARGV[2] then return 0 end "                    \
+  "redis.call('DEL', KEYS[1]) "                                 \
+  "if not c then redis.call('SET', KEYS[2], ARGV[2]) end "      \
+  "redis.call('PEXPIRE', KEYS[2], ARGV[4]) "
+const std::string_view k_compare_and_delete_fenced_script =
+    NXLOCK_FENCED_DELETE "redis.pcall('PUBLISH', ARGV[3], '1') return 1";
 
 // The waiters' queue (WaitersQueue, store.hpp): two sorted sets in the lock
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
@@ -132,18 +135,19 @@ const std::string k_compare_and_delete_fenced_script =
 // leases, so the waiters' clocks need not agree. `head()` drops the lapsed
 // entries it meets at the front: a waiter killed while queued holds the others
 // up for one lease at most.
-constexpr std::string_view k_queue_prelude = NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
-    "local pruned = false "
-    "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX
-    "' .. h, h) end "
-    "local function head(q, l) "
-    "while true do "
-    "local first = redis.call('ZRANGE', q, 0, 0)[1] "
-    "if not first then return false end "
-    "local lease = redis.call('ZSCORE', l, first) "
-    "if lease and tonumber(lease) >= now then return first end "
-    "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true "
-    "end end ";
+#define NXLOCK_QUEUE_PRELUDE                                                     \
+  NXLOCK_TIME_PRELUDE NXLOCK_ISSUE                                               \
+      "local pruned = false "                                                    \
+      "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX       \
+      "' .. h, h) end "                                                          \
+      "local function head(q, l) "                                               \
+      "while true do "                                                           \
+      "local first = redis.call('ZRANGE', q, 0, 0)[1] "                          \
+      "if not first then return false end "                                      \
+      "local lease = redis.call('ZSCORE', l, first) "                            \
+      "if lease and tonumber(lease) >= now then return first end "               \
+      "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true " \
+      "end end "
 // KEYS: lock, counter, queue, lease. ARGV: value, ticket, waiting, lease (us),
 // queue keep (ms), lock keep (ms), counter keep (ms). A waiter behind a live
 // head tries nothing; one that may go first does the SETNX (and token) of
@@ -152,8 +156,7 @@ constexpr std::string_view k_queue_prelude = NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
 // that sets never writes the queue it leaves. If it dropped a dead head while
 // the lock is free, the new head (when it is another) is woken: it may be
 // waiting for a wake-up that the dead one took with it.
-const std::string k_set_if_absent_queued_script =
-    std::string(k_queue_prelude) +
+const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE
     "local ticket = ARGV[2] "
     "local function join() if ARGV[3] == '1' then "
     "redis.call('ZADD', KEYS[3], 'NX', now, ticket) "
@@ -177,15 +180,14 @@ const std::string k_set_if_absent_queued_script =
 // keep. As k_compare_and_delete_fenced_script, but the wake-up goes to the
 // first live waiter alone; with none queued, '1' on the key's channel wakes
 // every watcher (waiters of older versions, which are not queued).
-const std::string k_compare_and_delete_queued_script =
-    std::string(k_queue_prelude) + std::string(k_fenced_delete) +
+const std::string_view k_compare_and_delete_queued_script =
+    NXLOCK_QUEUE_PRELUDE NXLOCK_FENCED_DELETE
     "local h = head(KEYS[3], KEYS[4]) "
     "if h then turn(h) else redis.pcall('PUBLISH', ARGV[3], '1') end return 1";
 // KEYS: lock, queue, lease. ARGV: ticket. Leaving while the lock is
 // free hands the wake-up on to the next live waiter (the leaver may have been
 // the one woken).
-const std::string k_leave_queue_script =
-    std::string(k_queue_prelude) +
+const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
     "redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('ZREM', KEYS[3], ARGV[1]) "
     "if redis.call('EXISTS', KEYS[1]) == 0 then "
     "local h = head(KEYS[2], KEYS[3]) "
@@ -202,25 +204,24 @@ const std::string k_leave_queue_script =
 // two never disagree. Each holder's details (DETAILS, a hash by id: lock::details_key)
 // go with its lease: dropped when it lapses or is released, kept as long.
 // These are the embedded store's rules too (store/lease_book.hpp).
-constexpr std::string_view k_shared_prelude =
-    "local secs = tonumber(t[1]) "
-    "local function prune(l, d) "
-    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', l, '-inf', '(' .. t[1])) do "
-    "redis.call('HDEL', d, id) end "
-    "redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. t[1]) end "
-    "local function cover(k, l, d, ms) "
-    "local top = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "
-    "if not top then redis.call('DEL', k, l, d) return false end "
-    "redis.call('SET', k, string.format('%.0f', tonumber(top))) keep(k, ms) keep(l, ms) "
-    "keep(d, ms) return true end ";
+#define NXLOCK_SHARED_PRELUDE                                                           \
+  "local secs = tonumber(t[1]) "                                                        \
+  "local function prune(l, d) "                                                         \
+  "for _, id in ipairs(redis.call('ZRANGEBYSCORE', l, '-inf', '(' .. t[1])) do "        \
+  "redis.call('HDEL', d, id) end "                                                      \
+  "redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. t[1]) end "                         \
+  "local function cover(k, l, d, ms) "                                                  \
+  "local top = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "                       \
+  "if not top then redis.call('DEL', k, l, d) return false end "                        \
+  "redis.call('SET', k, string.format('%.0f', tonumber(top))) keep(k, ms) keep(l, ms) " \
+  "keep(d, ms) return true end "
 // KEYS: lock, counter, leases, queue, queue lease, details. ARGV: id, expiry, ticket,
 // waiting, lease (us), queue keep, lock keep, counter keep. The queue's gate of
 // k_set_if_absent_queued_script (an exclusive waiter queued first is not
 // overtaken), then the lease: taken if the key is absent, expired, or held by
 // live leases; a key held with no live lease is an exclusive holder's. A lease
 // taken leaves the queue and wakes the next waiter, which may be shared too.
-const std::string k_take_shared_script =
-    std::string(k_queue_prelude) + std::string(k_shared_prelude) +
+const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
     "local ticket = ARGV[3] "
     "local function join() if ARGV[4] == '1' then "
     "redis.call('ZADD', KEYS[4], 'NX', now, ticket) "
@@ -242,16 +243,14 @@ const std::string k_take_shared_script =
     "local n = head(KEYS[4], KEYS[5]) if n then turn(n) end end "
     "return {2, token}";
 // KEYS: lock, leases, details. ARGV: id, expiry, lock keep. Only a live lease is renewed.
-const std::string k_renew_shared_script =
-    std::string(NXLOCK_TIME_PRELUDE) + std::string(k_shared_prelude) +
+const std::string_view k_renew_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[2], KEYS[3]) "
     "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end "
     "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[2], KEYS[3], ARGV[3]) "
     "return 1";
 // KEYS: leases, details. ARGV: id, details. Only a live lease's holder is
 // described, and its details expire with the leases.
-const std::string k_describe_shared_script =
-    std::string(NXLOCK_TIME_PRELUDE) + std::string(k_shared_prelude) +
+const std::string_view k_describe_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[1], KEYS[2]) "
     "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end "
     "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) "
@@ -260,8 +259,7 @@ const std::string k_describe_shared_script =
 // KEYS: lock, leases, queue, queue lease, details. ARGV: id, channel, lock keep. The last
 // live lease deletes the key and wakes as a release does
 // (k_compare_and_delete_queued_script): the first queued waiter, else every watcher.
-const std::string k_release_shared_script =
-    std::string(k_queue_prelude) + std::string(k_shared_prelude) +
+const std::string_view k_release_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[2], KEYS[5]) "
     "if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end "
     "redis.call('HDEL', KEYS[5], ARGV[1]) "
@@ -269,7 +267,7 @@ const std::string k_release_shared_script =
     "local h = head(KEYS[3], KEYS[4]) "
     "if h then turn(h) else redis.pcall('PUBLISH', ARGV[2], '1') end return 1";
 // KEYS: leases, details. Each live lease: id, expiry, details ('' if none).
-const std::string k_shared_holders_script =
+const std::string_view k_shared_holders_script =
     "local t = redis.call('TIME') local out = {} "
     "local z = redis.call('ZRANGEBYSCORE', KEYS[1], t[1], '+inf', 'WITHSCORES') "
     "for i = 1, #z, 2 do out[#out + 1] = z[i] "

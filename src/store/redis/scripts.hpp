@@ -16,17 +16,17 @@ extern const std::string_view k_compare_and_set_script;
 extern const std::string_view k_set_if_absent_fenced_script;
 extern const std::string_view k_get_and_set_fenced_script;
 extern const std::string_view k_compare_and_set_fenced_script;
-extern const std::string k_compare_and_delete_fenced_script;
+extern const std::string_view k_compare_and_delete_fenced_script;
 // The waiters' queue (WaitersQueue, store.hpp).
-extern const std::string k_set_if_absent_queued_script;
-extern const std::string k_compare_and_delete_queued_script;
-extern const std::string k_leave_queue_script;
+extern const std::string_view k_set_if_absent_queued_script;
+extern const std::string_view k_compare_and_delete_queued_script;
+extern const std::string_view k_leave_queue_script;
 // The shared holders' leases (SharedLeases, store.hpp).
-extern const std::string k_take_shared_script;
-extern const std::string k_renew_shared_script;
-extern const std::string k_describe_shared_script;
-extern const std::string k_release_shared_script;
-extern const std::string k_shared_holders_script;
+extern const std::string_view k_take_shared_script;
+extern const std::string_view k_renew_shared_script;
+extern const std::string_view k_describe_shared_script;
+extern const std::string_view k_release_shared_script;
+extern const std::string_view k_shared_holders_script;
 
 // Queue keys of waiters that all died expire this long after the last step.
 constexpr std::int64_t k_queue_keep_ms = 60'000;
