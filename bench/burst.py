@@ -4,7 +4,7 @@
 usage: bench/burst.py [--nxlock BIN] [--section BIN] [--sizes 500,1000,2000]
                       [--waiters 100,500,2000] [--hold-ms 5] [--tuned auto|always|never]
                       [--tuned-backlog N] [--tuned-maxclients N] [--timeout S]
-                      [--skip burst,waiters] [--json FILE|-]
+                      [--skip burst,waiters] [--json FILE|-] [--from-json FILE]
 
 1. The burst. For each N of --sizes, N launchers are forked first; each blocks
    on reading one shared pipe, whose write end only this script holds. Closing
@@ -26,7 +26,8 @@ usage: bench/burst.py [--nxlock BIN] [--section BIN] [--sizes 500,1000,2000]
    defaults showed an unexpected status, a rejected connection or a listen
    overflow.
 2. Waiters. One holder takes the lock; N waiters of
-   `nxlock -u URL run-locked -w 600 KEY section LOG.i HOLD_MS` start one after
+   `nxlock -u URL run-locked -w 600 KEY section LOG.i HOLD_MS` (build/bench/section,
+   or bench/section.c compiled into the temp dir) start one after
    another, each only once the previous one is in the queue
    (ZCARD {KEY}:queue:KEY); then the holder lets go. Checked: all N ran, never
    two at once (bench/section's CLOCK_REALTIME enter/exit lines), granted in
@@ -36,9 +37,12 @@ usage: bench/burst.py [--nxlock BIN] [--section BIN] [--sizes 500,1000,2000]
    the handoffs alone, handoff median and p99, the wall times, and Redis CPU.
 
 Prints markdown tables and an extrapolation to 10,000 hosts; --json writes the
-raw results. Starts its own redis-server on a free loopback port per server
-configuration, stops it by its pid, and kills the process group of any
-straggler it started; removes its temp dir.
+raw results, --from-json prints the tables of such a file again. Runs a private
+copy of --nxlock (its sha256 is in the JSON), so a rebuild of build/bench
+during the run changes nothing. Starts its own redis-server on a free loopback
+port per server configuration, stops it by its pid, and kills the process
+group of any straggler it started; removes its temp dir. Takes about a minute
+with the defaults on 2 CPUs.
 """
 import argparse
 import ctypes
@@ -679,9 +683,10 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
     final = by_server.get("tuned") or by_server.get("default")
     if final and len(final) >= 2:
         sizes = ", ".join(str(r["n"]) for r in final)
+        # Per process, not a fit: a few ms of noise from other work on the machine tilts a
+        # line through three points more than it moves the per-process figures.
         cpu_us = [r["server_cpu_s"] * 1e6 / r["n"] for r in final]
-        cpu_slope = fit([r["n"] for r in final], [r["server_cpu_s"] for r in final])[0]
-        server_10k = at_hosts(final, lambda r: r["server_cpu_s"])
+        low, high = min(cpu_us) * HOSTS / 1e6, max(cpu_us) * HOSTS / 1e6
         commands = statistics.fmean(r["commandstats"] / r["n"] for r in final)
         scripts = statistics.fmean(r["scripts"] / r["n"] for r in final)
         conns = statistics.fmean(r["connections"] / r["n"] for r in final)
@@ -692,16 +697,14 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
         text.append(
             "**Burst, server side.** At N = %s, each `run-locked -n` that finds the lock held "
             "costs the server %.1f commands (%.1f script call%s, the rest inside it), %.2f "
-            "connection%s and %s µs of CPU, nearly flat in N (a fit of %.0f µs per "
-            "process). %d hosts would cost the single-threaded server about %.2f s of CPU, "
-            "so about %.0f hosts/s is its ceiling: in a burst where they all arrive at once "
-            "the last answer comes %.1f s after the tick and the median %.1f s, however fast "
-            "the hosts themselves are."
+            "connection%s and %s µs of CPU: no growth with N. %d hosts would cost the "
+            "single-threaded server %.1f–%.1f s of CPU, a ceiling of %.0f–%.0f hosts/s: in a "
+            "burst where they all arrive at once the last answer comes that long after the "
+            "tick and the median half as long, however fast the hosts themselves are."
             % (sizes, commands, scripts, "" if round(scripts, 1) == 1 else "s", conns,
                "" if round(conns, 2) == 1 else "s",
-               "/".join("%.0f" % c for c in cpu_us), cpu_slope * 1e6, HOSTS, server_10k,
-               1.0 / cpu_slope if cpu_slope > 0 else float("inf"), server_10k,
-               server_10k / 2))
+               "/".join("%.0f" % c for c in cpu_us), HOSTS, low, high, HOSTS / high,
+               HOSTS / low))
         text.append(
             "**Burst, latency here.** On this %d-CPU loopback the %d processes share the CPUs "
             "with the server (%.1f ms of CPU each, exec included), so they progress together "
@@ -714,7 +717,8 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
                at_hosts(final, lambda r: r["latency_ms"]["p50"] or 0),
                at_hosts(final, lambda r: r["latency_ms"]["max"] or 0),
                ("Exit statuses: one 0 and N - 1 × 75 at every size and server."
-                if not bad else "**%d processes exited with an unexpected status.**" % bad)))
+                if not bad else "**%d process%s exited with an unexpected status (see "
+                "below).**" % (bad, "" if bad == 1 else "es"))))
         limits = []
         default = by_server.get("default", [])
         overflowed = [r for r in default if r["listen_overflows"]]
@@ -730,21 +734,22 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
                 "The default accept queue (tcp-backlog %d) overflowed at N = %s (%s "
                 "ListenOverflows): the clients whose SYN was dropped connected on its "
                 "retransmit 1 s later (p50/p99 %s ms, against %s ms with %s, which dropped "
-                "%s). %s A SYN dropped twice (retransmits at 1 s and 3 s) always exceeds "
+                "%s), %s A SYN dropped twice (retransmits at 1 s and 3 s) always exceeds "
                 "nxlock's 2 s `--timeout`."
                 % (default[0]["tcp_backlog"], ", ".join(str(r["n"]) for r in overflowed),
                    ", ".join(str(r["listen_overflows"]) for r in overflowed),
                    ", ".join(p50_p99(r) for r in overflowed),
                    ", ".join(p50_p99(tuned[r["n"]]) for r in overflowed if r["n"] in tuned)
                    or "—",
-                   "the tuned server's accept queue of %d" % min(final[0]["tcp_backlog"],
-                                                                  somaxconn)
-                   if tuned else "no tuned server",
+                   ("the tuned server's accept queue of %d"
+                    % min(final[0]["tcp_backlog"], somaxconn)) if tuned else "no tuned server",
                    "/".join(str(tuned[r["n"]]["listen_overflows"]) for r in overflowed
                             if r["n"] in tuned) or "—",
-                   ("%d of them exited 69 (\"timed out after 2s\")." % unavailable)
-                   if unavailable else "None exited 69: one retransmit fits in nxlock's 2 s "
-                   "`--timeout`."))
+                   ("and %d process%s exited 69 (\"timed out after 2s\": nxlock's message "
+                    "does not say whether connecting or awaiting the reply)."
+                    % (unavailable, "" if unavailable == 1 else "es"))
+                   if unavailable else "and none exited 69: one retransmit fits in nxlock's "
+                   "2 s `--timeout`."))
         else:
             limits.append("No accept-queue overflow at any size with tcp-backlog %d."
                           % (default or final)[0]["tcp_backlog"])
@@ -756,7 +761,7 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
             "%.2f connected clients per process, sampled every 20 ms): %d hosts would need "
             "about %d connections against maxclients %d, %s, and the server's RLIMIT_NOFILE "
             "must allow maxclients + 32."
-            % (HOSTS, server_10k, HOSTS / float(somaxconn or 1), somaxconn, syn_backlog, peak,
+            % (HOSTS, high, HOSTS / float(somaxconn or 1), somaxconn, syn_backlog, peak,
                HOSTS, round(peak * HOSTS), maxclients,
                "with no room for any other client (rejected: exit 69)"
                if peak * HOSTS >= maxclients * 0.95 else "within it"))
@@ -805,6 +810,54 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
     return "\n\n".join(text)
 
 
+def report(results):
+    """The markdown tables and the extrapolation, from the raw results."""
+    machine = results["machine"]
+    somaxconn, syn_backlog, cpus = (machine["somaxconn"], machine["tcp_max_syn_backlog"],
+                                    machine["cpus"])
+    results["extrapolation"] = extrapolation(results["bursts"], results["waiters"],
+                                             somaxconn or 0, syn_backlog or 0, cpus)
+    out = []
+    if results["bursts"]:
+        out.append("### Burst: N × `run-locked -n` released at once (somaxconn %s, "
+                   "tcp_max_syn_backlog %s, %s CPUs)" % (somaxconn, syn_backlog, cpus))
+        out.append("")
+        out += burst_table(results["bursts"])
+        out.append("")
+        if "tuned" in results:
+            because = results["tuned"]["because_of_sizes"]
+            out.append("Tuned server (%s): `--tcp-backlog %d --maxclients %d`."
+                       % ("needed at N = %s" % ",".join(map(str, because))
+                          if because else "run with --tuned always",
+                          results["tuned"]["tcp_backlog"], results["tuned"]["maxclients"]))
+        else:
+            out.append("No tuning needed: the defaults showed no unexpected status, rejected "
+                       "connection or listen overflow.")
+        out.append("")
+        for r in results["bursts"]:
+            for status, lines in r["unexpected_stderr"].items():
+                out.append("N=%d %s, exit %s stderr (digits as #):" % (r["n"], r["server"], status))
+                for text, count in sorted(lines.items(), key=lambda kv: -kv[1])[:10]:
+                    out.append("    %5d× %s" % (count, text))
+            if r["stragglers"]:
+                out.append("N=%d %s: %d stragglers killed at the timeout"
+                           % (r["n"], r["server"], len(r["stragglers"])))
+    if results["waiters"]:
+        out.append("### Waiters: N × `run-locked -w 600`, queued in order, %d ms sections"
+                   % results.get("hold_ms", 5))
+        out.append("")
+        out += waiters_table(results["waiters"])
+        out.append("")
+        for r in results["waiters"]:
+            if r["stderr_line_count"]:
+                out.append("waiters %d: %d stderr lines, first: %s"
+                           % (r["n"], r["stderr_line_count"], r["stderr_lines"][:5]))
+    out.append("### Extrapolation to %d hosts" % HOSTS)
+    out.append("")
+    out.append(results["extrapolation"])
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nxlock", default=os.path.join(ROOT, "build", "bench", "nxlock"))
@@ -821,7 +874,13 @@ def main():
                         help="seconds each burst or waiters run may take")
     parser.add_argument("--skip", default="", help="comma list of: burst,waiters")
     parser.add_argument("--json", help="write the raw results here (- for stdout)")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="measure nothing: print the tables of an earlier --json")
     args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            print(report(json.load(f)))
+        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
     counts = [int(s) for s in args.waiters.split(",") if s]
     skip = set(filter(None, args.skip.split(",")))
@@ -842,7 +901,7 @@ def main():
                            "tcp_max_syn_backlog": syn_backlog,
                            "tcp_syncookies": read_int("/proc/sys/net/ipv4/tcp_syncookies"),
                            "rlimit_nofile": want},
-               "bursts": [], "waiters": [], "server_warnings": {}}
+               "bursts": [], "waiters": [], "server_warnings": {}, "hold_ms": args.hold_ms}
     try:
         # A private copy: another build relinking build/bench/nxlock mid-run would make
         # some of a burst's execs fail (ETXTBSY, ENOENT) and mix two binaries in one table.
@@ -853,8 +912,9 @@ def main():
                                  "sha256": hashlib.sha256(f.read()).hexdigest(),
                                  "mtime": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(
                                      os.stat(args.nxlock).st_mtime))}
-        print("nxlock %s (sha256 %s, built %s)" % (args.nxlock, results["nxlock"]["sha256"][:12],
-                                                  results["nxlock"]["mtime"]), file=sys.stderr)
+        print("nxlock %s (sha256 %s, built %s)"
+              % (args.nxlock, results["nxlock"]["sha256"][:12], results["nxlock"]["mtime"]),
+              file=sys.stderr)
         section = args.section
         if not os.path.exists(section):
             section = os.path.join(tmp, "section")
@@ -920,47 +980,7 @@ def main():
             srv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    results["extrapolation"] = extrapolation(results["bursts"], results["waiters"],
-                                             somaxconn or 0, syn_backlog or 0, cpus)
-    out = []
-    if results["bursts"]:
-        out.append("### Burst: N × `run-locked -n` released at once (somaxconn %s, "
-                   "tcp_max_syn_backlog %s, %s CPUs)" % (somaxconn, syn_backlog, cpus))
-        out.append("")
-        out += burst_table(results["bursts"])
-        out.append("")
-        if "tuned" in results:
-            because = results["tuned"]["because_of_sizes"]
-            out.append("Tuned server (%s): `--tcp-backlog %d --maxclients %d`."
-                       % ("needed at N = %s" % ",".join(map(str, because))
-                          if because else "run with --tuned always",
-                          results["tuned"]["tcp_backlog"], results["tuned"]["maxclients"]))
-        else:
-            out.append("No tuning needed: the defaults showed no unexpected status, rejected "
-                       "connection or listen overflow.")
-        out.append("")
-        for r in results["bursts"]:
-            for status, lines in r["unexpected_stderr"].items():
-                out.append("N=%d %s, exit %s stderr (digits as #):" % (r["n"], r["server"], status))
-                for text, count in sorted(lines.items(), key=lambda kv: -kv[1])[:10]:
-                    out.append("    %5d× %s" % (count, text))
-            if r["stragglers"]:
-                out.append("N=%d %s: %d stragglers killed at the timeout"
-                           % (r["n"], r["server"], len(r["stragglers"])))
-    if results["waiters"]:
-        out.append("### Waiters: N × `run-locked -w 600`, queued in order, %d ms sections"
-                   % args.hold_ms)
-        out.append("")
-        out += waiters_table(results["waiters"])
-        out.append("")
-        for r in results["waiters"]:
-            if r["stderr_line_count"]:
-                out.append("waiters %d: %d stderr lines, first: %s"
-                           % (r["n"], r["stderr_line_count"], r["stderr_lines"][:5]))
-    out.append("### Extrapolation to %d hosts" % HOSTS)
-    out.append("")
-    out.append(results["extrapolation"])
-    print("\n".join(out))
+    print(report(results))
     if args.json:
         text = json.dumps(results, indent=2, sort_keys=True)
         if args.json == "-":
