@@ -57,6 +57,26 @@ class Deadlines(NxlockTestCase):
         # A per-read timeout would take 11 bytes x 1.5 s; the exchange has one deadline.
         self.assertLess(elapsed, 6)
 
+    def test_a_full_accept_queue_times_out_connecting(self):
+        # The kernel drops the SYNs of a listener whose accept queue is full, as
+        # a burst of clients overflows a server's tcp-backlog: the message says
+        # it was the connect that timed out, not a reply.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # one pending connection fills it; never accepted
+        self.addCleanup(listener.close)
+        address = listener.getsockname()
+        for _ in range(2):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(address)
+            self.addCleanup(filler.close)
+        url = "redis://127.0.0.1:%d" % address[1]
+        started = time.monotonic()
+        r = self.nx("-u", url, "--timeout", "0.5", "get", "k")
+        self.assertOneLineError(r, 69, url, "connect timed out after 0.5s")
+        self.assertLess(time.monotonic() - started, 4)
+
     def test_a_silent_server_times_out(self):
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))

@@ -114,8 +114,11 @@ OpenSocket open_socket(const Endpoint& endpoint, const std::string& host, int po
     }
   }
   if (!out.fd) {
-    throw Error(ErrorKind::unavailable, endpoint.name,
-                timed_out ? deadline.passed() : (error.empty() ? "cannot connect" : error));
+    throw Error(
+        ErrorKind::unavailable, endpoint.name,
+        // "connect": a burst that overflows the server's accept queue
+        // (tcp-backlog) looks like this, and a silent server does not.
+        timed_out ? "connect " + deadline.passed() : (error.empty() ? "cannot connect" : error));
   }
   out.transport = endpoint.tls ? tls_transport(endpoint, out.fd.get(), host, deadline)
                                : make_plain_transport(out.fd.get());
