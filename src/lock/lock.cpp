@@ -122,7 +122,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   return after_setnx(now, valid_from, value, *current);
 }
 
-Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting) {
+Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting, Micros lease) {
   const Micros before = util::mono_now();
   const std::int64_t now = now_seconds();
   const Micros valid_from = held_from(before);
@@ -131,7 +131,7 @@ Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting
 
   // The gate, the SETNX (with its token) and the GET of a busy lock, in one step.
   const auto step = m_store.queue()->set_if_absent(m_key, value, m_fence_key, m_queue_key, ticket,
-                                                   waiting, k_queue_lease);
+                                                   waiting, lease);
   switch (step.outcome) {
     case store::WaitersQueue::QueuedSet::Outcome::set:
       if (!step.fence) {
@@ -159,6 +159,7 @@ Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting
     busy.held_until = parse_or_throw(*step.current);
   }
   busy.behind = true;
+  busy.ahead = step.ahead;
   return busy;
 }
 
@@ -213,6 +214,9 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   if (queued) {
     ticket.emplace(*m_store.queue(), m_key, m_queue_key);
   }
+  // Waiters ahead of ours at the last look: the lease of the next one covers
+  // the wait that many call for (queue_lease_for).
+  std::int64_t ahead = 0;
 
   WaitSteps steps;
   steps.look = [&] {
@@ -221,7 +225,7 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       // Joined before the step, so that a step that failed on the way back
       // (the server had it) is left as well.
       ticket->joined(waiting);
-      attempt = try_queued(ttl, ticket->ticket(), waiting);
+      attempt = try_queued(ttl, ticket->ticket(), waiting, queue_lease_for(ahead));
     } else {
       attempt = try_once(ttl);
     }
@@ -249,9 +253,13 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
         // Not ours to try when behind: the first waiter is woken by the
         // release, and the step renews our lease and tells us when we are first.
         look.behind = attempt.behind;
+        // Paced by the fewer of then and now: this step's lease was chosen
+        // for the waiters ahead at the last look, and must outlast the wait.
+        look.ahead = std::min(ahead, attempt.ahead);
         look.wake_at = attempt.held_until;
         break;
     }
+    ahead = attempt.ahead;
     return look;
   };
   watch_key(steps, m_store, m_key, ticket, watcher);

@@ -14,6 +14,7 @@
 #include "lock/clock.hpp"
 #include "lock/holder.hpp"
 #include "lock/lockable.hpp"
+#include "lock/queue_ticket.hpp"
 #include "store/store.hpp"
 #include "util/time.hpp"
 
@@ -49,6 +50,8 @@ struct Attempt {
   std::int64_t fence = 0;
   // busy: another queued waiter goes first (try_queued); nothing was tried.
   bool behind = false;
+  // behind: how many waiters are ahead (0 where the store does not say).
+  std::int64_t ahead = 0;
   // acquired by try_queued's SETNX, which took the ticket out of the queue.
   bool dequeued = false;
 };
@@ -143,9 +146,10 @@ class Lock final : public Lockable {
   // try_once() for a backend with a waiters' queue (Store::queue): the
   // SETNX is tried only while `ticket` may go first (no live waiter queued
   // ahead of it), and with `waiting` the ticket joins the queue (or keeps its
-  // place) and renews its lease, in the same step. The SETNX leaves the queue
-  // when it sets; a takeover by GETSET does not (the caller leaves).
-  Attempt try_queued(std::int64_t ttl, std::string_view ticket, bool waiting);
+  // place) and renews its lease to `lease`, in the same step. The SETNX leaves
+  // the queue when it sets; a takeover by GETSET does not (the caller leaves).
+  Attempt try_queued(std::int64_t ttl, std::string_view ticket, bool waiting,
+                     util::Micros lease = k_queue_lease);
 
   // Repeats try_once() as the policy says, sleeping until the holder releases
   // (a store wake-up), its timestamp expires, or a short jittered poll tick.

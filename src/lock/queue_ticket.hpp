@@ -15,6 +15,14 @@ namespace nxlock::lock {
 constexpr util::Micros k_queue_lease{1'000'000};
 static_assert(k_queue_lease > pacing::k_queue_tick_max, "a waiting waiter keeps its lease");
 
+// The lease of a waiter that saw `ahead` waiters before it at its last look:
+// long enough for its next look (pacing::jittered_queue_tick of that many or
+// fewer: the line only moves forward). A long one far back costs the others
+// nothing more: the turn cuts it (WaitersQueue::k_turn_lease).
+inline util::Micros queue_lease_for(std::int64_t ahead) {
+  return k_queue_lease + pacing::queue_slowdown(ahead);
+}
+
 // A waiter's ticket in the queue: unique among the waiters of one key.
 std::string make_ticket();
 

@@ -109,7 +109,7 @@ AcquireResult wait_for_lock(const WaitPolicy& policy, Clock& clock, const WaitSt
     }
     // Wake at the holder's expiry, a release, or a poll tick; a waiter behind
     // another one is told by its next step (which renews its place) when it is first.
-    Micros timeout = look.behind    ? pacing::jittered_queue_tick()
+    Micros timeout = look.behind    ? pacing::jittered_queue_tick(look.ahead)
                      : look.wake_at ? pacing::until_next_look(*look.wake_at, clock.now())
                                     : pacing::jittered_poll();
     timeout = within_wait(timeout, now_mono);

@@ -36,6 +36,8 @@ struct Look {
   // whether another queued waiter goes first (a queue tick decides).
   std::optional<std::int64_t> wake_at;
   bool behind = false;
+  // behind: the waiters ahead to pace the next look by (pacing::jittered_queue_tick).
+  std::int64_t ahead = 0;
   // pause: how long, and whether it is taken even once the deadline passed.
   util::Micros pause{0};
   bool pause_when_late = false;

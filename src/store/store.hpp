@@ -206,7 +206,15 @@ class WaitersQueue {
     Outcome outcome = Outcome::behind;
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
+    // behind: how many waiters are ahead of the ticket, live or not (0 where
+    // the store does not say), so that one far back may look less often.
+    std::int64_t ahead = 0;
   };
+  // A waiter handed its turn (by a release, or a leave, or a dropped dead
+  // first) keeps its place this long at most without a step of its own,
+  // whatever lease it renewed last: a long lease far back in the line costs
+  // the others no more than this once its waiter is first.
+  static constexpr util::Micros k_turn_lease{1'000'000};
   // Store::set_if_absent() with a counter, only while `ticket` may go first:
   // the queue holds no live waiter, or `ticket` is its first live one. With
   // `waiting`, the ticket also joins the queue (at the back, if it is not in it)

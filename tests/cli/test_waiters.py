@@ -172,6 +172,61 @@ class WaitersQueue(NxlockTestCase):
         _, err = waiter.communicate(timeout=STALL_BOUND)
         self.assertEqual(waiter.returncode, 0, err)
 
+    # The queue's lease companion on Redis: each ticket scored by the server
+    # instant (microseconds) its lease lapses.
+    LEASES = "{job}:lease:{job}:queue:job"
+
+    def lease_left(self, ticket, db="1"):
+        """Seconds left of `ticket`'s lease in the queue on Redis db `db`, by the server's clock
+        (read after the lease: a renewal in between cannot make it look longer)."""
+        score = self.redis.cli("-n", db, "ZSCORE", self.LEASES, ticket).strip()
+        secs, micros = self.redis.cli("-n", db, "TIME").split()
+        return (float(score) - (int(secs) * 1e6 + int(micros))) / 1e6
+
+    def test_a_waiter_far_back_renews_its_place_seldom(self):
+        # Its lease covers a wait that grows with the waiters ahead of it (each
+        # must take and release the lock first): the server's work per handoff
+        # stays flat as the line grows. The first few keep a short lease.
+        backend = self.backends()[1]
+        self.setUp_grants()
+        value = self.hold(backend)
+        names = ["w%d" % i for i in range(20)]
+        waiters = [self.start_waiter(backend, n, "-w", "60") for n in names]
+        tickets = self.redis.cli("-n", "1", "ZRANGE", QUEUE, "0", "-1").split()
+        self.assertEqual(len(tickets), len(names))
+        # Each renews at its second step, once it knows its place.
+        self.assertTrue(wait_for(lambda: max(self.lease_left(t) for t in tickets[12:]) > 1.1, 20))
+        self.assertLessEqual(max(self.lease_left(t) for t in tickets[:8]), 1.0)
+        self.release(backend, value)
+        for w in waiters:
+            _, err = w.communicate(timeout=60)
+            self.assertEqual(w.returncode, 0, err)
+        self.assertEqual(self.grants(), names)
+
+    def test_a_waiter_handed_its_turn_keeps_its_place_one_turn_at_most(self):
+        # A waiter far back keeps a long lease; once the release hands it its
+        # turn, that lease is cut to a second: a dead one holds the line up no
+        # longer than that, however far back it renewed last.
+        backend = self.backends()[1]
+        self.setUp_grants()
+        value = self.hold(backend)
+        dead = self.start_waiter(backend, "dead", "-w", "60")
+        (ticket,) = self.redis.cli("-n", "1", "ZRANGE", QUEUE, "0", "-1").split()
+        dead.send_signal(signal.SIGKILL)
+        dead.wait()
+        # As a waiter far back leaves its lease: half a minute from now.
+        secs, _ = self.redis.cli("-n", "1", "TIME").split()
+        self.redis.cli("-n", "1", "ZADD", self.LEASES, "XX", str((int(secs) + 30) * 10**6), ticket)
+        self.assertGreater(self.lease_left(ticket), 20)
+        live = self.start_waiter(backend, "live", "-w", "60")
+        started = time.monotonic()
+        self.release(backend, value)
+        self.assertLessEqual(self.lease_left(ticket), 1.0)
+        _, err = live.communicate(timeout=60)
+        self.assertEqual(live.returncode, 0, err)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual(self.grants(), ["live"])
+
     def setUp_grants(self):
         path = os.path.join(self.tmp, "grants")
         if os.path.exists(path):

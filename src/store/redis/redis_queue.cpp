@@ -79,7 +79,8 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
     // (an entry of ours lapses with its lease).
     return unqueued(*this, key, value, counter);
   }
-  if (!is_pair(*reply)) {
+  // {outcome, value}, and for a waiter behind, how many are ahead of it.
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3) {
     throw_unexpected(*reply, m_url.redacted);
   }
   QueuedSet result;
@@ -91,6 +92,9 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
   }
   result.outcome = outcome == 1 ? QueuedSet::Outcome::held : QueuedSet::Outcome::behind;
   result.current = string_of(*reply->element[1], m_url.redacted);
+  if (outcome == 0 && reply->elements > 2) {
+    result.ahead = integer_of(*reply->element[2], m_url.redacted);
+  }
   return result;
 }
 

@@ -2,6 +2,7 @@
 #include "store/redis/scripts.hpp"
 
 #include "lock/keys.hpp"
+#include "store/store.hpp"
 
 namespace nxlock::store::redis {
 
@@ -14,6 +15,9 @@ constexpr std::string_view k_wake_prefix = "nxlock:wake:";
 // on two cores the one it named was often the last to run.
 #define NXLOCK_TURN_PREFIX "nxlock:turn:"
 constexpr std::string_view k_turn_prefix = NXLOCK_TURN_PREFIX;
+// WaitersQueue::k_turn_lease in microseconds, as the scripts read it.
+#define NXLOCK_TURN_LEASE_US "1000000"
+static_assert(WaitersQueue::k_turn_lease == util::Micros(1'000'000), "NXLOCK_TURN_LEASE_US");
 
 // Both scripts must run on the server: done as GET, compare, then DEL/SET from
 // here, another client could take over an expired lock between our GET and our
@@ -131,16 +135,23 @@ const std::string_view k_compare_and_delete_fenced_script =
 // key's slot, QUEUE (tickets scored by arrival, server microseconds) and
 // QUEUE's lease companion (the same tickets scored by the instant their lease
 // lapses). A release PUBLISHes the first live ticket on that waiter's own turn
-// channel (turn()), which only it receives. The server's own TIME decides
-// leases, so the waiters' clocks need not agree. `head()` drops the lapsed
-// entries it meets at the front: a waiter killed while queued holds the others
-// up for one lease at most.
+// channel (turn()), which only it receives, and cuts its lease to the turn's
+// (a waiter far back renews seldom, with a long lease: WaitersQueue). The
+// server's own TIME decides leases, so the waiters' clocks need not agree.
+// `head()` drops the lapsed entries it meets at the front: a waiter killed
+// while queued holds the others up for one turn's lease at most, once first.
 #define NXLOCK_QUEUE_PRELUDE                                                     \
   NXLOCK_TIME_PRELUDE NXLOCK_ISSUE                                               \
-      "local pruned = false "                                                    \
-      "local function turn(h) redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX       \
+      "local pruned = false local leases = nil "                                 \
+      "local function turn(h) "                                                  \
+      "local lease = redis.call('ZSCORE', leases, h) "                           \
+      "if lease and tonumber(lease) > now + " NXLOCK_TURN_LEASE_US               \
+      " then "                                                                   \
+      "redis.call('ZADD', leases, 'XX', now + " NXLOCK_TURN_LEASE_US             \
+      ", h) end "                                                                \
+      "redis.pcall('PUBLISH', '" NXLOCK_TURN_PREFIX                              \
       "' .. h, h) end "                                                          \
-      "local function head(q, l) "                                               \
+      "local function head(q, l) leases = l "                                    \
       "while true do "                                                           \
       "local first = redis.call('ZRANGE', q, 0, 0)[1] "                          \
       "if not first then return false end "                                      \
@@ -152,8 +163,9 @@ const std::string_view k_compare_and_delete_fenced_script =
 // queue keep (ms), lock keep (ms), counter keep (ms). A waiter behind a live
 // head tries nothing; one that may go first does the SETNX (and token) of
 // k_set_if_absent_fenced_script, and leaves the queue when it sets. A waiter
-// that did not set joins (ZADD NX keeps its place) and renews its lease; one
-// that sets never writes the queue it leaves. If it dropped a dead head while
+// that did not set joins (ZADD NX keeps its place) and renews its lease, and
+// one behind learns how many waiters are ahead of it; one that sets never
+// writes the queue it leaves. If it dropped a dead head while
 // the lock is free, the new head (when it is another) is woken: it may be
 // waiting for a wake-up that the dead one took with it.
 const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE
@@ -168,7 +180,7 @@ const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE
     "join() "
     "local current = redis.call('GET', KEYS[1]) "
     "if pruned and not current then turn(h) end "
-    "return {0, current} end "
+    "return {0, current, redis.call('ZRANK', KEYS[3], ticket) or 0} end "
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then "
     "join() return {1, redis.call('GET', KEYS[1])} end "
     "local token = issue(KEYS[2], ARGV[7]) "
