@@ -65,7 +65,9 @@ class InstallTest(support.TempDirCase):
 
         self.assertEqual("nxlock", field("Package"))
         self.assertEqual("utils", field("Section"))
-        self.assertIn("libhiredis0.14", field("Depends"))
+        # hiredis, like the C++ runtime, is linked in (CMakeLists.txt): one
+        # shared object less to load at every start.
+        self.assertNotIn("libhiredis", field("Depends"))
         self.assertIn("libc6", field("Depends"))
         # rediss:// dlopens libssl, which dpkg-shlibdeps cannot see: named by hand.
         self.assertIn("libssl3", field("Depends"))
@@ -74,7 +76,7 @@ class InstallTest(support.TempDirCase):
 
         # The dependencies dpkg-shlibdeps named are installed here, so `dpkg -i`
         # on this machine has what it needs...
-        for dependency in ("libhiredis0.14", "libc6"):
+        for dependency in ("libc6",):
             status = self.run_ok(["dpkg-query", "-W", "-f=${Status}", dependency]).stdout
             self.assertIn("ok installed", status)
         # ...and dpkg installs it. Under a private root with its own, empty package
