@@ -154,8 +154,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     // On the clock that made the lock decision (Redis TIME unless --clock local),
     // read after the lock was taken: the hold counts from no earlier than that.
     options.acquired_at = cli_lock.clock().now();
-    options.holder = lock::describe_holder(held.value, getpid(), ctx.redact(join(command)),
-                                           util::whole_seconds(options.acquired_at));
+    options.holder_command = ctx.redact(join(command));
 
     run::Reporter reporter;
     reporter.warn = [&ctx](std::string_view text) { ctx.out.warn(text); };

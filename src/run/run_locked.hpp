@@ -33,7 +33,9 @@ struct RunOptions {
   // clock); zero releases at once.
   util::Micros hold{0};
   util::Micros acquired_at{0};
-  lock::Holder holder;  // recorded beside the lock once the child runs
+  // The job's command line as the holder's details show it (passwords
+  // redacted); the details are recorded beside the lock once the job runs.
+  std::string holder_command;
 };
 
 // The lock run-locked holds, as acquisition and renewal leave it.

@@ -43,8 +43,8 @@ struct Job {
 
 // Starts the job under the watchdog (prepared here unless it was before): the
 // child's environment (NXLOCK_KEY, NXLOCK_VALUE, NXLOCK_FENCE, NXLOCK_SLOT; no credentials
-// unless asked), the lock's deadline, the terminal; then records
-// options.holder beside the lock. Throws util::Error (unavailable) without
+// unless asked), the lock's deadline, the terminal; then records the holder's
+// details beside the lock. Throws util::Error (unavailable) without
 // starting it if the lock is no longer surely held.
 Job start_job(LockedRun& run);
 

@@ -1,10 +1,13 @@
 // Starting run-locked's job: the lock still surely held, the child's environment,
 // the watchdog's go, the terminal, the holder record.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lock/holder.hpp"
 #include "run/stages.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
@@ -69,8 +72,10 @@ Job start_job(LockedRun& run) {
   }
   job.pid = started.pid;
   job.terminal.give(job.pid);
-  // Only now: the details are advisory, and the job need not wait for them.
-  run.lock.record_holder(run.options.holder);
+  // Only now: the details are advisory, and the job need not wait for them,
+  // nor for the host name and /proc they are read from.
+  run.lock.record_holder(lock::describe_holder(run.held.value, getpid(), run.options.holder_command,
+                                               util::whole_seconds(run.options.acquired_at)));
   return job;
 }
 

@@ -366,6 +366,11 @@ void FileStore::leave(std::string_view key, std::string_view queue, std::string_
 }
 
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key, std::string ticket) {
+  if (m_options.record_owner) {
+    // The lock a waiter takes records its owner, this process as /proc tells
+    // it: read now, not between the release and the job (the handoff).
+    owner::self();
+  }
   auto watcher = make_watcher(key);
   watcher->only_for(std::move(ticket));
   return watcher;
