@@ -1,4 +1,5 @@
 """Redis connections: a whole-exchange deadline against a trickling server, and the statuses of server error replies."""
+import os
 import socket
 import subprocess
 import threading
@@ -76,6 +77,53 @@ class Deadlines(NxlockTestCase):
         r = self.nx("-u", url, "--timeout", "0.5", "get", "k")
         self.assertOneLineError(r, 69, url, "connect timed out after 0.5s")
         self.assertLess(time.monotonic() - started, 4)
+
+    def serve_once_room_is_made(self, listener, after):
+        """After `after` seconds, accepts the connection that fills `listener`'s
+        queue, then the next one, which it answers with a nil reply."""
+        def serve():
+            time.sleep(after)
+            filler, _ = listener.accept()
+            self.addCleanup(filler.close)
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"$-1\r\n")
+        threading.Thread(target=serve, daemon=True).start()
+
+    def test_a_connect_dropped_by_a_full_accept_queue_is_tried_again(self):
+        # While a listener's accept queue is full (a burst of clients against
+        # the server's tcp-backlog), the kernel drops a SYN and sends it again
+        # only 1 s later, then 3 s: past this --timeout. A new attempt every
+        # quarter second connects once the queue has room, at 1.2 s.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        self.addCleanup(listener.close)
+        address = listener.getsockname()
+        for _ in range(2):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(address)
+            self.addCleanup(filler.close)
+        self.serve_once_room_is_made(listener, 1.2)
+        r = self.nx("-u", "redis://127.0.0.1:%d" % address[1], "--timeout", "2.5", "get", "k")
+        self.assertEqual(r.returncode, 1, r.stderr)  # no such key: the server answered
+
+    def test_a_full_unix_socket_queue_is_tried_again(self):
+        # A unix socket's full queue refuses at once (EAGAIN): tried again too.
+        path = os.path.join(self.tmp, "full.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(0)
+        self.addCleanup(listener.close)
+        filler = socket.socket(socket.AF_UNIX)
+        filler.setblocking(False)
+        filler.connect_ex(path)
+        self.addCleanup(filler.close)
+        self.serve_once_room_is_made(listener, 0.6)
+        r = self.nx("-u", "unix://" + path, "--timeout", "2", "get", "k")
+        self.assertEqual(r.returncode, 1, r.stderr)
 
     def test_a_silent_server_times_out(self):
         listener = socket.socket()

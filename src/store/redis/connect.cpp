@@ -1,4 +1,5 @@
-// Connect: non-blocking connects bounded by poll, one address after another, then TLS's handshake.
+// Connect: non-blocking connects bounded by poll, retried while a full accept queue
+// drops them, one address after another, then TLS's handshake.
 #include "store/redis/connect.hpp"
 
 #include <netdb.h>
@@ -7,12 +8,15 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "store/redis/tls.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/poll.hpp"
 
 namespace nxlock::store::redis {
 
@@ -21,36 +25,65 @@ namespace {
 using util::Error;
 using util::ErrorKind;
 
-// Starts a non-blocking connect and waits for it within the deadline.
-// Returns the connected socket, or an invalid one with `error` set.
+// A listener whose accept queue is full (a fleet's burst against the server's
+// tcp-backlog) drops a TCP SYN, which the kernel sends again only 1 s later,
+// then 3 s: past a 2 s --timeout. So while a connect is pending, another one
+// starts every k_connect_retry, up to k_connect_attempts at once, and the
+// first to connect wins; a unix socket's full queue (EAGAIN) is tried again
+// after the same pause. A refusal or any other error ends it at once.
+constexpr util::Micros k_connect_retry{250'000};
+constexpr std::size_t k_connect_attempts = 8;
+
+// The connected socket, from the first of the attempts to connect within the
+// deadline; an invalid one with `error` set, or `timed_out`.
 util::UniqueFd connect_one(int family, const sockaddr* address, socklen_t length,
                            util::Micros deadline, std::string& error, bool& timed_out) {
-  util::UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) {
-    error = errno_text(errno);
-    return {};
+  std::vector<util::UniqueFd> pending;
+  for (;;) {
+    if (pending.size() < k_connect_attempts) {
+      util::UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (!fd) {
+        error = errno_text(errno);
+        return {};
+      }
+      if (::connect(fd.get(), address, length) == 0) {
+        return fd;
+      }
+      if (errno == EINPROGRESS || errno == EINTR) {
+        pending.push_back(std::move(fd));
+      } else if (errno != EAGAIN) {
+        error = errno_text(errno);
+        return {};
+      }
+    }
+    const util::Micros now = util::mono_now();
+    if (now >= deadline) {
+      timed_out = true;
+      return {};
+    }
+    std::vector<pollfd> fds;
+    for (const auto& fd : pending) {
+      fds.push_back({fd.get(), POLLOUT, 0});
+    }
+    if (util::poll_until(fds.data(), fds.size(), std::min(deadline, now + k_connect_retry)) == 0) {
+      continue;  // none yet: one more attempt
+    }
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) {
+        continue;
+      }
+      int so_error = 0;
+      socklen_t so_length = sizeof so_error;
+      if (getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &so_error, &so_length) != 0) {
+        so_error = errno;
+      }
+      if (so_error == 0) {
+        return std::move(pending[i]);  // the others are closed with `pending`
+      }
+      error = errno_text(so_error);
+      return {};
+    }
   }
-  if (::connect(fd.get(), address, length) == 0) {
-    return fd;
-  }
-  if (errno != EINPROGRESS && errno != EINTR) {
-    error = errno_text(errno);
-    return {};
-  }
-  if (!wait_ready(fd.get(), IoStatus::want_write, deadline)) {
-    timed_out = true;
-    return {};
-  }
-  int so_error = 0;
-  socklen_t so_length = sizeof so_error;
-  if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &so_length) != 0) {
-    so_error = errno;
-  }
-  if (so_error != 0) {
-    error = errno_text(so_error);
-    return {};
-  }
-  return fd;
 }
 
 // The TLS session over `fd`, its handshake done within the deadline.
