@@ -732,10 +732,10 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
 
             limits.append(
                 "The default accept queue (tcp-backlog %d) overflowed at N = %s (%s "
-                "ListenOverflows): the clients whose SYN was dropped connected on its "
-                "retransmit 1 s later (p50/p99 %s ms, against %s ms with %s, which dropped "
-                "%s), %s A SYN dropped twice (retransmits at 1 s and 3 s) always exceeds "
-                "nxlock's 2 s `--timeout`."
+                "ListenOverflows): a client whose SYN was dropped connects on a later "
+                "attempt (nxlock starts another every 0.25 s while one is pending; the "
+                "kernel's own retransmits come 1 s and 3 s later) (p50/p99 %s ms, against "
+                "%s ms with %s, which dropped %s), %s"
                 % (default[0]["tcp_backlog"], ", ".join(str(r["n"]) for r in overflowed),
                    ", ".join(str(r["listen_overflows"]) for r in overflowed),
                    ", ".join(p50_p99(r) for r in overflowed),
@@ -745,11 +745,9 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
                     % min(final[0]["tcp_backlog"], somaxconn)) if tuned else "no tuned server",
                    "/".join(str(tuned[r["n"]]["listen_overflows"]) for r in overflowed
                             if r["n"] in tuned) or "—",
-                   ("and %d process%s exited 69 (\"timed out after 2s\": nxlock's message "
-                    "does not say whether connecting or awaiting the reply)."
+                   ("and %d process%s exited 69 (their connects timed out: see stderr)."
                     % (unavailable, "" if unavailable == 1 else "es"))
-                   if unavailable else "and none exited 69: one retransmit fits in nxlock's "
-                   "2 s `--timeout`."))
+                   if unavailable else "and none exited 69 within nxlock's 2 s `--timeout`."))
         else:
             limits.append("No accept-queue overflow at any size with tcp-backlog %d."
                           % (default or final)[0]["tcp_backlog"])
