@@ -58,13 +58,12 @@ class Deadlines(NxlockTestCase):
         # A per-read timeout would take 11 bytes x 1.5 s; the exchange has one deadline.
         self.assertLess(elapsed, 6)
 
-    def test_a_full_accept_queue_times_out_connecting(self):
-        # The kernel drops the SYNs of a listener whose accept queue is full, as
-        # a burst of clients overflows a server's tcp-backlog: the message says
-        # it was the connect that timed out, not a reply.
+    def full_listener(self):
+        """A loopback listener whose accept queue is full (one pending connection
+        fills a backlog of 0; a second one's SYN is dropped already), and its port."""
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
-        listener.listen(0)  # one pending connection fills it; never accepted
+        listener.listen(0)
         self.addCleanup(listener.close)
         address = listener.getsockname()
         for _ in range(2):
@@ -72,7 +71,14 @@ class Deadlines(NxlockTestCase):
             filler.setblocking(False)
             filler.connect_ex(address)
             self.addCleanup(filler.close)
-        url = "redis://127.0.0.1:%d" % address[1]
+        return listener, address[1]
+
+    def test_a_full_accept_queue_times_out_connecting(self):
+        # The kernel drops the SYNs of a listener whose accept queue is full, as
+        # a burst of clients overflows a server's tcp-backlog: the message says
+        # it was the connect that timed out, not a reply.
+        _, port = self.full_listener()  # never accepts
+        url = "redis://127.0.0.1:%d" % port
         started = time.monotonic()
         r = self.nx("-u", url, "--timeout", "0.5", "get", "k")
         self.assertOneLineError(r, 69, url, "connect timed out after 0.5s")
@@ -96,18 +102,9 @@ class Deadlines(NxlockTestCase):
         # the server's tcp-backlog), the kernel drops a SYN and sends it again
         # only 1 s later, then 3 s: past this --timeout. A new attempt every
         # quarter second connects once the queue has room, at 1.2 s.
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        self.addCleanup(listener.close)
-        address = listener.getsockname()
-        for _ in range(2):
-            filler = socket.socket()
-            filler.setblocking(False)
-            filler.connect_ex(address)
-            self.addCleanup(filler.close)
+        listener, port = self.full_listener()
         self.serve_once_room_is_made(listener, 1.2)
-        r = self.nx("-u", "redis://127.0.0.1:%d" % address[1], "--timeout", "2.5", "get", "k")
+        r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--timeout", "2.5", "get", "k")
         self.assertEqual(r.returncode, 1, r.stderr)  # no such key: the server answered
 
     def test_a_full_unix_socket_queue_is_tried_again(self):
