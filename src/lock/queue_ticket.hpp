@@ -12,7 +12,9 @@ namespace nxlock::lock {
 // A queued waiter's lease (Store's waiters' queue): a waiter killed while
 // queued holds the others up for this long at most, plus a tick. Renewed on
 // every step a waiter takes: at least every pacing::k_queue_tick_max while it waits.
-constexpr util::Micros k_queue_lease{1'000'000};
+// The turn's own (WaitersQueue::k_turn_lease): one near the front renews to
+// what a turn cuts a farther one's to.
+constexpr util::Micros k_queue_lease = store::WaitersQueue::k_turn_lease;
 static_assert(k_queue_lease > pacing::k_queue_tick_max, "a waiting waiter keeps its lease");
 
 // The lease of a waiter that saw `ahead` waiters before it at its last look:
