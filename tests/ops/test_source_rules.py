@@ -48,5 +48,28 @@ class Randomness(unittest.TestCase):
         self.assertEqual(found, [])
 
 
+class Layers(unittest.TestCase):
+    """Each folder of src/ includes only the layers below it (docs/HACKING.md):
+    util/ knows nothing of nxlock; store/ knows util/; lock/ knows store/;
+    run/ knows lock/; cli/ knows them all."""
+
+    FORBIDDEN = {
+        "util": ("store", "lock", "run", "cli"),
+        "store": ("lock", "run", "cli"),
+        "lock": ("run", "cli"),
+        "run": ("cli",),
+    }
+
+    def test_no_folder_includes_a_layer_above_it(self):
+        found = []
+        for path, text in sources():
+            layer = path.split(os.sep)[0]
+            for number, line in enumerate(text.splitlines(), 1):
+                included = re.match(r'\s*#\s*include\s*"([a-z_]+)/', line)
+                if included and included.group(1) in self.FORBIDDEN.get(layer, ()):
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+
 if __name__ == "__main__":
     unittest.main()

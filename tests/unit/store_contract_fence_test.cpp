@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/fenced_steps.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
@@ -186,7 +186,7 @@ TEST_P(StoreContract, APlainCompareAndSetKeepsTheLocksToken) {
 // counter reads as its token again. The lock layer's counter name: the embedded
 // store answers it from the lock's own entry.
 TEST_P(StoreContract, AnAbsentCounterIsTheHoldersAndIsWrittenBack) {
-  const std::string counter = lock::fence_key("k");
+  const std::string counter = store::fence_key("k");
   const auto token = m_store->set_if_absent("k", "v", counter).fence;
   ASSERT_TRUE(token.has_value());
   m_store->del({counter});
