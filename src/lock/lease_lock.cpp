@@ -187,7 +187,7 @@ LeaseLock::LeaseRef LeaseLock::lease_of(std::string_view value) const {
     const auto expiry = store::parse_lock_timestamp(value);
     if (m_slot == 0 || !expiry) {
       throw usage(m_key, "'" + util::escape(value, k_quoted_bytes) +
-                             "' is not a slot's value (the SLOT:VALUE `lock --slots` printed)");
+                             "' is not a lock value (the SLOT:VALUE `lock --slots` printed)");
     }
     return {slot_id(m_slot), *expiry, *expiry};
   }

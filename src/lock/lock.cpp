@@ -59,8 +59,8 @@ std::int64_t parse_user_value(std::string_view key, std::string_view value) {
   if (!parsed) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "'" + util::escape(value, k_quoted_bytes) +
-                          "' is not a value `lock` printed (EXPIRY; EXPIRY:ID with --shared; "
-                          "SLOT:EXPIRY with --slots)");
+                          "' is not a lock value (EXPIRY as `lock` printed it; EXPIRY:ID "
+                          "with --shared; SLOT:EXPIRY with --slots)");
   }
   return *parsed;
 }

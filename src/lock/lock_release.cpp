@@ -15,8 +15,12 @@ using util::Micros;
 Verdict Lock::why_not(std::string_view value) {
   const auto current = m_store.get(m_key);
   if (!current) {
-    // Gone: expired and cleaned up, or released; a key that never held a lock has no token either.
-    return m_fence != 0 || m_store.get(m_fence_key) ? Verdict::expired : Verdict::absent;
+    // Expired and cleaned up if its time has passed and a lock was ever
+    // taken here (the counter); released, or never there, otherwise.
+    const auto named = store::parse_lock_timestamp(value);
+    const bool passed = named && *named < now_seconds();
+    return passed && (m_fence != 0 || m_store.get(m_fence_key)) ? Verdict::expired
+                                                                 : Verdict::absent;
   }
   const auto held = store::parse_lock_timestamp(*current);
   if (!held) {
