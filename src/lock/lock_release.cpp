@@ -181,7 +181,7 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
     return *verdict;
   }
   const std::string next = std::to_string(expiry_for(now, ttl));
-  new_value = next;  // before the write: see the contract in lock.hpp
+  new_value = next;  // before the write: see renew() in lock.hpp
   m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
   const bool swapped = swap_value(value, next);
   if (!swapped) {

@@ -23,7 +23,7 @@ struct ListedLock {
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
   std::vector<SharedHolder> shared;     // live --shared leases (store::shared_key); none: exclusive
   // The embedded store: a live run-locked owns it, so it is held whatever its
-  // timestamp says (CONTRACT.md, "The embedded store").
+  // timestamp says (man page, URLS AND BACKENDS).
   bool owner_alive = false;
 };
 

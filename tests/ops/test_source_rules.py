@@ -37,8 +37,8 @@ class StandardStreams(unittest.TestCase):
 class Randomness(unittest.TestCase):
     def test_random_bits_come_from_util_random_not_std_random_device(self):
         # std::random_device probes the CPU when constructed (cpuid, a VM exit
-        # under a hypervisor): 12.7 us against 0.4 us for util::random_u64()'s
-        # getrandom(2), on every lock taken.
+        # under a hypervisor), on every lock taken: util::random_u64() uses
+        # getrandom(2) (BENCHMARKS.md, "getrandom, not std::random_device").
         found = []
         for path, text in sources():
             for number, line in enumerate(text.splitlines(), 1):

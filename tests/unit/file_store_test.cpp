@@ -1,4 +1,4 @@
-// FileStore: the contract suite (with MemoryStore as the reference), plus what only the
+// FileStore: the store suite (with MemoryStore as the reference), plus what only the
 // embedded store promises: its on-disk format, refusing foreign or corrupt files without
 // touching them, not following symlinks, permissions, and many processes at once.
 #include <dlfcn.h>
@@ -94,7 +94,7 @@ class TempDir {
   std::string m_path;
 };
 
-// A FileStore in its own TempDir, for the contract suite.
+// A FileStore in its own TempDir, for the store suite.
 class TempFileStore final : public store::Store {
  public:
   TempFileStore() : m_store(m_dir.path() + "/store", {}) {}
@@ -783,8 +783,9 @@ int inotify_instances() {
 }
 
 // Closing an inotify instance that had a watch waits for a kernel grace period
-// (7-16 ms here): a waiter that has just taken its lock must not spend that
-// before its job starts, so the store keeps one instance for all its watches.
+// (BENCHMARKS.md, "One inotify instance per store"): a waiter that has just taken
+// its lock must not spend that before its job starts, so the store keeps one
+// instance for all its watches.
 TEST_F(FileStoreTest, AWatchEndsWithoutClosingTheStoresInotifyInstance) {
   FileStore store(store_path(), {});
   const int before = inotify_instances();
@@ -1016,7 +1017,7 @@ TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
   EXPECT_EQ(store.del({""}), 1u);
 }
 
-// ---- issue 28: tokens, liveness, nothing left behind --------------------------------
+// ---- tokens, liveness, nothing left behind -----------------------------------------
 
 // A key other than `avoid` whose bucket lies in `stripe` (two hex digits).
 std::string key_in_stripe(const std::string& stripe, const std::string& prefix) {

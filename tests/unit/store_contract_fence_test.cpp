@@ -24,8 +24,8 @@ const std::string k_fresh = std::to_string(k_now + 10);
 const std::string k_expired = std::to_string(k_now - 1);
 
 // Tokens are compared, never counted: a backend issues the larger of the
-// previous token plus one and its clock in microseconds (CONTRACT.md, "Fencing
-// tokens"), so the values themselves are not 1, 2, 3.
+// previous token plus one and its clock in microseconds (man page, FENCING
+// TOKENS), so the values themselves are not 1, 2, 3.
 
 // The embedded store keeps one counter for all its keys and each lock's token in
 // the lock's own record: the counter key the steps name is not one of its keys.
