@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/acquire.hpp"
+#include "cli/etcd_lock.hpp"
 #include "cli/exit_status.hpp"
 #include "lock/shared_lock.hpp"
 #include "util/escape.hpp"
@@ -195,6 +196,9 @@ std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_o
 
 std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
                                           int slots, bool shared) {
+  if (auto etcd = make_etcd_lock(ctx, key, slots, shared)) {
+    return etcd;
+  }
   if (slots > 0 && shared) {
     throw util::Error(util::ErrorKind::usage, "--slots",
                       "cannot be used with --shared: a shared lock has no slots");
@@ -389,6 +393,7 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
     if (args->slots > 0) {
+      refuse_on_etcd(ctx, "--slots");
       return slots_status(ctx, *make_semaphore(ctx, *clock, ctx.key(args->key), args->slots));
     }
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
@@ -423,6 +428,10 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
     const std::int64_t left = status.expires_at - status.now_seconds + 1;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
                  std::to_string(left) + "s left), value " + status.value + fence_text);
+    if (status.granted_ttl) {
+      ctx.out.line("lease granted for " + std::to_string(*status.granted_ttl) + "s");
+      ctx.out.field("granted_ttl", *status.granted_ttl);
+    }
     if (status.shared_holders > 0) {
       ctx.out.line("shared by " + std::to_string(status.shared_holders) + " holder" +
                    (status.shared_holders == 1 ? "" : "s"));

@@ -120,6 +120,8 @@ struct Status {
   std::size_t shared_holders = 0;
   // held: the shared holders' leases, with what each recorded (view_shared_holder).
   std::vector<store::SharedHolder> shared;
+  // held, on etcd: the TTL its lease was granted (seconds; etcd may grant more than asked).
+  std::optional<std::int64_t> granted_ttl;
 };
 
 class Lock final : public Lockable {
