@@ -230,6 +230,41 @@ nlohmann::json EtcdClient::call_member(std::size_t member, std::string_view path
   return answer;
 }
 
+std::vector<nlohmann::json> EtcdClient::call_pipelined(std::string_view path,
+                                                       const std::vector<nlohmann::json>& requests) {
+  std::vector<nlohmann::json> answers;
+  if (requests.empty()) {
+    return answers;
+  }
+  if (m_config.password && !m_auth_checked) {
+    authenticate(m_current, deadline_from_now());
+  }
+  // Sent in batches: a member reads a pipeline's requests as it answers them,
+  // and neither side's buffers need hold all of it.
+  constexpr std::size_t k_batch = 256;
+  for (std::size_t first = 0; first < requests.size(); first += k_batch) {
+    const std::size_t count = std::min(k_batch, requests.size() - first);
+    std::string bytes;
+    for (std::size_t i = first; i < first + count; ++i) {
+      bytes += format_post(m_config.members[m_current], path, requests[i].dump(), headers());
+    }
+    HttpConnection& conn = connection(m_current);
+    for (HttpResponse& response : conn.exchange_many(bytes, count, deadline_from_now())) {
+      nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
+      if (answer.is_discarded() || !answer.is_object()) {
+        conn.close();
+        throw Error(ErrorKind::unavailable, conn.describe(),
+                    "not an etcd v3 gateway (HTTP " + std::to_string(response.status) + ")");
+      }
+      if (const auto error = server_error_in(answer)) {
+        throw_server_error(*error);
+      }
+      answers.push_back(std::move(answer));
+    }
+  }
+  return answers;
+}
+
 void EtcdClient::call_later(std::string_view path, const nlohmann::json& request) {
   try {
     connection(m_current).send_only(

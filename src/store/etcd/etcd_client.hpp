@@ -65,6 +65,13 @@ class EtcdClient {
   std::optional<nlohmann::json> call_unless(std::string_view path, const nlohmann::json& request,
                                             Code code);
 
+  // The answers of `requests` to `path`, sent one after the other on one
+  // connection before any answer is read (HTTP/1.1 pipelining: one round trip
+  // for all), on the member that answered last. Throws as call(), trying no
+  // other member.
+  std::vector<nlohmann::json> call_pipelined(std::string_view path,
+                                             const std::vector<nlohmann::json>& requests);
+
   // Sends `request` to the member that answered last and does not wait for
   // its answer (read and dropped before the next call). Failures are traced,
   // never thrown: for advisory writes.

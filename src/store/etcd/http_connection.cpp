@@ -175,6 +175,23 @@ HttpResponse HttpConnection::exchange(const std::string& request, const redis::D
   return receive(deadline);
 }
 
+std::vector<HttpResponse> HttpConnection::exchange_many(const std::string& requests,
+                                                        std::size_t count,
+                                                        const redis::Deadline& deadline) {
+  drain(deadline);
+  ensure_connected(deadline);
+  send_all(requests, deadline);
+  std::vector<HttpResponse> responses;
+  responses.reserve(count);
+  while (responses.size() < count) {
+    if (!m_socket.fd) {
+      fail("the member closed the connection mid-pipeline");
+    }
+    responses.push_back(receive(deadline));
+  }
+  return responses;
+}
+
 void HttpConnection::drain(const redis::Deadline& deadline) {
   try {
     while (m_unread > 0 && m_socket.fd) {

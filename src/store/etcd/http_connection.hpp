@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/etcd/http_reader.hpp"
 #include "store/redis/connect.hpp"
@@ -38,6 +39,11 @@ class HttpConnection {
   // Sends `request` without reading its response; the next exchange() reads
   // it first and drops it. For a write whose answer nobody waits for.
   void send_only(const std::string& request, const redis::Deadline& deadline);
+
+  // Sends every request in `requests` (bytes of one or more requests) and
+  // reads `count` responses. Throws as exchange().
+  std::vector<HttpResponse> exchange_many(const std::string& requests, std::size_t count,
+                                          const redis::Deadline& deadline);
 
   // Reads the answers of send_only() that are still unread, by `deadline`
   // (a request whose client goes away may be canceled unapplied). Never throws.
