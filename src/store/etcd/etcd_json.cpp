@@ -109,10 +109,16 @@ std::int64_t int_field(const nlohmann::json& object, std::string_view name, std:
   const auto& text = it->get_ref<const std::string&>();
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
+  if (ec == std::errc() && end == text.data() + text.size()) {
+    return value;
+  }
+  // Member and cluster ids are uint64: kept as their bits (only compared).
+  std::uint64_t id = 0;
+  const auto [last, error] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (error != std::errc() || last != text.data() + text.size()) {
     unexpected(what, name);
   }
-  return value;
+  return static_cast<std::int64_t>(id);
 }
 
 std::string bytes_field(const nlohmann::json& object, std::string_view name, std::string_view what) {

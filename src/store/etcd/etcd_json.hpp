@@ -15,7 +15,7 @@ std::string base64_encode(std::string_view bytes);
 std::optional<std::string> base64_decode(std::string_view text);
 
 // The int64 field `name` of `object` (a string, as the gateway sends int64, or a
-// number); 0 when absent, as proto3 leaves out zeros. Throws util::Error
+// number; a uint64 id keeps its bits); 0 when absent, as proto3 leaves out zeros. Throws util::Error
 // (internal, "unexpected answer") naming `what` if it is neither.
 std::int64_t int_field(const nlohmann::json& object, std::string_view name, std::string_view what);
 

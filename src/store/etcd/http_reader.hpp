@@ -3,8 +3,8 @@
 // Ours rather than libhttp-parser's: etcd's gateway (Go's net/http) answers
 // with a status line, headers, and a body framed by Content-Length (unary
 // calls) or chunked (the watch and keepalive streams); that is all we read,
-// in about 200 lines fed from the same non-blocking loop as the Redis
-// replies, with no shared object to load at start-up (docs/DESIGN.md, etcd).
+// fed from the same non-blocking loop as the Redis replies, with no shared
+// object to load at start-up, and fuzzed (fuzz/fuzz_http.cpp).
 #pragma once
 
 #include <cstddef>
