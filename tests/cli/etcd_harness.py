@@ -43,17 +43,20 @@ class Member:
     def peer_url(self):
         return "http://127.0.0.1:%d" % self.peer_port
 
-    def start(self, initial_cluster):
+    def start(self, initial_cluster, tls=None):
+        """`tls`: (certificate, key, CA) for the client port (https), else plain."""
+        scheme = "https" if tls else "http"
+        extra = ["--cert-file", tls[0], "--key-file", tls[1]] if tls else []
         log = open(self.dir + ".log", "ab")
         self.process = subprocess.Popen(
             [ETCD, "--name", self.name, "--data-dir", self.dir,
-             "--listen-client-urls", "http://127.0.0.1:%d" % self.client_port,
-             "--advertise-client-urls", "http://127.0.0.1:%d" % self.client_port,
+             "--listen-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
+             "--advertise-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
              "--listen-peer-urls", self.peer_url,
              "--initial-advertise-peer-urls", self.peer_url,
              "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
              "--heartbeat-interval", "50", "--election-timeout", "500",
-             "--log-level", "warn"],
+             "--log-level", "warn", *extra],
             stdout=log, stderr=log, preexec_fn=die_with_parent)
         log.close()
 
@@ -73,13 +76,23 @@ class Member:
 class EtcdCluster:
     """`size` members of one cluster, each with its data in the cluster's temp dir."""
 
-    def __init__(self, size=1):
+    def __init__(self, size=1, tls=None):
         self.dir = tempfile.mkdtemp(prefix="nxlock-etcd-")
         self.members = [Member("m%d" % i, self.dir) for i in range(size)]
         initial = ",".join("%s=%s" % (m.name, m.peer_url) for m in self.members)
         for member in self.members:
-            member.start(initial)
-        self.wait_leader()
+            member.start(initial, tls)
+        if tls:
+            # The plain probes of wait_leader() cannot reach it: etcdctl can.
+            self.tls = tls
+            deadline = time.monotonic() + 20
+            while self.ctl("endpoint", "health", check=False).returncode != 0:
+                if time.monotonic() > deadline:
+                    raise AssertionError("etcd (TLS) did not start (logs in %s)" % self.dir)
+                time.sleep(0.05)
+        else:
+            self.tls = None
+            self.wait_leader()
 
     def wait_leader(self, timeout=20.0):
         """The member that leads, once every running member agrees on one that answers."""
@@ -106,7 +119,8 @@ class EtcdCluster:
     def ctl(self, *args, timeout=15, check=True):
         """etcdctl against the running members; CompletedProcess (text)."""
         env = dict(os.environ, ETCDCTL_API="3")
-        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(), *args],
+        tls = ["--cacert", self.tls[2]] if self.tls else []
+        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(), *tls, *args],
                                 capture_output=True, text=True, env=env, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError("etcdctl %s: %s" % (" ".join(args), result.stderr))

@@ -7,6 +7,7 @@ its job (79); a waiter that gives up takes its key away with its lease.
 import http.server
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import unittest
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
 from harness import NxlockTestCase, alive, die_with_parent, read, wait_for
+from test_tls import Certificates
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
@@ -245,6 +247,52 @@ class EtcdClusterTest(NxlockTestCase):
         # Stopped within the lease's 4 s from the last keepalive, itself before `stopped`.
         self.assertLess(time.monotonic() - stopped, 4.0)
         self.assertEqual(sections(log), [("J", "in")])
+
+
+@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
+class EtcdSecuredTest(NxlockTestCase):
+    """etcds:// (TLS) and etcd's auth, on a member of their own."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = Certificates()
+        cls.etcd = EtcdCluster(1, tls=(cls.certs.path("server.crt"), cls.certs.path("server.key"),
+                                       cls.certs.path("ca.crt")))
+        cls.addClassCleanup(cls.etcd.stop)
+        cls.addClassCleanup(shutil.rmtree, cls.certs.dir, True)
+        cls.etcd.ctl("user", "add", "root:rootpw")
+        cls.etcd.ctl("user", "grant-role", "root", "root")
+        cls.etcd.ctl("auth", "enable")
+
+    def setUp(self):
+        super().setUp()
+        self.host = "127.0.0.1:%d" % self.etcd.members[0].client_port
+        self.ca = ("--cacert", self.certs.path("ca.crt"))
+
+    def test_tls_and_credentials(self):
+        url = "etcds://root:rootpw@" + self.host
+        r = self.nx("-u", url, *self.ca, "run-locked", "-n", "sec", "sh", "-c", "echo $NXLOCK_FENCE")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        password = os.path.join(self.tmp, "password")
+        with open(password, "w") as f:
+            f.write("rootpw\n")
+        r = self.nx("-u", "etcds://" + self.host, *self.ca, "--password-file", password,
+                    "setnx", "sec-kv", "v")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_wrong_credentials_are_77(self):
+        r = self.nx("-u", "etcds://root:wrong@" + self.host, *self.ca, "get", "k")
+        self.assertOneLineError(r, 77, "authentication failed", "***")
+        self.assertNotIn(b"wrong", r.stderr)
+        r = self.nx("-u", "etcds://" + self.host, *self.ca, "get", "k")
+        self.assertOneLineError(r, 77, "user name is empty")
+
+    def test_tls_name_mismatch_and_unknown_ca_are_77(self):
+        url = "etcds://root:rootpw@" + self.host
+        r = self.nx("-u", url, *self.ca, "--sni", "other.example", "get", "k")
+        self.assertOneLineError(r, 77, "mismatch")
+        r = self.nx("-u", url, "--cacert", self.certs.path("other-ca.crt"), "get", "k")
+        self.assertOneLineError(r, 77, "verification failed")
 
 
 if __name__ == "__main__":
