@@ -33,7 +33,7 @@ WatchNews EtcdWatch::take() {
     }
     if (const auto error = message.find("error"); error != message.end()) {
       m_ended = true;
-      news.why = error->is_object() ? error->value("message", std::string()) : std::string();
+      news.why = util::escape(error->is_object() ? error->value("message", std::string()) : "");
       continue;
     }
     const auto result = message.find("result");
@@ -42,7 +42,7 @@ WatchNews EtcdWatch::take() {
     }
     if (result->value("canceled", false)) {
       m_ended = true;
-      news.why = result->value("cancel_reason", std::string("the watch was canceled"));
+      news.why = util::escape(result->value("cancel_reason", std::string("the watch was canceled")));
     }
     for (const auto& event : result->value("events", nlohmann::json::array())) {
       news.changed = true;

@@ -6,6 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "util/escape.hpp"
+
 namespace nxlock::store::etcd {
 
 namespace {
@@ -87,7 +89,7 @@ void HttpReader::parse_head(std::string_view head) {
       length = n;
     } else if (same_word(name, "transfer-encoding")) {
       if (!same_word(value, "chunked")) {
-        return fail("unsupported Transfer-Encoding '" + std::string(value.substr(0, 40)) + "'");
+        return fail("unsupported Transfer-Encoding '" + util::escape(value.substr(0, 40)) + "'");
       }
       m_chunked = true;
     } else if (same_word(name, "connection")) {
