@@ -58,7 +58,8 @@ void HttpReader::parse_head(std::string_view head) {
   // HTTP/1.1 200 OK
   const auto line_end = head.find("\r\n");
   const std::string_view status_line = head.substr(0, line_end);
-  if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12 || status_line[8] != ' ') {
+  if (!status_line.starts_with("HTTP/1.") || status_line.size() < 12 || status_line[8] != ' ' ||
+      (status_line.size() > 12 && status_line[12] != ' ')) {
     return fail("not an HTTP/1.x response");
   }
   const auto code = status_line.substr(9, 3);
