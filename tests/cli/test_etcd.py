@@ -16,7 +16,7 @@ import time
 import unittest
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
-from harness import NxlockTestCase, alive, die_with_parent, read, wait_for
+from harness import NxlockTestCase, RedisServer, alive, die_with_parent, read, wait_for
 from test_tls import Certificates
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
@@ -185,6 +185,13 @@ class EtcdSingleTest(NxlockTestCase):
         mixed = "etcd://%s,127.0.0.1:%d" % (dead, self.etcd.members[0].client_port)
         self.assertEqual(self.nx("-u", mixed, "run-locked", "-n", "bd", "true").returncode, 0)
         self.assertOneLineError(self.nx("-u", "etcd://" + dead, "get", "k"), 69, "refused")
+        # A Redis server where etcd was expected: it closes on an HTTP request.
+        redis = RedisServer()
+        try:
+            url = "etcd://127.0.0.1:%d" % redis.port
+            self.assertOneLineError(self.nx("-u", url, "get", "k"), 69, "closed the connection")
+        finally:
+            redis.stop()
         server = http.server.HTTPServer(("127.0.0.1", 0), QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()

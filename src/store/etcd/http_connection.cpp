@@ -59,7 +59,7 @@ void HttpConnection::close() {
   m_unread = 0;
 }
 
-void HttpConnection::fail(const std::string& why) {
+void HttpConnection::fail(std::string why) {
   close();
   throw Error(ErrorKind::unavailable, describe(), why);
 }

@@ -68,7 +68,8 @@ class HttpConnection {
   void ensure_connected(const redis::Deadline& deadline);
   void send_all(const std::string& bytes, const redis::Deadline& deadline);
   HttpResponse receive(const redis::Deadline& deadline);
-  [[noreturn]] void fail(const std::string& why);
+  // By value: `why` may be the reader's own message, which close() resets.
+  [[noreturn]] void fail(std::string why);
 
   redis::Endpoint m_endpoint;
   HostPort m_member;

@@ -117,6 +117,13 @@ void HttpReader::parse_head(std::string_view head) {
 bool HttpReader::step() {
   switch (m_state) {
     case State::head: {
+      // Not HTTP at all (a Redis server's -ERR lines): said at once, not at the deadline.
+      constexpr std::string_view k_version = "HTTP/1.";
+      const std::size_t known = std::min(m_buffer.size(), k_version.size());
+      if (m_buffer.compare(0, known, k_version.substr(0, known)) != 0) {
+        fail("not an HTTP/1.x response");
+        return false;
+      }
       const auto end = m_buffer.find("\r\n\r\n");
       if (end == std::string::npos) {
         if (m_buffer.size() > k_max_head) {
