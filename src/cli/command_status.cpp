@@ -1,5 +1,6 @@
 // status: a lock's state, its kind and holders, and a quorum's servers, from a shell.
 #include "cli/acquire.hpp"
+#include "cli/etcd_lock.hpp"
 #include "cli/exit_status.hpp"
 #include "util/escape.hpp"
 #include "util/time.hpp"
@@ -72,6 +73,7 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
   return [args](Context& ctx) {
     auto clock = make_clock(ctx, args->clock);
     if (args->slots > 0) {
+      refuse_on_etcd(ctx, "--slots");
       return slots_status(ctx, *make_semaphore(ctx, *clock, ctx.key(args->key), args->slots));
     }
     const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
@@ -106,6 +108,10 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
     const std::int64_t left = status.expires_at - status.now_seconds + 1;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
                  std::to_string(left) + "s left), value " + status.value + fence_text);
+    if (status.granted_ttl) {
+      ctx.out.line("lease granted for " + std::to_string(*status.granted_ttl) + "s");
+      ctx.out.field("granted_ttl", *status.granted_ttl);
+    }
     const char* kind = status.shared.empty() ? "exclusive" : lock::lease_kind(status.shared);
     if (status.shared_holders > 0) {
       ctx.out.line(std::string(kind == std::string_view("slots") ? "held as slots by "

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/acquire.hpp"
+#include "cli/etcd_lock.hpp"
 #include "cli/exit_status.hpp"
 #include "lock/lease_lock.hpp"
 #include "util/escape.hpp"
@@ -142,6 +143,9 @@ std::unique_ptr<lock::Clock> make_clock(Context& ctx, const std::string& clock_o
 
 std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std::string key,
                                           int slots, bool shared) {
+  if (auto etcd = make_etcd_lock(ctx, key, slots, shared)) {
+    return etcd;
+  }
   if (slots > 0 && shared) {
     throw util::Error(util::ErrorKind::usage, "--slots",
                       "cannot be used with --shared: a shared lock has no slots");
