@@ -116,7 +116,8 @@ class QuorumLock final : public Lockable {
   // servers' own, and raises the counter to it on the acquiring servers below it.
   // True if a majority's counters hold it for us before the window ends.
   bool raise_fences(QuorumRound& round, const std::vector<bool>& acquired, std::int64_t ttl);
-  // Compare-and-deletes `value` on every server but those `keep` marks.
+  // Compare-and-deletes `value` on every server but those `keep` marks, under
+  // the token our acquisition took there (none: nothing there is ours).
   void undo(const std::string& value, const std::vector<bool>& keep);
   // The verdict of a majority, or throws: unavailable when the servers that did
   // not answer could change it, the first other error as it is.

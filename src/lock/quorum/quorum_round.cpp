@@ -5,6 +5,7 @@
 
 #include "lock/quorum/quorum.hpp"
 #include "lock/quorum/quorum_fanout.hpp"
+#include "store/keys.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -40,7 +41,16 @@ void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep) {
         if (!channel.store) {
           return false;
         }
-        const bool deleted = channel.store->compare_and_delete(key, value);
+        // Only under our token there: two takers in the same second write the
+        // same value, and an unguarded delete of ours would take the other's
+        // lock from under it. A server where we hold no token holds none of ours.
+        const std::int64_t token = channel.open().fence();
+        if (token == 0) {
+          return false;
+        }
+        const std::string counter = store::fence_key(key);
+        const bool deleted =
+            channel.store->compare_and_delete(key, value, store::Fence{counter, token});
         if (deleted && util::tracing()) {
           util::trace("quorum: undone on " + channel.spec.name + ": DEL-IF-EQUAL " + key + " " +
                       value);
