@@ -3,13 +3,14 @@ real nxlock binary and compared with what the model (model.py) predicts; the inv
 (one kind at a time, at most N slots, tokens rising across kinds, status and list agreeing)
 are checked after every step.
 """
+import fnmatch
 import json
 import os
 import shlex
 import subprocess
 import time
 
-from hypothesis import strategies as st
+from hypothesis import reject, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import harness
@@ -101,8 +102,12 @@ class LockModelMachine(RuleBasedStateMachine):
     def fail(self, message, tag=None):
         """A mismatch; one whose tag NXLOCK_MODEL_SKIP lists (a rule known to be broken
         until it is fixed) is counted and the run goes on."""
-        if tag is not None and tag in SKIP:
+        if tag is not None and any(fnmatch.fnmatch(tag, t) or fnmatch.fnmatch(tag, t + ":*")
+                                   for t in SKIP):
             Config.skipped[tag] = Config.skipped.get(tag, 0) + 1
+            if not tag.startswith(("status:", "kind:", "list:")) and not tag.endswith(":reason"):
+                # The model no longer knows the state: drop this example, go on with others.
+                reject()
             return
         self.script.raw("# ^ the model checker's complaint: " + message.replace("\n", " "))
         raise Mismatch(message)
@@ -468,14 +473,17 @@ class LockModelMachine(RuleBasedStateMachine):
         job = Job(number, key, kind, process, end_file, info_file)
         self.jobs.append(job)
         outcome = predicted(self.predict_take(k, kind))
+        tag = "lock:%s:%s" % (kind, self.kind_of(k))
         if 0 not in outcome:
             job.expect = outcome
             status = self.wait_exit(job, 10)
             self.script.raw("wait $j%d; echo \"job %d: exit $? (model: %s)\"" % (
                 number, number, " or ".join(map(str, sorted(outcome)))))
             if status not in outcome:
+                if status is None:
+                    open(end_file, "w").close()
                 self.fail("run-locked job %d on %s: exit %s, the model says %s"
-                          % (number, key, status, sorted(outcome)))
+                          % (number, key, status, sorted(outcome)), tag)
             return
         deadline = time.monotonic() + 10
         while not os.path.exists(info_file):
@@ -485,7 +493,7 @@ class LockModelMachine(RuleBasedStateMachine):
                     return
                 self.fail("run-locked job %d on %s exited %d before its job ran; the model "
                           "says it takes the lock (%s)" % (number, key, process.returncode,
-                                                           process.stderr.read().decode().strip()))
+                                                           process.stderr.read().decode().strip()), tag)
             if time.monotonic() > deadline:
                 self.fail("run-locked job %d on %s did not start in 10 s" % (number, key))
             time.sleep(0.01)
@@ -598,10 +606,13 @@ class LockModelMachine(RuleBasedStateMachine):
         if k.name in self.took:
             if fence is None or (k.fence is not None and fence <= k.fence):
                 self.fail("status %s: latest token %s after a take; before it: %s"
-                          % (k.name, fence, k.fence),, "tokens")
-        elif fence != k.fence and k.fence is not None:
+                          % (k.name, fence, k.fence), tag + ":tokens")
+        elif fence != k.fence and k.fence is not None and \
+                not (fence is None and all(h.page for h in holds)):
+            # (The embedded store forgets a free key's latest token: status --json gives
+            # null there; a later take's token must still be above it.)
             self.fail("status %s: latest token went from %s to %s with no take"
-                      % (k.name, k.fence, fence),, "tokens")
+                      % (k.name, k.fence, fence), tag + ":tokens")
         if not holds:
             if fence is not None:
                 k.fence = fence
@@ -609,7 +620,7 @@ class LockModelMachine(RuleBasedStateMachine):
         kind = holds[0].kind
         if j.get("kind") != kind:
             self.fail("status %s: kind %r, the model: %s held by %r" % (k.name, j.get("kind"), kind, holds),
-                      "kind")
+                      "kind:" + tag)
         if kind == "exclusive":
             h = holds[0]
             if h.value is not None and j.get("value") != h.value:
@@ -617,7 +628,7 @@ class LockModelMachine(RuleBasedStateMachine):
             if h.token is None and not h.page:
                 h.token = fence
             if h.job is not None and h.token is not None and fence != h.token:
-                self.fail("status %s: token %s, the job's NXLOCK_FENCE %s" % (k.name, fence, h.token),, "tokens")
+                self.fail("status %s: token %s, the job's NXLOCK_FENCE %s" % (k.name, fence, h.token), tag + ":tokens")
         else:
             holders = self.holders_of(j)
             if len(holders) != len(holds):
@@ -628,16 +639,17 @@ class LockModelMachine(RuleBasedStateMachine):
                 if h.value is not None:
                     if h.value not in by_value:
                         self.fail("status %s: no holder with value %r (holders %r)" % (k.name, h.value, holders), tag)
+                        continue
                     token = by_value[h.value].get("fence")
                     if h.token is None:
                         h.token = token
                     elif token != h.token:
-                        self.fail("status %s: %r's token went from %s to %s" % (k.name, h.value, h.token, token),, "tokens")
+                        self.fail("status %s: %r's token went from %s to %s" % (k.name, h.value, h.token, token), tag + ":tokens")
             tokens = [e.get("fence") for e in holders]
             if None in tokens or len(set(tokens)) != len(tokens):
-                self.fail("status %s: holders' tokens %r: each hold takes its own" % (k.name, tokens),, "tokens")
+                self.fail("status %s: holders' tokens %r: each hold takes its own" % (k.name, tokens), tag + ":tokens")
             if fence is not None and None not in tokens and tokens and max(tokens) > fence:
-                self.fail("status %s: a holder's token %s above the latest %s" % (k.name, max(tokens), fence),, "tokens")
+                self.fail("status %s: a holder's token %s above the latest %s" % (k.name, max(tokens), fence), tag + ":tokens")
             if kind == "slots":
                 slots = [e.get("slot") for e in holders]
                 if len(set(slots)) != len(slots) or any(not 1 <= (s or 0) <= k.n for s in slots):
@@ -646,7 +658,7 @@ class LockModelMachine(RuleBasedStateMachine):
         for h in holds:
             if h.token is not None and getattr(h, "born", None) == self.steps and k.name in self.took \
                     and k.fence is not None and h.token <= k.fence and h.job is None:
-                self.fail("status %s: the new hold's token %s is not above %s" % (k.name, h.token, k.fence),, "tokens")
+                self.fail("status %s: the new hold's token %s is not above %s" % (k.name, h.token, k.fence), tag + ":tokens")
         if fence is not None:
             k.fence = fence
 
@@ -665,7 +677,9 @@ class LockModelMachine(RuleBasedStateMachine):
             return
         if len(live) != len(k.holds):
             self.fail("list: %d entries for %s %r, the model: %r" % (len(live), k.name, live, k.holds), tag)
-        values = {e.get("value") for e in live}
+        # A slot's entry may give its value bare beside its "slot".
+        values = {e.get("value") for e in live} | {"%s:%s" % (e["slot"], e.get("value"))
+                                                  for e in live if e.get("slot") is not None}
         for h in k.holds:
             if h.value is not None and h.value not in values:
                 self.fail("list: no entry of %s with value %r (%r)" % (k.name, h.value, live), tag)

@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -50,6 +51,12 @@ def cap_shrinking(count, seconds):
     engine.ConjectureRunner.test_function = test_function
 
 
+def full_length_examples():
+    """Hypothesis starts with ten small examples (a run of a step or two, here): with the
+    few examples a short run can afford, every example is then tiny. Skip that phase."""
+    engine.clamp = lambda lower, value, upper: -1
+
+
 def check(backend_name, mode, seed):
     backend = backends.BACKENDS[backend_name]()
     try:
@@ -58,10 +65,11 @@ def check(backend_name, mode, seed):
         machine.Config.header = ["nxlock model checker: backend %s, seed %d" % (backend_name, seed),
                                  "run: NXLOCK_BIN=build/dev/nxlock bash THIS-FILE"]
         cap_shrinking(mode["shrinks"], mode["shrink_seconds"])
+        full_length_examples()
         chosen = settings(max_examples=mode["examples"], stateful_step_count=mode["steps"],
                           deadline=None, database=None, report_multiple_bugs=False,
                           suppress_health_check=list(HealthCheck),
-                          phases=[Phase.generate, Phase.shrink], print_blob=False)
+                          phases=mode["phases"], print_blob=False)
         factory = hypothesis.seed(seed)(machine.LockModelMachine)
         started = time.monotonic()
         try:
@@ -73,6 +81,8 @@ def check(backend_name, mode, seed):
                                 % (backend_name, seed))
             with open(path, "w") as f:
                 f.write(text)
+            if not isinstance(error, machine.Mismatch):
+                traceback.print_exc()
             print("FAILED on %s (seed %d): %s\n--- the shrunk steps, as a script (%s) ---\n%s"
                   % (backend_name, seed, error, path, text))
             return 1
@@ -114,12 +124,14 @@ def main():
     parser.add_argument("--seed", type=int)
     parser.add_argument("--examples", type=int)
     parser.add_argument("--steps", type=int)
+    parser.add_argument("--no-shrink", action="store_true", help="report the first failure as found")
     parser.add_argument("--replay", nargs="+", metavar="FILE")
     options = parser.parse_args()
     if options.replay:
         return replay(options.backend, options.replay)
     long_mode = options.long or os.environ.get("NXLOCK_MODEL_LONG") == "1"
     mode = dict(LONG if long_mode else SHORT)
+    mode["phases"] = [Phase.generate] if options.no_shrink else [Phase.generate, Phase.shrink]
     if options.examples:
         mode["examples"] = options.examples
     if options.steps:
