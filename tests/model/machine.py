@@ -42,6 +42,7 @@ class Config:
     steps = 0            # steps run (all examples, shrinking included)
     commands = 0         # nxlock and page commands run
     skipped = {}         # tag -> mismatches NXLOCK_MODEL_SKIP let pass
+    seconds = {}         # rule -> seconds spent in it (NXLOCK_MODEL_PROFILE=1 prints them)
 
 
 def predicted(statuses):
@@ -122,6 +123,15 @@ class LockModelMachine(RuleBasedStateMachine):
         self.keys = {"k1": KeyModel("k1", n1), "k2": KeyModel("k2", n2)}
         self.script.raw("# --slots: k1 %d, k2 %d" % (n1, n2))
 
+    def timed(self):
+        """Charges the time since the last step began to the rule that ran."""
+        import inspect
+        at = time.monotonic()
+        last = getattr(self, "_last", None)
+        if last is not None:
+            Config.seconds[last[0]] = Config.seconds.get(last[0], 0) + at - last[1]
+        self._last = (inspect.stack()[2].function, at)
+
     # --- time ---------------------------------------------------------------------------
 
     def short_holds(self):
@@ -136,7 +146,11 @@ class LockModelMachine(RuleBasedStateMachine):
         """A short hold has lived its SHORT_STEPS: the next step is the expiry wait."""
         return any(self.steps - h.born >= SHORT_STEPS for h in self.short_holds())
 
-    def before_step(self):
+    def before_step(self, key=None):
+        """A step begins: `key` the one it acts on (None: any), whose status the invariant
+        checks after it (list covers every key)."""
+        self.touched = key
+        self.timed()
         self.steps += 1
         Config.steps += 1
         self.took = set()
@@ -172,6 +186,7 @@ class LockModelMachine(RuleBasedStateMachine):
         """Lets every short hold expire (real seconds: the servers decide by their clock)."""
         self.steps += 1
         Config.steps += 1
+        self.touched = None
         self.took = set()
         self.waits_left -= 1
         self.wait_expiry()
@@ -180,7 +195,7 @@ class LockModelMachine(RuleBasedStateMachine):
     @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]),
           short=st.booleans())
     def lock(self, key, kind, short):
-        self.before_step()
+        self.before_step(key)
         k = self.key(key)
         short = short and self.waits_left > 0
         args = ["lock", "-n", "-t", str(SHORT if short else LONG)] + self.kind_args(k, kind) + [key]
@@ -317,7 +332,7 @@ class LockModelMachine(RuleBasedStateMachine):
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
     def unlock(self, data, key, how, json_out):
-        self.before_step()
+        self.before_step(key)
         k = self.key(key)
         value = self.pick_value(data, k, how)
         statuses, test, hold = self.predict_release(k, value[1])
@@ -335,7 +350,7 @@ class LockModelMachine(RuleBasedStateMachine):
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
     def renew(self, data, key, how, json_out):
-        self.before_step()
+        self.before_step(key)
         k = self.key(key)
         value = self.pick_value(data, k, how)
         statuses, test, hold = self.predict_release(k, value[1])
@@ -366,7 +381,7 @@ class LockModelMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.must_expire())
     @rule(key=st.sampled_from(KEYS), json_out=st.booleans())
     def force(self, key, json_out):
-        self.before_step()
+        self.before_step(key)
         k = self.key(key)
         if self.backend.quorum:
             live = self.q_live(k)
@@ -389,7 +404,7 @@ class LockModelMachine(RuleBasedStateMachine):
     @rule(key=st.sampled_from(KEYS), op=st.sampled_from(["setnx", "get", "getset", "del"]),
           what=st.sampled_from(["future", "past", "junk"]), server=st.integers(0, 2))
     def page(self, key, op, what, server):
-        self.before_step()
+        self.before_step(key)
         k = self.key(key)
         server = server % self.backend.page_targets
         text, shell = {"future": (str(now() + 600), '"$(( $(date +%s) + 600 ))"'),
@@ -451,7 +466,7 @@ class LockModelMachine(RuleBasedStateMachine):
                   sum(1 for j in self.jobs if j.expect is None) < 3)
     @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]))
     def start_job(self, key, kind):
-        self.before_step()
+        self.before_step(key)
         k = self.key(key)
         self.job_count += 1
         number = self.job_count
@@ -476,7 +491,7 @@ class LockModelMachine(RuleBasedStateMachine):
         tag = "lock:%s:%s" % (kind, self.kind_of(k))
         if 0 not in outcome:
             job.expect = outcome
-            status = self.wait_exit(job, 10)
+            status = self.wait_exit(job, 5)
             self.script.raw("wait $j%d; echo \"job %d: exit $? (model: %s)\"" % (
                 number, number, " or ".join(map(str, sorted(outcome)))))
             if status not in outcome:
@@ -526,6 +541,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.before_step()
         running = [j for j in self.jobs if j.expect is None]
         job = data.draw(st.sampled_from(running), label="job")
+        self.touched = job.key
         job.expect = {79} if job.lost else {0}
         if job.lost:
             # Its next renewal is at most ttl/3 away: it stops by itself.
@@ -549,20 +565,12 @@ class LockModelMachine(RuleBasedStateMachine):
             if not self.backend.quorum and not k.holds:
                 k.stale = False
 
-    @precondition(lambda self: not self.must_expire() and any(j.expect is None for j in self.jobs))
-    @rule()
-    def pause(self):
-        """Lets the jobs renew once (every ttl/3)."""
-        self.before_step()
-        self.script.raw("sleep 0.8")
-        time.sleep(0.8)
-
     # --- status and list ---------------------------------------------------------------------
 
     @precondition(lambda self: not self.must_expire())
     @rule(key=st.sampled_from(KEYS))
     def status(self, key):
-        self.before_step()
+        self.before_step(key)
         self.check_status(self.key(key))
 
     @invariant()
@@ -578,7 +586,8 @@ class LockModelMachine(RuleBasedStateMachine):
                           "job:%s:%d" % (job.kind, job.process.returncode))
         listing = None
         for k in self.keys.values():
-            self.check_status(k)
+            if getattr(self, "touched", None) in (None, k.name):
+                self.check_status(k)
         if not self.backend.quorum:
             status, out = self.nx(["--json", "list"], {0, 1})
             listing = json.loads(out).get("locks", [])

@@ -86,6 +86,8 @@ def check(backend_name, mode, seed):
             print("FAILED on %s (seed %d): %s\n--- the shrunk steps, as a script (%s) ---\n%s"
                   % (backend_name, seed, error, path, text))
             return 1
+        if os.environ.get("NXLOCK_MODEL_PROFILE"):
+            print("seconds per rule: %s" % {k: round(v, 1) for k, v in machine.Config.seconds.items()})
         if machine.Config.skipped:
             print("mismatches let pass (NXLOCK_MODEL_SKIP): %s" % machine.Config.skipped)
         print("model %s: %d examples of up to %d steps, seed %d: %d steps, %d commands, passed "
