@@ -106,6 +106,8 @@ class LockModelMachine(RuleBasedStateMachine):
         if tag is not None and any(fnmatch.fnmatch(tag, t) or fnmatch.fnmatch(tag, t + ":*")
                                    for t in SKIP):
             Config.skipped[tag] = Config.skipped.get(tag, 0) + 1
+            if os.environ.get("NXLOCK_MODEL_PROFILE"):
+                print("skipped mismatch:", tag, message[:300])
             if not tag.startswith(("status:", "kind:", "list:")) and not tag.endswith(":reason"):
                 # The model no longer knows the state: drop this example, go on with others.
                 reject()
@@ -617,7 +619,10 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.fail("status %s: latest token %s after a take; before it: %s"
                           % (k.name, fence, k.fence), tag + ":tokens")
         elif fence != k.fence and k.fence is not None and \
-                not (fence is None and all(h.page for h in holds)):
+                not (fence is None and all(h.page for h in holds)) and \
+                not (self.backend.quorum and fence is not None and fence > k.fence):
+            # (A quorum's status gives the highest counter of the servers that answer;
+            # servers that issued more than the quorum's token keep it: it may rise.)
             # (The embedded store forgets a free key's latest token: status --json gives
             # null there; a later take's token must still be above it.)
             self.fail("status %s: latest token went from %s to %s with no take"
