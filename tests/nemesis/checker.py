@@ -123,9 +123,11 @@ def check(records):
                 overlaps += 1
                 begin, end = b["start"], min(a["end"], b["end"])
                 examples.append("%s: overlap %.3f s: %s (pid %d, token %s, %s) and %s "
-                                "(pid %d, token %s)" % (lock, end - begin, a["client"], a["pid"],
-                                                        a["fence"], a["why"], b["client"],
-                                                        b["pid"], b["fence"]))
+                                "(pid %d, token %s)%s" % (
+                                    lock, end - begin, a["client"], a["pid"], a["fence"],
+                                    a["why"], b["client"], b["pid"], b["fence"],
+                                    "" if a["kind"] == b["kind"] == "exclusive" else
+                                    ", kinds %s and %s" % (a["kind"], b["kind"])))
                 if _accepted_within(a, begin, end) and _accepted_within(b, begin, end):
                     violation(b, "%s: both %s (token %s) and %s (token %s) had writes accepted "
                               "inside their overlap" % (lock, a["client"], a["fence"],
