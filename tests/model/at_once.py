@@ -6,7 +6,7 @@ and the nemesis checker (tests/nemesis/checker.py) reads the history: no exclusi
 overlaps any other, at most N slot sections at once in distinct slots, tokens follow the
 order of the holds. No fault is injected: any overlap or fencing violation fails.
 
-usage: concurrent.py BACKEND [--seconds S] [--clients C] [--seed N]
+usage: at_once.py BACKEND [--seconds S] [--clients C] [--seed N]
 """
 import argparse
 import os
