@@ -20,6 +20,20 @@ check() {
     echo "MISMATCH: $* -> $out, model: $test"; fails=$((fails + 1))
   fi
 }
+# job_exit N SECONDS "STATUSES" [stops]: job N's exit status, once it exits (within
+# SECONDS; "stops": by itself, else its end file is made and it gets 10 s more).
+job_exit() {
+  local n=$1 seconds=$2 allowed=$3 j="j$1" i
+  for ((i = 0; i < seconds * 10; i++)); do kill -0 "${!j}" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "${!j}" 2>/dev/null; then
+    [[ ${4:-} == stops ]] && { echo "MISMATCH: job $n still runs after $seconds s"; fails=$((fails + 1)); }
+    touch "$T/end$n"
+  fi
+  wait "${!j}"; local st=$?
+  if [[ " $allowed " != *" $st "* ]]; then
+    echo "MISMATCH: job $n exited $st, model: $allowed ($(head -c 300 "$T/job$n.err"))"; fails=$((fails + 1))
+  fi
+}
 '''
 
 
@@ -30,6 +44,7 @@ class Script:
         self.lines = []
         self.names = {}  # a value the run saw -> the shell variable holding it
         self.count = 0
+        self.jobs = []   # the background jobs' numbers: ended (their end files) at the end
 
     def var(self, value, derived=None):
         """A shell expression for `value` (a variable if a command printed it)."""
@@ -61,4 +76,6 @@ class Script:
                           'T=${T:-$(mktemp -d)}; export T',
                           'if [[ -z ${URLS:-} ]]; then  # else: the servers URLS (and P0..P2) name',
                           *setup, "fi", PRELUDE.rstrip("\n"), *self.lines,
+                          *(['touch %s; wait' % " ".join("$T/end%d" % n for n in self.jobs)]
+                            if self.jobs else []),
                           'echo "$fails mismatches"', "exit $((fails > 0))", ""])
