@@ -6,7 +6,8 @@
   run.py BACKEND --seed N [--examples E --steps S]
   run.py BACKEND --replay FILE... kept scripts, against this backend
   run.py --replay-dir regressions every regressions/BACKEND-*.sh against its backend
-  NXLOCK_MODEL_LONG=1 makes the short mode long (scripts/test passes nothing).
+  NXLOCK_MODEL_LONG=1 makes the short mode long (scripts/test passes nothing);
+  NXLOCK_MODEL_SHRINK_SECONDS=S shrinks a failure for S seconds (the short mode: 60).
 
 BACKEND: embedded, redis, cluster or quorum. A failure prints the shrunk steps as a bash
 script of nxlock commands (and writes it beside the temp dir it names); exit status 1.
@@ -34,7 +35,7 @@ import machine  # noqa: E402
 
 SHORT_SEED = 33
 # Short mode, per backend: examples x steps, expiry waits per example, shrinking's bounds.
-SHORT = {"examples": 6, "steps": 60, "waits": 1, "shrinks": 40, "shrink_seconds": 60}
+SHORT = {"examples": 5, "steps": 80, "waits": 1, "shrinks": 40, "shrink_seconds": 60}
 LONG = {"examples": 60, "steps": 100, "waits": 2, "shrinks": 500, "shrink_seconds": 300}
 
 
@@ -149,6 +150,10 @@ def main():
     long_mode = options.long or os.environ.get("NXLOCK_MODEL_LONG") == "1"
     mode = dict(LONG if long_mode else SHORT)
     mode["phases"] = [Phase.generate] if options.no_shrink else [Phase.generate, Phase.shrink]
+    if os.environ.get("NXLOCK_MODEL_SHRINK_SECONDS"):
+        # More shrinking than the short mode's cap: a shorter script for a report.
+        mode["shrink_seconds"] = float(os.environ["NXLOCK_MODEL_SHRINK_SECONDS"])
+        mode["shrinks"] = 500
     if options.examples:
         mode["examples"] = options.examples
     if options.steps:
