@@ -46,6 +46,13 @@ class Config:
     seconds = {}         # rule -> seconds spent in it (NXLOCK_MODEL_PROFILE=1 prints them)
 
 
+def pick(data, choices, label):
+    """One of `choices` (a list that may be longer or shorter when a replay got other
+    answers where the model allows several): an index drawn from a fixed range, so the
+    same draw stays valid (sampled_from of another length would reject it)."""
+    return choices[data.draw(st.integers(0, 63), label=label) % len(choices)]
+
+
 def predicted(statuses):
     return set([statuses] if isinstance(statuses, int) else statuses)
 
@@ -302,12 +309,12 @@ class LockModelMachine(RuleBasedStateMachine):
         if how == "garbage" or not printed:
             return ("value", data.draw(st.sampled_from(GARBAGE), label="garbage"))
         if how == "own" and own:
-            return ("value", data.draw(st.sampled_from(own), label="own"))
+            return ("value", pick(data, own, "own"))
         if how == "bare":
-            source = data.draw(st.sampled_from(own or printed), label="bare of")
+            source = pick(data, own or printed, "bare of")
             suffix = {"ts": "", "shared": "%%:*", "slot": "#*:"}[form(source)]
             return ("value", bare(source), (source, suffix) if suffix else None)
-        return ("value", data.draw(st.sampled_from(printed), label="other"))
+        return ("value", pick(data, printed, "other"))
 
     def predict_release(self, k, value):
         """(statuses, JSON test, the hold the value names) for unlock/renew KEY VALUE."""
@@ -453,6 +460,7 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.drop_hold(k, h, taken=True)
             k.holds, k.garbage, k.stale = [], None, False
         if written:
+            k.existed = True  # a lock key was made (MODEL.md: "no lock key and no counter")
             if what == "future":
                 h = Hold("exclusive", text, page=True)
                 h.born = self.steps
@@ -558,7 +566,7 @@ class LockModelMachine(RuleBasedStateMachine):
         if not running:
             return
         self.before_step()
-        job = data.draw(st.sampled_from(running), label="job")
+        job = pick(data, running, "job")
         self.touched = job.key
         job.expect = {79} if job.lost else {0}
         if job.lost:
