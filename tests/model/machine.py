@@ -40,6 +40,7 @@ class Config:
     waits = 1            # expiry waits allowed per example
     header = []
     last_machine = None
+    last_failed = None   # the last machine that failed: shrinking's smallest failing run
     steps = 0            # steps run (all examples, shrinking included)
     commands = 0         # nxlock and page commands run
     skipped = {}         # tag -> mismatches NXLOCK_MODEL_SKIP let pass
@@ -122,6 +123,7 @@ class LockModelMachine(RuleBasedStateMachine):
                 reject()
             return
         self.script.raw("# ^ the model checker's complaint: " + message.replace("\n", " "))
+        Config.last_failed = self
         raise Mismatch(message)
 
     def key(self, name):

@@ -78,7 +78,9 @@ def check(backend_name, mode, seed):
         try:
             run_state_machine_as_test(factory, settings=chosen)
         except Exception as error:  # noqa: BLE001 - any failure: print the shrunk script
-            last = machine.Config.last_machine
+            # The last run that failed: the final replay, or, when a replay did not fail
+            # again (timing: a renewal, an expiry), the smallest run that did.
+            last = machine.Config.last_failed or machine.Config.last_machine
             text = last.script.text() if last else "(no steps)"
             path = os.path.join(os.path.dirname(backend.tmp), "nxlock-model-%s-seed%d.sh"
                                 % (backend_name, seed))
