@@ -20,12 +20,12 @@ from script import Script
 
 KEYS = ["k1", "k2"]
 LONG = 3600        # a hold that outlives any run
-SHORT = 2          # a hold let to expire: its value is now+3
+SHORT = 1          # a hold let to expire: its value is now+2, held 2 s at least
 JOB_TTL = 2        # run-locked renews every ttl/3
 GARBAGE = ["garbage", "12abc", "0x10", "s:1"]
 # How many steps a short hold may live before the expiry wait must come (it lives 2 s
 # at least; a step costs well under a tenth of that).
-SHORT_STEPS = 6
+SHORT_STEPS = 5
 
 
 SKIP = set(filter(None, os.environ.get("NXLOCK_MODEL_SKIP", "").split(",")))
