@@ -177,7 +177,8 @@ class LockModelMachine(RuleBasedStateMachine):
         once the second after its timestamp has begun), then forgets them."""
         latest = max(h.expiry for h in self.short_holds())
         seconds = max(0.0, latest + 1.05 - time.time())
-        self.script.raw("sleep %.2f  # until every short hold has expired" % seconds)
+        self.script.raw("until_expired %s  # every short hold (%.1f s in the run)"
+                        % (" ".join(self.script.var(h.value) for h in self.short_holds()), seconds))
         time.sleep(seconds)
         for k in self.keys.values():
             if self.backend.quorum:

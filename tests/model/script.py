@@ -20,6 +20,16 @@ check() {
     echo "MISMATCH: $* -> $out, model: $test"; fails=$((fails + 1))
   fi
 }
+# until_expired VALUE...: sleeps until the second after every VALUE's expiry (TS, TS:ID or
+# I:TS) has begun: the servers then find them expired, as the run did after its wait.
+until_expired() {
+  local v ts latest=0
+  for v in "$@"; do
+    ts=$v; [[ $ts == *:s* ]] && ts=${ts%%:*}; [[ $ts == *:* ]] && ts=${ts#*:}
+    ((ts > latest)) && latest=$ts
+  done
+  while (($(date +%s) <= latest)); do sleep 0.1; done
+}
 # job_exit N SECONDS "STATUSES" [stops]: job N's exit status, once it exits (within
 # SECONDS; "stops": by itself, else its end file is made and it gets 10 s more).
 job_exit() {
