@@ -4,10 +4,18 @@ A section is one job's life under the lock: from its first fenced write ("start"
 its "end" record, or, for a job killed by SIGKILL, to its last fenced write (at most
 one job tick early). Sections are compared only with sections of the same lock.
 
-- overlaps: pairs of sections of distinct jobs whose [start, end] intervals intersect;
+Sections have a kind (job.py's --kind): exclusive, shared or slots of N (with the slot
+NXLOCK_SLOT named). Shared sections may overlap each other, and slot sections each other,
+at most N at once in distinct slots; nothing else may overlap.
+
+- overlaps: pairs of sections of distinct jobs whose [start, end] intervals intersect,
+  where one is exclusive or their kinds differ;
+- slot excess: moments where more than N slot sections ran at once, or two in one slot
+  (each counted once per section that made it so, as an overlap);
 - fenced violations: the sections (holders) that broke a fencing rule, each counted
   once however many rules it broke:
-  * its token is not above the token of the section that started before it,
+  * its token is not above the token of a section that ended before it started
+    (whatever the kinds: tokens follow the order of the holds),
   * its token was already issued to an earlier section,
   * it overlaps an earlier section and both had a write accepted inside the overlap,
   * it got no token at all;
@@ -25,7 +33,8 @@ def sections_of(records):
         s = sections.setdefault(r["section"], {
             "section": r["section"], "lock": r["lock"], "client": r["client"],
             "pid": r["pid"], "fence": r.get("fence"), "start": None, "end": None,
-            "last": None, "writes": []})
+            "last": None, "writes": [], "kind": r.get("kind", "exclusive"),
+            "slots": r.get("slots"), "slot": r.get("slot")})
         if r["ev"] == "start":
             s["start"] = r["t"]
         if r["ev"] in ("start", "write"):
@@ -41,6 +50,26 @@ def sections_of(records):
             s["end"] = s["last"] if s["last"] is not None else s["start"]
             s["why"] = "killed"
     return sections
+
+
+def may_overlap(a, b):
+    """Two shared sections may run at once, and two slot sections of distinct slots."""
+    if a["kind"] != b["kind"] or a["kind"] == "exclusive":
+        return False
+    if a["kind"] == "slots":
+        return a["slot"] is not None and a["slot"] != b["slot"]
+    return True
+
+
+def slot_excess(group):
+    """The slot sections that started while N (their --slots) others ran."""
+    found = []
+    slot_sections = sorted((s for s in group if s["kind"] == "slots"), key=lambda s: s["start"])
+    for i, s in enumerate(slot_sections):
+        running = [o for o in slot_sections[:i] if o["end"] >= s["start"]]
+        if s["slots"] is not None and len(running) >= s["slots"]:
+            found.append((s, running))
+    return found
 
 
 def _accepted_within(section, begin, end):
@@ -64,7 +93,7 @@ def check(records):
     for lock, group in by_lock.items():
         group.sort(key=lambda s: s["start"])
         issued = {}  # token -> the first section that had it
-        for before, s in zip([None] + group, group):
+        for s in group:
             if s["fence"] is None:
                 violation(s, "%s: %s (pid %d) ran without a token" % (lock, s["client"], s["pid"]))
                 continue
@@ -72,11 +101,13 @@ def check(records):
             # two that overlap (data loss), the one whose job started first may have
             # taken the lock second, after a slower job start: there the overlap
             # rule below, not the order of their tokens, is what fencing promises.
-            if before is not None and before["fence"] is not None and \
-                    s["start"] > before["end"] and s["fence"] <= before["fence"]:
-                violation(s, "%s: token went from %d (%s, pid %d) to %d (%s, pid %d)"
-                          % (lock, before["fence"], before["client"], before["pid"], s["fence"],
-                             s["client"], s["pid"]))
+            earlier = [e for e in group if e["fence"] is not None and e["end"] < s["start"]]
+            if earlier:
+                before = max(earlier, key=lambda e: e["fence"])
+                if s["fence"] <= before["fence"]:
+                    violation(s, "%s: token went from %d (%s, pid %d) to %d (%s, pid %d)"
+                              % (lock, before["fence"], before["client"], before["pid"],
+                                 s["fence"], s["client"], s["pid"]))
             if s["fence"] in issued:
                 first = issued[s["fence"]]
                 violation(s, "%s: token %d issued to two holders (%s pid %d, %s pid %d)"
@@ -87,16 +118,25 @@ def check(records):
             for b in group[i + 1:]:
                 if b["start"] > a["end"]:
                     break  # sorted by start: no later section can overlap a either
+                if may_overlap(a, b):
+                    continue
                 overlaps += 1
                 begin, end = b["start"], min(a["end"], b["end"])
                 examples.append("%s: overlap %.3f s: %s (pid %d, token %s, %s) and %s "
-                                "(pid %d, token %s)" % (lock, end - begin, a["client"], a["pid"],
-                                                        a["fence"], a["why"], b["client"],
-                                                        b["pid"], b["fence"]))
+                                "(pid %d, token %s)%s" % (
+                                    lock, end - begin, a["client"], a["pid"], a["fence"],
+                                    a["why"], b["client"], b["pid"], b["fence"],
+                                    "" if a["kind"] == b["kind"] == "exclusive" else
+                                    ", kinds %s and %s" % (a["kind"], b["kind"])))
                 if _accepted_within(a, begin, end) and _accepted_within(b, begin, end):
                     violation(b, "%s: both %s (token %s) and %s (token %s) had writes accepted "
                               "inside their overlap" % (lock, a["client"], a["fence"],
                                                         b["client"], b["fence"]))
+        for s, running in slot_excess(group):
+            overlaps += 1
+            examples.append("%s: %s (pid %d, slot %s) started while %d slot sections of %d ran "
+                            "(slots %s)" % (lock, s["client"], s["pid"], s["slot"], len(running),
+                                            s["slots"], [o["slot"] for o in running]))
     runs = [r for r in records if r.get("ev") == "run"]
     statuses = collections.Counter(r["status"] for r in runs)
     return {

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """The critical section the nemesis clients run under `nxlock run-locked`.
 
-usage: job.py RESOURCE HISTORY LOCK CLIENT SECONDS [--ignore-term]
+usage: job.py RESOURCE HISTORY LOCK CLIENT SECONDS [--ignore-term] [--kind KIND]
+
+KIND is the hold run-locked took: exclusive (the default), shared, or slots:N (then the
+slot comes from NXLOCK_SLOT); the checker lets shared sections overlap, and up to N slot
+sections in distinct slots.
 
 Its first write to the fenced resource is the section's start; it then writes every
 TICK until SECONDS have passed on CLOCK_MONOTONIC (a pause past that ends it after
@@ -26,10 +30,15 @@ TICK = 0.05
 def main():
     resource_path, history_path, lock, client, seconds = sys.argv[1:6]
     ignore_term = "--ignore-term" in sys.argv[6:]
+    kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv[6:] else "exclusive"
     fence = os.environ.get("NXLOCK_FENCE")
     token = int(fence) if fence and fence.isdigit() else None
     base = {"lock": lock, "client": client, "pid": os.getpid(), "fence": token,
             "section": os.urandom(8).hex()}
+    if kind != "exclusive":
+        slot = os.environ.get("NXLOCK_SLOT", "")
+        base.update(kind=kind.split(":")[0], slots=int(kind.split(":")[1]) if ":" in kind else None,
+                    slot=int(slot) if slot.isdigit() else None)
     resource = FencedResource(resource_path, history_path)
 
     def on_term(_signo, _frame):

@@ -22,9 +22,20 @@ OUTLIVES = 0.3 + FAULT + 1
 HEAD_START = 0.2  # pause-job: seconds the job runs after a pause before nxlock does
 
 
-def _clients(scenario, global_args, count=3, lock="x", **kwargs):
-    return [Client(scenario, chr(ord("A") + i), lock, global_args, ttl=scenario.ttl, **kwargs)
-            for i in range(count)]
+# Holders of the other kinds beside a scenario's exclusive ones, on the same lock: two
+# --shared holders and one of a --slots 2 semaphore (the checker lets shared sections
+# overlap each other, and slot sections in distinct slots; nothing else).
+KINDS = ("shared", "shared", "slots:2")
+
+
+def _clients(scenario, global_args, count=3, lock="x", kinds=(), **kwargs):
+    """`count` exclusive clients A, B, ... and one client of each of `kinds` (S1, S2, ...)."""
+    found = [Client(scenario, chr(ord("A") + i), lock, global_args, ttl=scenario.ttl, **kwargs)
+             for i in range(count)]
+    found += [Client(scenario, "S%d" % (i + 1), lock, global_args, ttl=scenario.ttl, kind=kind,
+                     seconds=(0.3, 2.0))
+              for i, kind in enumerate(kinds)]
+    return found
 
 
 class Partition(Scenario):
@@ -72,7 +83,8 @@ class PauseNxlock(Scenario):
     def setup(self):
         self.redis = servers.Redis()
         self.servers.append(self.redis)
-        self.clients = _clients(self, ["-u", self.redis.url()], count=2, seconds=(6.5, 9))
+        self.clients = _clients(self, ["-u", self.redis.url()], count=2, seconds=(6.5, 9),
+                                kinds=KINDS)
 
     def pids(self, owner):
         """(the processes resumed last, the job's processes resumed first)."""
@@ -128,7 +140,8 @@ class RestartNopersist(Scenario):
     def setup(self):
         self.redis = servers.Redis(self.options)
         self.servers.append(self.redis)
-        self.clients = _clients(self, ["-u", self.redis.url()], seconds=(0.5, 4))
+        self.clients = _clients(self, ["-u", self.redis.url()], seconds=(0.5, 4),
+                                kinds=KINDS if not self.expected_overlaps else ())
 
     def fault(self, round_number):
         owner, _ = self.wait_section(planned=1.5)

@@ -10,11 +10,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checker  # noqa: E402
 
 
-def section(number, client, token, writes, end, lock="x"):
+def section(number, client, token, writes, end, lock="x", kind=None, slots=None, slot=None):
     """A job's records: `writes` [(t, accepted)], the first being its start; `end` its end
-    record's time, or None for a job killed by SIGKILL."""
+    record's time, or None for a job killed by SIGKILL. `kind` as job.py --kind gives it
+    (none: an exclusive holder's records, as before kinds were recorded)."""
     base = {"section": "s%d" % number, "lock": lock, "client": client, "pid": 100 + number,
             "fence": token}
+    if kind is not None:
+        base.update(kind=kind, slots=slots, slot=slot)
     records = [dict(base, ev="start" if i == 0 else "write", t=t, ok=ok)
                for i, (t, ok) in enumerate(writes)]
     if end is not None:
@@ -86,6 +89,61 @@ class CheckerTest(unittest.TestCase):
     def test_runs_count_stops_and_hangs(self):
         counts = checker.check([run(0), run(79), run(79), run(None, hang=True)])
         self.assertEqual((counts["stopped"], counts["hangs"]), (2, 1))
+
+
+class KindsTest(unittest.TestCase):
+    """Shared and slot holders (job.py --kind): which overlaps are allowed."""
+
+    def shared(self, number, token, start, end, accepted=True):
+        return section(number, "S%d" % number, token, [(start, accepted)], end, kind="shared")
+
+    def slot(self, number, token, start, end, slot, slots=2):
+        return section(number, "N%d" % number, token, [(start, True)], end, kind="slots",
+                       slots=slots, slot=slot)
+
+    def test_shared_holders_together_are_clean(self):
+        counts = checker.check(self.shared(1, 1, 0, 2) + self.shared(2, 2, 0.5, 3) +
+                               self.shared(3, 3, 1, 1.5))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 0))
+
+    def test_an_exclusive_holder_inside_shared_ones_is_an_overlap(self):
+        counts = checker.check(self.shared(1, 1, 0, 2) +
+                               section(2, "A", 2, [(1.0, True)], 1.5, kind="exclusive"))
+        self.assertEqual(counts["overlaps"], 1)
+        # Both writes accepted inside the overlap (tokens 1 then 2, no refusal): fenced too.
+        self.assertEqual(counts["fenced_violations"], 0)
+
+    def test_shared_and_slot_holders_together_are_an_overlap(self):
+        counts = checker.check(self.shared(1, 1, 0, 2) + self.slot(2, 2, 1.0, 3, slot=1))
+        self.assertEqual(counts["overlaps"], 1)
+
+    def test_slots_up_to_n_are_clean_one_more_is_an_overlap(self):
+        two = self.slot(1, 1, 0, 2, slot=1) + self.slot(2, 2, 0.5, 2.5, slot=2)
+        self.assertEqual(checker.check(two)["overlaps"], 0)
+        counts = checker.check(two + self.slot(3, 3, 1.0, 1.5, slot=2))
+        # A third while two run (slot 2 twice): the slot count and the shared slot.
+        self.assertGreaterEqual(counts["overlaps"], 1)
+        self.assertTrue(any("slot sections of 2" in e for e in counts["examples"]),
+                        counts["examples"])
+
+    def test_one_slot_twice_at_once_is_an_overlap(self):
+        counts = checker.check(self.slot(1, 1, 0, 2, slot=1, slots=3) +
+                               self.slot(2, 2, 0.5, 2.5, slot=1, slots=3))
+        self.assertEqual(counts["overlaps"], 1)
+
+    def test_tokens_rise_across_kinds(self):
+        # A shared holder, then an exclusive one, then a slot holder whose token is below
+        # the shared one's: it took its hold after both ended.
+        counts = checker.check(self.shared(1, 5, 0, 1) +
+                               section(2, "A", 7, [(1.5, True)], 2, kind="exclusive") +
+                               self.slot(3, 6, 2.5, 3, slot=1))
+        self.assertEqual(counts["fenced_violations"], 1)
+        self.assertTrue(any("token went from 7" in e for e in counts["examples"]),
+                        counts["examples"])
+
+    def test_a_shared_take_without_a_new_token_is_a_violation(self):
+        counts = checker.check(self.shared(1, 4, 0, 2) + self.shared(2, 4, 0.5, 3))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 1))
 
 
 if __name__ == "__main__":

@@ -23,10 +23,12 @@ class Client(threading.Thread):
     """Client `name` of lock `lock`: `nxlock GLOBAL run-locked -w WAIT -t TTL KEY job...`.
 
     `wrapper` goes before nxlock (faketime), `netns` is the namespace it runs in,
-    `seconds` the range of its jobs' lengths, `ignore_term` makes its jobs ignore SIGTERM."""
+    `seconds` the range of its jobs' lengths, `ignore_term` makes its jobs ignore SIGTERM,
+    `kind` the hold it takes: "exclusive", "shared" (--shared) or "slots:N" (--slots N)."""
 
     def __init__(self, scenario, name, lock, global_args, ttl=2, wait=15, seconds=(0.3, 3.0),
-                 wrapper=(), netns=None, env=None, ignore_term=False, extra_args=()):
+                 wrapper=(), netns=None, env=None, ignore_term=False, extra_args=(),
+                 kind="exclusive"):
         super().__init__(name="%s/%s" % (scenario.name, name), daemon=True)
         self.scenario = scenario
         self.client = name
@@ -40,6 +42,11 @@ class Client(threading.Thread):
         self.env = env
         self.ignore_term = ignore_term
         self.extra_args = list(extra_args)
+        self.kind = kind
+        if kind == "shared":
+            self.extra_args.append("--shared")
+        elif kind.startswith("slots:"):
+            self.extra_args += ["--slots", kind.split(":")[1]]
         self.current = None  # the running nxlock's Popen, and when it started
         self.current_started = None
         self.stopping = threading.Event()
@@ -57,6 +64,8 @@ class Client(threading.Thread):
                self.scenario.history.path, self.lock, self.client, "%.3f" % seconds]
         if self.ignore_term:
             job.append("--ignore-term")
+        if self.kind != "exclusive":
+            job += ["--kind", self.kind]
         return [*self.wrapper, self.scenario.nxlock, *self.global_args, "run-locked",
                 "-w", str(self.wait), "-t", str(self.ttl), *self.extra_args, key, "--", *job]
 
