@@ -310,10 +310,15 @@ Verdict LeaseLock::why_not(const LeaseRef& ref) {
                       "holds '" + util::escape(*current, k_quoted_bytes) +
                           "', not a lock timestamp");
   }
-  // Held by a live set without this lease: another holder's value. Held by
-  // anything else: the set this lease was in lost the key.
-  return store::leases_hold(m_shared.holders(m_leases_key), *current) ? Verdict::held_by_other
-                                                                      : Verdict::taken_over;
+  // Held by the set this lease was in, which lost the key since: taken over.
+  // Held by a live set without it, or by a lease this key never had: another
+  // holder's value.
+  const auto leases = m_shared.holders(m_leases_key);
+  const bool ours_was_here = std::any_of(leases.begin(), leases.end(), [&](const auto& lease) {
+    return lease.id == ref.id;
+  });
+  return ours_was_here && !store::leases_hold(leases, *current) ? Verdict::taken_over
+                                                                : Verdict::held_by_other;
 }
 
 Verdict LeaseLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep,
