@@ -1,11 +1,10 @@
 # bash completion for nxlock(1): commands, options, option values and run-locked's command line.
 
-# Global options that take a value, and those of each command.
-_nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
-    --cert --key --sni --sentinel-password-file --replicas'
+# Global options that take a value, and those of each command: one line each,
+# as the lookup below matches " OPTION " (a newline would hide the word before it).
+_nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock --slots'
-_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold --max-runtime
-    --metrics-dir"
+_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold --max-runtime --metrics-dir"
 
 # The index in COMP_WORDS of word $1 of words[]: they differ when ':' or '='
 # split a word (redis://host:6379), and _command_offset counts in COMP_WORDS.

@@ -1,5 +1,5 @@
-// The nxlock command line: the fast path or CLI11, then the command; the one
-// place where errors become exit statuses.
+// The nxlock command line: CLI11, then the command; the one place where
+// errors become exit statuses.
 #include "cli/app.hpp"
 
 #include <signal.h>
@@ -10,7 +10,6 @@
 #include <string_view>
 
 #include "cli/exit_status.hpp"
-#include "cli/fast_path.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::cli {
@@ -19,11 +18,8 @@ int run(int argc, char** argv) {
   // A server that goes away must be an error message, not a silent SIGPIPE death.
   signal(SIGPIPE, SIG_IGN);
   Context context;
-  ParsedArgs parsed;
   Runner runner;
-  if (auto fast = parse_fast(argc, argv, context.globals, parsed, context.child_command)) {
-    runner = std::move(*fast);
-  } else if (const auto status = parse_with_cli11(argc, argv, context, parsed, runner)) {
+  if (const auto status = parse_command_line(argc, argv, context, runner)) {
     return *status;
   }
 

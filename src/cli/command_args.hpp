@@ -1,6 +1,5 @@
 // What the commands are given, apart from CLI11: their arguments, as parsed,
-// and their runners. Free of CLI11, whose headers cost every translation unit
-// that includes them a static initialiser (its validators; BENCHMARKS.md).
+// and their runners. Free of CLI11, so that the runners need none of it.
 #pragma once
 
 #include <cstdint>
@@ -84,16 +83,7 @@ struct ListArgs {
   bool expired = false;
 };
 
-// The arguments of the commands that have a fast path (fast_path.hpp), so that
-// CLI11 and the fast path fill the same structure. `command` is the name of
-// the command parsed; `kv` or `run` is set for those commands, else null.
-struct ParsedArgs {
-  std::string command;
-  std::shared_ptr<KeyValueArgs> kv;
-  std::shared_ptr<RunLockedArgs> run;
-};
-
-// The runners of the commands with a fast path, given their arguments.
+// The runners of setnx, get, getset, del and run-locked, given their arguments.
 Runner setnx_runner(std::shared_ptr<KeyValueArgs> args);
 Runner get_runner(std::shared_ptr<KeyValueArgs> args);
 Runner getset_runner(std::shared_ptr<KeyValueArgs> args);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/app.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_table.hpp"
 
 namespace nxlock {
 namespace {
