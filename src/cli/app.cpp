@@ -2,10 +2,12 @@
 // errors become exit statuses.
 #include "cli/app.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,6 +15,30 @@
 #include "util/trace.hpp"
 
 namespace nxlock::cli {
+
+namespace {
+
+// --json-fd N: N must be open; above stderr it is closed on exec, so that the
+// job run-locked starts does not inherit it (and a reader of the pipe sees its
+// end when nxlock exits, not when the job does). Returns 64 if it is not open.
+std::optional<int> open_json_fd(Context& context) {
+  const int fd = context.globals.json_fd;
+  const int flags = fcntl(fd, F_GETFD);
+  if (flags < 0) {
+    context.out.error(k_exit_usage, "--json-fd " + std::to_string(fd),
+                      "descriptor " + std::to_string(fd) +
+                          " is not open: open it for nxlock, as in 3>FILE or 3>&1");
+    context.out.flush(k_exit_usage);
+    return k_exit_usage;
+  }
+  if (fd > 2) {
+    fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+  context.out.json_fd = fd;
+  return std::nullopt;
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   // A server that goes away must be an error message, not a silent SIGPIPE death.
@@ -24,8 +50,13 @@ int run(int argc, char** argv) {
   }
 
   const GlobalOptions& g = context.globals;
-  context.out.json = g.json;
+  context.out.json = g.json || g.json_fd >= 0;
   context.out.quiet = g.quiet;
+  if (g.json_fd >= 0) {
+    if (const auto status = open_json_fd(context)) {
+      return *status;
+    }
+  }
   if (g.verbose) {
     util::set_trace_sink([](std::string_view line) {
       std::string text = "nxlock: ";

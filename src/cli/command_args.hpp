@@ -22,7 +22,8 @@ struct LockArgs {
   double wait = -1;  // seconds; negative: wait forever
   int conflict_exit = 75;
   std::string clock = "server";
-  bool shared = false;  // --shared: a shared holder (lock/shared_lock.hpp)
+  bool shared = false;     // -s, --shared: a shared holder (lock/shared_lock.hpp)
+  bool exclusive = false;  // -x, --exclusive: the default, accepted as flock's
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
 };
 
@@ -42,6 +43,7 @@ struct RunLockedArgs {
   double kill_after = 10;
   double hold = 0;
   double max_runtime = 0;                      // seconds; zero: no limit, as with timeout(1)
+  std::string shell_command;                   // -c STRING before KEY: run /bin/sh -c STRING
   std::string metrics_dir;                     // --metrics-dir (NXLOCK_METRICS_DIR); empty: none
   std::vector<std::string> help_only_command;  // bound for --help only
 };
@@ -77,10 +79,11 @@ struct StatusArgs {
   int slots = 0;
 };
 
-// list: PATTERN (a glob; "*": every lock) and --expired.
+// list: PATTERN (a glob; "*": every lock), --expired and --waiters.
 struct ListArgs {
   std::string pattern = "*";
   bool expired = false;
+  bool waiters = false;  // --waiters: also show each waiter (pid, host, since, kind)
 };
 
 // The runners of setnx, get, getset, del and run-locked, given their arguments.

@@ -43,6 +43,7 @@ Runner setup_run_locked(CLI::App& sub) {
   constexpr std::string_view command = "run-locked";
   auto args = std::make_shared<RunLockedArgs>();
   add_lock_options(sub, command, args->lock);
+  add_table_option(sub, command, "--command", args->shell_command);
   add_table_option(sub, command, "--no-renew", args->no_renew);
   add_table_option(sub, command, "--inherit-credentials", args->inherit_credentials);
   add_table_option(sub, command, "--on-lost", args->on_lost);
@@ -55,7 +56,8 @@ Runner setup_run_locked(CLI::App& sub) {
   // (split_child_command()), so that nothing after KEY is ever taken for an
   // option of ours: this one is for --help.
   sub.add_option("COMMAND", args->help_only_command,
-                 "The command to run (no shell) and its arguments, passed untouched");
+                 "The command to run (no shell; or -c STRING) and its arguments, passed "
+                 "untouched");
   return run_locked_runner(args);
 }
 
@@ -100,6 +102,7 @@ Runner setup_status(CLI::App& sub) {
 Runner setup_list(CLI::App& sub) {
   auto args = std::make_shared<ListArgs>();
   add_table_option(sub, "list", "--expired", args->expired);
+  add_table_option(sub, "list", "--waiters", args->waiters);
   sub.add_option("PATTERN", args->pattern,
                  "Glob on the lock's key, as Redis MATCH reads it (default: every lock)");
   return list_runner(args);

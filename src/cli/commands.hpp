@@ -36,6 +36,12 @@ CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::stri
 CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
                               std::vector<std::string>& target);
 
+// Applies the environment variables of the table's checked options of
+// `command` ("" for the global ones) on `app`, after the parse: those the
+// command line did not give (nor an option that excludes them). Throws
+// CLI::ValidationError naming the variable for a bad value.
+void apply_environment(CLI::App& app, std::string_view command);
+
 // Adds the options of lock and run-locked (LockArgs) to `sub`, a `command`.
 void add_lock_options(CLI::App& sub, std::string_view command, LockArgs& args);
 

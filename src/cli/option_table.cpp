@@ -27,10 +27,17 @@ constexpr OptionSpec k_options[] = {
      "NXLOCK_URL"},
     {"", "--password-file", K::text, "FILE",
      "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)"},
-    {"", "--timeout", K::seconds, "SECONDS", "Redis connect and per-command timeout, seconds", {},
+    {"", "--io-timeout", K::seconds, "SECONDS",
+     "The backend's connect and per-command timeout, seconds (not the wait for a lock: -w)", {},
      {}, k_min_timeout_seconds, k_max_duration_seconds, true},
+    // The old name of --io-timeout, kept for one release (man page, GLOBAL OPTIONS).
+    {"", "--timeout", K::seconds, "SECONDS", "Deprecated: the old name of --io-timeout", {}, {},
+     k_min_timeout_seconds, k_max_duration_seconds, false, true},
     {"", "--prefix", K::text, "STRING", "Prepended to every key", "NXLOCK_PREFIX"},
     {"", "--json", K::flag, "", "Print one JSON object on stdout"},
+    {"", "--json-fd", K::whole, "N",
+     "Print the JSON object on descriptor N instead of stdout (implies --json)", {}, {}, 1,
+     k_max_descriptor},
     {"", "-q,--quiet", K::flag, "", "Say less on stderr"},
     {"", "-v,--verbose", K::flag, "", "Trace each backend step on stderr"},
     {"", "--cacert", K::text, "FILE", "rediss://: verify the server with the CAs in FILE",
@@ -51,16 +58,24 @@ constexpr OptionSpec k_options[] = {
      k_max_replicas},
 
     // lock and run-locked.
-    {k_locking, "-t,--ttl", K::whole, "SECONDS", "Seconds the lock holds without renewal", {}, {},
-     1, static_cast<double>(k_max_ttl), true},
+    {k_locking, "-t,--ttl", K::whole, "SECONDS",
+     "Seconds the lock holds without renewal (default: NXLOCK_TTL, else 60)", "NXLOCK_TTL", {}, 1,
+     static_cast<double>(k_max_ttl), true},
     {k_locking, "-n,--nonblock", K::flag, "", "Try once; do not wait"},
-    {k_locking, "-w,--wait", K::seconds, "SECONDS", "Give up after SECONDS (fractions allowed)", {},
-     {}, 0, k_max_duration_seconds},
+    {k_locking, "-w,--wait", K::seconds, "SECONDS",
+     "Give up after SECONDS (fractions allowed; default: NXLOCK_WAIT, else forever)",
+     "NXLOCK_WAIT", {}, 0, k_max_duration_seconds},
+    // flock's --timeout is -w; ours was the backend's I/O timeout (man page, lock).
+    {k_locking, "--timeout", K::refused, "SECONDS",
+     "did you mean -w? (--timeout is not the wait for the lock; the backend's I/O timeout is "
+     "--io-timeout, before the command)",
+     {}, {}, 0, 0, false, true},
     {k_locking, "-E,--conflict-exit-code", K::whole, "N", "Exit status when the lock is busy", {},
      {}, 0, 255, true},
-    {k_locking, "--shared", K::flag, "",
+    {k_locking, "-s,--shared", K::flag, "",
      "Hold the lock shared, as flock -s: any number of shared holders, or one "
      "exclusive holder"},
+    {k_locking, "-x,--exclusive", K::flag, "", "Hold the lock exclusive, as flock -x (the default)"},
     // Every command that names a lock.
     {k_lock_commands, "--clock", K::choice, "TEXT",
      "Whose clock decides expiry: server (Redis TIME) or local (this host)", {}, "server local", 0,
@@ -71,6 +86,8 @@ constexpr OptionSpec k_options[] = {
      {}, {}, 1, lock::k_max_slots},
 
     // run-locked.
+    {"run-locked", "-c,--command", K::nonempty, "STRING",
+     "Run STRING with /bin/sh -c, as flock -c (also after KEY: run-locked KEY -c STRING)"},
     {"run-locked", "--no-renew", K::flag, "", "Do not renew the lock while COMMAND runs"},
     {"run-locked", "--inherit-credentials", K::flag, "",
      "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
@@ -95,9 +112,11 @@ constexpr OptionSpec k_options[] = {
 
     // unlock, renew, list.
     {"unlock", "-f,--force", K::flag, "", "Delete whatever the key holds (with --slots: every slot)"},
-    {"renew", "-t,--ttl", K::whole, "SECONDS", "Seconds from now the lock holds", {}, {}, 1,
+    {"renew", "-t,--ttl", K::whole, "SECONDS",
+     "Seconds from now the lock holds (default: NXLOCK_TTL, else 60)", "NXLOCK_TTL", {}, 1,
      static_cast<double>(k_max_ttl), true},
     {"list", "--expired", K::flag, "", "Also list expired, abandoned locks"},
+    {"list", "--waiters", K::flag, "", "Also show each waiter: pid, host, since when, and kind"},
 };
 
 }  // namespace
@@ -142,7 +161,8 @@ std::string dump_options() {
     for (const std::string_view field : {command, spec.names, spec.type_name, spec.env}) {
       text.append(field).push_back('\t');
     }
-    text.append(spec.choices).push_back('\n');
+    text.append(spec.choices).push_back('\t');
+    text.append(spec.hidden ? "hidden" : "").push_back('\n');
   };
   for (const OptionSpec& spec : k_options) {
     if (spec.commands.empty()) {

@@ -18,6 +18,7 @@ enum class ValueKind {
   seconds,  // a finite decimal number of seconds in [min, max]
   whole,    // a whole number in [min, max] (a ttl, a count, an exit status)
   choice,   // one of `choices`
+  refused,  // never valid here: the help says what to use instead (--timeout after lock)
 };
 
 struct OptionSpec {
@@ -33,6 +34,9 @@ struct OptionSpec {
   double min = 0;                 // kinds seconds and whole: the bounds
   double max = 0;
   bool show_default = false;  // --help shows the default ("=60")
+  // Left out of --help and not offered by the completions (which still know
+  // that it takes a value): a deprecated name, or one refused with advice.
+  bool hidden = false;
 };
 
 // Every option, in the order --help lists them.
@@ -51,7 +55,7 @@ const OptionSpec& option_spec(std::string_view command, std::string_view name);
 
 // The table as text, one line per option and command (tab-separated: the
 // command or "global", the names, the type name, the environment variable,
-// the choices): what `nxlock --dump-options` prints.
+// the choices, "hidden" or ""): what `nxlock --dump-options` prints.
 std::string dump_options();
 
 }  // namespace nxlock::cli

@@ -57,11 +57,15 @@ class TableOption:
     """One line of `nxlock --dump-options`: an option of the table, for one command."""
 
     def __init__(self, line):
-        command, names, self.type_name, self.env, choices = line.split("\t")
+        command, names, self.type_name, self.env, choices, hidden = line.split("\t")
         self.command = None if command == "global" else command
         self.names = names.split(",")
         self.long = self.names[-1]
         self.choices = choices.split()
+        # Left out of --help and of what the completions offer (a deprecated
+        # name, or one refused with advice); still documented, and known to
+        # the completions as taking a value.
+        self.hidden = hidden == "hidden"
 
     @property
     def takes_value(self):
@@ -87,8 +91,9 @@ class Cli:
         self.help_global_options = help_options(self.top_help)
         self.help_command_options = {c: help_options(t) for c, t in self.command_help.items()}
         self.table = option_table()
-        self.global_options = [n for o in self.table if o.command is None for n in o.names]
-        self.command_options = {c: [n for o in self.table if o.command == c for n in o.names]
+        shown = [o for o in self.table if not o.hidden]
+        self.global_options = [n for o in shown if o.command is None for n in o.names]
+        self.command_options = {c: [n for o in shown if o.command == c for n in o.names]
                                 for c in self.commands}
 
 
