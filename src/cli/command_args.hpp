@@ -22,7 +22,7 @@ struct LockArgs {
   double wait = -1;  // seconds; negative: wait forever
   int conflict_exit = 75;
   std::string clock = "server";
-  bool shared = false;     // -s, --shared: a shared holder (lock/shared_lock.hpp)
+  bool shared = false;     // -s, --shared: a shared holder (lock/lease_lock.hpp)
   bool exclusive = false;  // -x, --exclusive: the default, accepted as flock's
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
 };

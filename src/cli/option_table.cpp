@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "cli/option_bounds.hpp"
-#include "lock/semaphore.hpp"
+#include "lock/lease_lock.hpp"
 
 namespace nxlock::cli {
 
