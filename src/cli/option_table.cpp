@@ -21,8 +21,9 @@ constexpr OptionSpec k_options[] = {
     {"", "-u,--url", K::text, "URL",
      "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
      "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,…]/MASTER[/DB], "
-     "unix:///PATH[?db=N] or file:///PATH (default: the embedded "
-     "store); repeated (or several in NXLOCK_URL), independent servers "
+     "unix:///PATH[?db=N], file:///PATH (default: the embedded "
+     "store) or etcd://[USER:PASSWORD@]HOST[:PORT][,…] (etcds://: TLS); repeated (or several "
+     "in NXLOCK_URL), independent servers "
      "that lock by majority",
      "NXLOCK_URL"},
     {"", "--password-file", K::text, "FILE",

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "lock/holder.hpp"
-#include "lock/quorum.hpp"
+#include "lock/quorum/quorum.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::lock {

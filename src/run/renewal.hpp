@@ -1,6 +1,7 @@
 // Renewal: keeps run-locked's lock while its job runs, riding out a failing backend.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -15,7 +16,7 @@ namespace nxlock::run {
 // gone before it could expire (`lead` before that: the schedule's grace and
 // kill margin). Every attempt's deadline is that moment, so no decision rests
 // on a reply that came after it, and a lost lock is acted on within one
-// renewal interval, whatever --timeout is.
+// renewal interval, whatever --io-timeout is.
 class Renewal {
  public:
   Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, util::Micros lead,
@@ -23,6 +24,9 @@ class Renewal {
 
   // When step() next has something to do (monotonic).
   util::Micros next_at() const { return m_next; }
+
+  // Makes the next renewal due now (the lock may have been lost: loss_news()).
+  void hurry() { m_next = std::min(m_next, util::mono_now()); }
 
   // Renews if it is due, updating the held lock. Returns why the lock is
   // lost, if it is.
