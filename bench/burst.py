@@ -747,7 +747,7 @@ def extrapolation(bursts, waiter_rows, somaxconn, syn_backlog, cpus):
                             if r["n"] in tuned) or "—",
                    ("and %d process%s exited 69 (their connects timed out: see stderr)."
                     % (unavailable, "" if unavailable == 1 else "es"))
-                   if unavailable else "and none exited 69 within nxlock's 2 s `--timeout`."))
+                   if unavailable else "and none exited 69 within nxlock's 2 s `--io-timeout`."))
         else:
             limits.append("No accept-queue overflow at any size with tcp-backlog %d."
                           % (default or final)[0]["tcp_backlog"])

@@ -1,11 +1,11 @@
 # bash completion for nxlock(1): commands, options, option values and run-locked's command line.
 
-# Global options that take a value, and those of each command.
-_nxlock_global_value_opts='-u --url --password-file --timeout --prefix --cacert --cacertdir
-    --cert --key --sni --sentinel-password-file --replicas'
+# Global options that take a value, and those of each command: one line each,
+# as the lookup below matches " OPTION " (a newline would hide the word before it).
+# (--timeout: the deprecated name of --io-timeout, known but not offered.)
+_nxlock_global_value_opts='-u --url --password-file --io-timeout --timeout --prefix --json-fd --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock --slots'
-_nxlock_run_value_opts="$_nxlock_lock_value_opts --on-lost --kill-after --hold --max-runtime
-    --metrics-dir"
+_nxlock_run_value_opts="$_nxlock_lock_value_opts -c --command --on-lost --kill-after --hold --max-runtime --metrics-dir"
 
 # The index in COMP_WORDS of word $1 of words[]: they differ when ':' or '='
 # split a word (redis://host:6379), and _command_offset counts in COMP_WORDS.
@@ -30,8 +30,8 @@ _nxlock()
     _init_completion -s -n : || return
 
     local commands='setnx get getset del lock unlock renew status list run-locked doctor'
-    local globals='-u --url --password-file --timeout --prefix --cacert --cacertdir --cert
-        --key --sni --insecure --sentinel-password-file --replicas --json -q --quiet -v --verbose -h --help --help-all --version'
+    local globals='-u --url --password-file --io-timeout --prefix --cacert --cacertdir --cert
+        --key --sni --insecure --sentinel-password-file --replicas --json --json-fd -q --quiet -v --verbose -h --help --help-all --version'
 
     # Find the command, and for run-locked where its KEY is (options end there).
     local i word command='' value_opts=$_nxlock_global_value_opts ended=''
@@ -97,7 +97,7 @@ _nxlock()
             _filedir -d
             return
             ;;
-        --timeout | --prefix | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime | --slots)
+        --io-timeout | --timeout | --prefix | --json-fd | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime | --slots | -c | --command)
             return # a number or free text: nothing to offer
             ;;
     esac
@@ -115,17 +115,17 @@ _nxlock()
     if [[ $cur == -* && -z $ended ]]; then
         local opts=''
         case $command in
-            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock --slots' ;;
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots' ;;
             run-locked)
-                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code --shared --clock --slots
-                    --no-renew --inherit-credentials --on-lost --kill-after --hold
+                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots
+                    -c --command --no-renew --inherit-credentials --on-lost --kill-after --hold
                     --max-runtime --metrics-dir --'
                 ;;
             unlock) opts='-f --force --clock --slots' ;;
             renew) opts='-t --ttl --clock --slots' ;;
             status) opts='--clock --slots' ;;
             setnx | get | getset | del) opts='--' ;;
-            list) opts='--expired' ;;
+            list) opts='--expired --waiters' ;;
             doctor) opts='' ;; # the global options only
         esac
         COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))

@@ -1,10 +1,11 @@
 # fish completion for nxlock(1): commands, options, option values and run-locked's command line.
 
 # Options that take a value in the next word: global ones, then those of lock and run-locked.
-set -g __fish_nxlock_value_opts -u --url --password-file --timeout --prefix \
+# (--timeout: the deprecated name of --io-timeout, known here but not offered.)
+set -g __fish_nxlock_value_opts -u --url --password-file --io-timeout --timeout --prefix --json-fd \
     --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas \
-    -t --ttl -w --wait -E --conflict-exit-code --clock --slots --on-lost --kill-after --hold \
-    --max-runtime --metrics-dir
+    -t --ttl -w --wait -E --conflict-exit-code --clock --slots -c --command --on-lost --kill-after \
+    --hold --max-runtime --metrics-dir
 
 # Prints the words of run-locked's child command line typed so far (those after
 # KEY and one optional --), and succeeds, if the cursor is in that command line.
@@ -99,7 +100,7 @@ complete -c nxlock -n $no_command -a doctor -d 'Check that the backend is fit fo
 set -l global 'not __fish_nxlock_in_child'
 complete -c nxlock -n $global -s u -l url -x -a 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file:// etcd:// etcds://' -d 'Backend URL (repeat for a quorum)'
 complete -c nxlock -n $global -l password-file -r -F -d 'Read the Redis password from FILE'
-complete -c nxlock -n $global -l timeout -x -d 'Redis connect and command timeout, seconds (default 2)'
+complete -c nxlock -n $global -l io-timeout -x -d "The backend's connect and command timeout, seconds (default 2)"
 complete -c nxlock -n $global -l prefix -x -d 'Prepended to every key'
 complete -c nxlock -n $global -l cacert -r -F -d 'rediss: verify the server with the CAs in FILE'
 complete -c nxlock -n $global -l cacertdir -x -a '(__fish_complete_directories)' -d 'rediss: verify the server with the CAs in DIR'
@@ -110,6 +111,7 @@ complete -c nxlock -n $global -l insecure -d "rediss: do not verify the server's
 complete -c nxlock -n $global -l sentinel-password-file -r -F -d "redis+sentinel: read the Sentinels' own password from FILE"
 complete -c nxlock -n $global -l replicas -x -d 'Redis: lock writes wait until N replicas have them'
 complete -c nxlock -n $global -l json -d 'Print one JSON object on stdout'
+complete -c nxlock -n $global -l json-fd -x -d 'Print the JSON object on descriptor N instead of stdout'
 complete -c nxlock -n $global -s q -l quiet -d 'Say less on stderr'
 complete -c nxlock -n $global -s v -l verbose -d 'Trace each backend step on stderr'
 complete -c nxlock -n $global -s h -l help -d 'Show help'
@@ -122,7 +124,8 @@ complete -c nxlock -n $locking -s t -l ttl -x -d 'Seconds the lock holds without
 complete -c nxlock -n $locking -s n -l nonblock -d 'Try once; do not wait'
 complete -c nxlock -n $locking -s w -l wait -x -d 'Give up after SECONDS'
 complete -c nxlock -n $locking -s E -l conflict-exit-code -x -d 'Exit status when busy (default 75)'
-complete -c nxlock -n $locking -l shared -d 'Hold the lock shared, as flock -s'
+complete -c nxlock -n $locking -s s -l shared -d 'Hold the lock shared, as flock -s'
+complete -c nxlock -n $locking -s x -l exclusive -d 'Hold the lock exclusive, as flock -x (the default)'
 
 # --clock: every lock command.
 complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l clock -x \
@@ -139,9 +142,11 @@ complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds fro
 
 # list.
 complete -c nxlock -n '__fish_nxlock_using list' -l expired -d 'Also list expired, abandoned locks'
+complete -c nxlock -n '__fish_nxlock_using list' -l waiters -d 'Also show each waiter'
 
 # run-locked.
 set -l run '__fish_nxlock_using run-locked'
+complete -c nxlock -n $run -s c -l command -x -d 'Run STRING with /bin/sh -c, as flock -c'
 complete -c nxlock -n $run -l no-renew -d 'Do not renew the lock while COMMAND runs'
 complete -c nxlock -n $run -l inherit-credentials -d 'Let COMMAND inherit the Redis passwords in the environment'
 complete -c nxlock -n $run -l on-lost -x \

@@ -1,35 +1,62 @@
-// The nxlock command line: the fast path or CLI11, then the command; the one
-// place where errors become exit statuses.
+// The nxlock command line: CLI11, then the command; the one place where
+// errors become exit statuses.
 #include "cli/app.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "cli/exit_status.hpp"
-#include "cli/fast_path.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::cli {
+
+namespace {
+
+// --json-fd N: N must be open; above stderr it is closed on exec, so that the
+// job run-locked starts does not inherit it (and a reader of the pipe sees its
+// end when nxlock exits, not when the job does). Returns 64 if it is not open.
+std::optional<int> open_json_fd(Context& context) {
+  const int fd = context.globals.json_fd;
+  const int flags = fcntl(fd, F_GETFD);
+  if (flags < 0) {
+    context.out.error(k_exit_usage, "--json-fd " + std::to_string(fd),
+                      "descriptor " + std::to_string(fd) +
+                          " is not open: open it for nxlock, as in 3>FILE or 3>&1");
+    context.out.flush(k_exit_usage);
+    return k_exit_usage;
+  }
+  if (fd > 2) {
+    fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+  context.out.json_fd = fd;
+  return std::nullopt;
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   // A server that goes away must be an error message, not a silent SIGPIPE death.
   signal(SIGPIPE, SIG_IGN);
   Context context;
-  ParsedArgs parsed;
   Runner runner;
-  if (auto fast = parse_fast(argc, argv, context.globals, parsed, context.child_command)) {
-    runner = std::move(*fast);
-  } else if (const auto status = parse_with_cli11(argc, argv, context, parsed, runner)) {
+  if (const auto status = parse_command_line(argc, argv, context, runner)) {
     return *status;
   }
 
   const GlobalOptions& g = context.globals;
-  context.out.json = g.json;
+  context.out.json = g.json || g.json_fd >= 0;
   context.out.quiet = g.quiet;
+  if (g.json_fd >= 0) {
+    if (const auto status = open_json_fd(context)) {
+      return *status;
+    }
+  }
   if (g.verbose) {
     util::set_trace_sink([](std::string_view line) {
       std::string text = "nxlock: ";

@@ -12,10 +12,9 @@ namespace nxlock::cli {
 int run(int argc, char** argv);
 
 // Parses argv with CLI11 (cli11_app.cpp) into `context` (its globals and
-// child_command), `parsed` and `runner`: every command line the fast path
-// (fast_path.hpp) does not take. Returns the exit status if the invocation
-// ends here: help or --version printed (0), a usage error reported (64).
-std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, ParsedArgs& parsed,
-                                    Runner& runner);
+// child_command) and `runner`, the named command's. Returns the exit status if
+// the invocation ends here: help or --version printed (0), a usage error
+// reported (64).
+std::optional<int> parse_command_line(int argc, char** argv, Context& context, Runner& runner);
 
 }  // namespace nxlock::cli

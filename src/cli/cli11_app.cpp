@@ -1,23 +1,18 @@
-// Everything CLI11: the App, the global options, each command's options, the
-// validators, and the parse. The one translation unit that includes CLI11: its
-// validators are static objects, built at start-up in each one that does
-// (BENCHMARKS.md, "The command line's start-up"), so what needs no CLI11 is kept out
-// (command_line.cpp, lazy_options.cpp, command_table.cpp, app.cpp).
+// The CLI11 app: the global options and the named command's (or, for help,
+// every command's), built from the option and command tables, then the parse.
+#include <fcntl.h>
+
 #include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "cli/command_line.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
-#include "cli/lazy_options.hpp"
-#include "lock/lease_lock.hpp"
 #include "store/make_store.hpp"
-#include "util/time.hpp"
 
 namespace nxlock::cli {
 
@@ -27,7 +22,7 @@ std::string version_text() {
   return std::string("nxlock ") + NXLOCK_VERSION + "\nbackends: " + store::builtin_backends();
 }
 
-// CLI11's messages are multi-line at times; every error is one line (man page, EXIT STATUS).
+// CLI11's messages are multi-line at times; an error is one line (man page, EXIT STATUS).
 std::string one_line(std::string text) {
   for (auto& c : text) {
     if (c == '\n') {
@@ -36,6 +31,10 @@ std::string one_line(std::string text) {
   }
   while (!text.empty() && text.back() == ' ') {
     text.pop_back();
+  }
+  // A hidden option's error: CLI11 leaves its name out (named() puts it in).
+  if (text.starts_with(": ")) {
+    text.erase(0, 2);
   }
   return text;
 }
@@ -59,336 +58,113 @@ OptionQuery is_option(const CLI::App& app, std::string_view command) {
   };
 }
 
-}  // namespace
-
-CLI::Validator duration_check(double min_seconds, double max_seconds) {
-  // "0.001", "1000000": readable, never hundreds of digits.
-  const auto bound = [](double seconds) {
-    return util::decimal_seconds(util::Micros(static_cast<std::int64_t>(seconds * 1e6)));
-  };
-  const std::string range = "[" + bound(min_seconds) + " - " + bound(max_seconds) + "]";
-  return CLI::Validator(
-      [=](std::string& input) -> std::string {
-        // from_chars, not strtod: plain decimal only (no "0x10", no locale).
-        double seconds = 0;
-        const char* last = input.data() + input.size();
-        const auto [end, ec] = std::from_chars(input.data(), last, seconds);
-        // NaN compares false with everything and infinity overflows every
-        // deadline: both are refused, as is anything out of range.
-        if (input.empty() || ec != std::errc() || end != last || !std::isfinite(seconds) ||
-            seconds < min_seconds || seconds > max_seconds) {
-          return "'" + input + "' is not a number of seconds in " + range;
-        }
-        return {};
-      },
-      "NUMBER in " + range);
+// `nxlock --dump-options`, hidden: the option table, for tests/ops.
+void add_dump_options_flag(CLI::App& app) {
+  app.add_flag_callback(
+         "--dump-options",
+         [] {
+           const std::string text = dump_options();
+           std::fwrite(text.data(), 1, text.size(), stdout);
+           throw CLI::Success();
+         },
+         "Print the option table")
+      ->group("");  // hidden from --help
 }
 
-void add_clock_option(CLI::App& sub, std::string& clock) {
-  if (!may_name("clock")) {
-    return;  // the default stands, as CLI11 would leave it
-  }
-  sub.add_option("--clock", clock,
-                 "Whose clock decides expiry: server (Redis TIME) or local (this host)")
-      ->check(CLI::IsMember({"server", "local"}))
-      ->capture_default_str();
-}
-
-void add_slots_option(CLI::App& sub, int& slots) {
-  if (!may_name("slots")) {
-    return;
-  }
-  sub.add_option("--slots", slots,
-                 "A counting semaphore: at most N holders of KEY at once, each in a slot "
-                 "1..N (every user of KEY must give the same N)")
-      ->check(CLI::Range(1, lock::k_max_slots))
-      ->type_name("N");
-}
-
-void add_lock_options(CLI::App& sub, LockArgs& args) {
-  sub.add_option("-t,--ttl", args.ttl, "Seconds the lock holds without renewal")
-      ->check(CLI::Range(std::int64_t{1}, k_max_ttl))
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  auto* nonblock = sub.add_flag("-n,--nonblock", args.nonblock, "Try once; do not wait");
-  sub.add_option("-w,--wait", args.wait, "Give up after SECONDS (fractions allowed)")
-      ->check(duration_check(0, k_max_duration_seconds))
-      ->type_name("SECONDS")
-      ->excludes(nonblock);
-  if (may_name("conflict", 'E')) {
-    sub.add_option("-E,--conflict-exit-code", args.conflict_exit,
-                   "Exit status when the lock is busy")
-        ->check(CLI::Range(0, 255))
-        ->type_name("N")
-        ->capture_default_str();
-  }
-  if (may_name("shared")) {
-    sub.add_flag("--shared", args.shared,
-                 "Hold the lock shared, as flock -s: any number of shared holders, or one "
-                 "exclusive holder");
-  }
-  add_clock_option(sub, args.clock);
-  add_slots_option(sub, args.slots);
-}
-
-// Every command's options and operands (the runners are in commands_kv.cpp,
-// command_run.cpp and commands_lock.cpp).
-
-namespace {
-// Binds KEY (and VALUE) of `sub` to a new KeyValueArgs, which `parsed` keeps.
-std::shared_ptr<KeyValueArgs> add_key_value(CLI::App& sub, ParsedArgs& parsed, bool with_value) {
-  parsed.kv = std::make_shared<KeyValueArgs>();
-  KeyValueArgs& args = *parsed.kv;
-  sub.add_option("KEY", args.key, "The key (use -- before one that starts with '-')")->required();
-  if (with_value) {
-    sub.add_option("VALUE", args.value, "The value")->required();
-  }
-  return parsed.kv;
-}
-
-}  // namespace
-
-Runner setup_setnx(CLI::App& sub, ParsedArgs& parsed) {
-  return setnx_runner(add_key_value(sub, parsed, true));
-}
-
-Runner setup_get(CLI::App& sub, ParsedArgs& parsed) {
-  return get_runner(add_key_value(sub, parsed, false));
-}
-
-Runner setup_getset(CLI::App& sub, ParsedArgs& parsed) {
-  return getset_runner(add_key_value(sub, parsed, true));
-}
-
-Runner setup_del(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto keys = std::make_shared<std::vector<std::string>>();
-  sub.add_option("KEY", *keys, "The keys to delete")->required();
-  return del_runner(keys);
-}
-
-Runner setup_run_locked(CLI::App& sub, ParsedArgs& parsed) {
-  parsed.run = std::make_shared<RunLockedArgs>();
-  const auto& args = parsed.run;
-  add_lock_options(sub, args->lock);
-  // Each seldom-used option only if the command line may name it (may_name()).
-  if (may_name("renew")) {
-    sub.add_flag("--no-renew", args->no_renew, "Do not renew the lock while COMMAND runs");
-  }
-  if (may_name("inherit")) {
-    sub.add_flag("--inherit-credentials", args->inherit_credentials,
-                 "Leave NXLOCK_PASSWORD, REDISCLI_AUTH and a password in NXLOCK_URL in "
-                 "COMMAND's environment (removed by default)");
-  }
-  if (may_name("on-lost")) {
-    sub.add_option("--on-lost", args->on_lost,
-                   "If the lock is lost: term (SIGTERM, then SIGKILL), kill, or ignore (warn)")
-        ->check(CLI::IsMember({"term", "kill", "ignore"}))
-        ->capture_default_str();
-  }
-  if (may_name("kill-after")) {
-    sub.add_option("--kill-after", args->kill_after,
-                   "Seconds between SIGTERM and SIGKILL when the lock is lost or "
-                   "--max-runtime comes")
-        ->check(duration_check(0, k_max_duration_seconds))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  if (may_name("hold")) {
-    sub.add_option("--hold", args->hold,
-                   "Keep the lock until SECONDS after it was taken, even if COMMAND ends sooner: "
-                   "the same crontab line on many hosts then runs once per tick (a bit longer "
-                   "than clock skew + cron's start jitter, shorter than the period)")
-        ->check(duration_check(0, k_max_duration_seconds))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  if (may_name("max-runtime")) {
-    sub.add_option("--max-runtime", args->max_runtime,
-                   "Stop COMMAND (SIGTERM, --kill-after, SIGKILL) SECONDS after it started, "
-                   "release the lock and exit 124; 0: no limit")
-        ->check(duration_check(0, static_cast<double>(k_max_ttl)))
-        ->type_name("SECONDS");
-  }
-  if (may_name("metrics") || std::getenv(k_metrics_dir_env) != nullptr) {
-    sub.add_option("--metrics-dir", args->metrics_dir,
-                   "Write DIR/nxlock_KEY.prom for node_exporter's textfile collector")
-        ->check(CLI::Validator(
-            [](std::string& input) -> std::string {
-              return input.empty() ? "the metrics directory must not be empty" : "";
-            },
-            "DIR"))
-        ->type_name("DIR")
-        ->envname(k_metrics_dir_env);
-  }
-  sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
-  // Only for --help: the command line is split off before CLI11 sees it.
-  if (may_name("help")) {
-    sub.add_option("COMMAND", args->help_only_command,
-                   "The command to run (no shell) and its arguments, passed untouched");
-  }
-  // COMMAND [ARGS...] is split off argv before CLI11 parses
-  // (split_child_command()), so that
-  // nothing after KEY is ever taken for an option of ours.
-  return run_locked_runner(args);
-}
-
-Runner setup_lock(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto args = std::make_shared<LockCommandArgs>();
-  add_lock_options(sub, args->lock);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
-  return lock_runner(args);
-}
-
-Runner setup_unlock(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto args = std::make_shared<UnlockArgs>();
-  auto* force = sub.add_flag("-f,--force", args->force,
-                             "Delete whatever the key holds (with --slots: every slot)");
-  add_clock_option(sub, args->clock);
-  add_slots_option(sub, args->slots);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
-  return unlock_runner(args);
-}
-
-Runner setup_renew(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto args = std::make_shared<RenewArgs>();
-  sub.add_option("-t,--ttl", args->ttl, "Seconds from now the lock holds")
-      ->check(CLI::Range(std::int64_t{1}, k_max_ttl))
-      ->type_name("SECONDS")
-      ->capture_default_str();
-  add_clock_option(sub, args->clock);
-  add_slots_option(sub, args->slots);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
-  sub.add_option("VALUE", args->value, "The value `lock` (or the last renew) printed")->required();
-  return renew_runner(args);
-}
-
-Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto args = std::make_shared<StatusArgs>();
-  add_clock_option(sub, args->clock);
-  add_slots_option(sub, args->slots);
-  sub.add_option("KEY", args->key, "The lock's key")->required();
-  return status_runner(args);
-}
-
-Runner setup_list(CLI::App& sub, ParsedArgs& /*parsed*/) {
-  auto args = std::make_shared<ListArgs>();
-  sub.add_flag("--expired", args->expired, "Also list expired, abandoned locks");
-  sub.add_option("PATTERN", args->pattern,
-                 "Glob on the lock's key, as Redis MATCH reads it (default: every lock)");
-  return list_runner(args);
-}
-
-namespace {
-
-// The global options, on the app: each command falls through to them. -u
-// always; those only rediss://, redis+sentinel:// or a replicated Redis use
-// only if `backend_options` (needs_backend_options()).
-void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
-  auto* url =
-      app.add_option("-u,--url", g.urls,
-                     "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
-                     "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,…]/MASTER[/DB], "
-                     "unix:///PATH[?db=N], file:///PATH (default: the embedded "
-                     "store) or etcd://[USER:PASSWORD@]HOST[:PORT][,…] (etcds://: TLS); repeated (or several in NXLOCK_URL), independent servers "
-                     "that lock by majority")
-          ->type_name("URL")
-          ->allow_extra_args(false)  // one URL per -u: `-u URL KEY` must leave KEY alone
-          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  url->envname("NXLOCK_URL");
-  // The others only if the command line may name them (may_name()), or, for
-  // --prefix, NXLOCK_PREFIX may set it.
-  if (may_name("password")) {
-    app.add_option("--password-file", g.password_file,
-                   "Read the Redis password from FILE (or set NXLOCK_PASSWORD / REDISCLI_AUTH)")
-        ->type_name("FILE");
-  }
-  if (may_name("timeout")) {
-    app.add_option("--timeout", g.timeout, "Redis connect and per-command timeout, seconds")
-        ->check(duration_check(k_min_timeout_seconds, k_max_duration_seconds))
-        ->type_name("SECONDS")
-        ->capture_default_str();
-  }
-  if (may_name("prefix") || std::getenv(k_prefix_env) != nullptr) {
-    app.add_option("--prefix", g.prefix, "Prepended to every key")
-        ->type_name("STRING")
-        ->envname(k_prefix_env);
-  }
-  if (may_name("json")) {
-    app.add_flag("--json", g.json, "Print one JSON object on stdout");
-  }
-  CLI::Option* quiet = nullptr;
-  if (may_name("quiet", 'q')) {
-    quiet = app.add_flag("-q,--quiet", g.quiet, "Say less on stderr");
-  }
-  if (may_name("verbose", 'v')) {
-    auto* verbose = app.add_flag("-v,--verbose", g.verbose, "Trace each backend step on stderr");
-    if (quiet != nullptr) {
-      verbose->excludes(quiet);
+// The edit distance of `a` and `b`, a transposition counting as one edit
+// ("wiat" is one from "wait").
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) {
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+      if (i == 0 || j == 0) {
+        d[i][j] = i + j;
+        continue;
+      }
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
   }
-  if (!backend_options) {
-    return;
+  return d[a.size()][b.size()];
+}
+
+// "unknown option --wiat (did you mean --wait?)" for the first word before
+// `--` that looks like a long option and is none of `app`'s or of its command
+// `sub`'s; "" when every such word is one. CLI11 would say "The following
+// arguments were not expected", naming the key too.
+std::string unknown_option(int argc, char** argv, const CLI::App& app, const CLI::App* sub) {
+  const auto known = [&](const std::string& name) {
+    return app.get_option_no_throw(name) != nullptr ||
+           (sub != nullptr && sub->get_option_no_throw(name) != nullptr);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word == "--") {
+      break;
+    }
+    if (word.size() < 3 || !word.starts_with("--")) {
+      continue;
+    }
+    const std::string name(word.substr(0, word.find('=')));
+    if (known(name)) {
+      continue;
+    }
+    std::string message = "unknown option " + name;
+    std::string best;
+    std::size_t best_distance = name.size() < 7 ? 2 : 3;  // "--wiat": 1 from "--wait"
+    for (const CLI::App* owner : {&app, sub}) {
+      if (owner == nullptr) {
+        continue;
+      }
+      for (const CLI::Option* option : owner->get_options()) {
+        for (const std::string& candidate : option->get_lnames()) {
+          const std::size_t d = distance(name.substr(2), candidate);
+          if (!option->get_group().empty() && d < best_distance) {
+            best = "--" + candidate;
+            best_distance = d;
+          }
+        }
+      }
+    }
+    return best.empty() ? message : message + " (did you mean " + best + "?)";
   }
-  app.add_option("--cacert", g.cacert, "rediss://: verify the server with the CAs in FILE")
-      ->type_name("FILE")
-      ->envname("NXLOCK_CACERT");
-  app.add_option("--cacertdir", g.cacertdir, "rediss://: verify the server with the CAs in DIR")
-      ->type_name("DIR")
-      ->envname("NXLOCK_CACERTDIR");
-  auto* cert = app.add_option("--cert", g.cert, "rediss://: present this client certificate")
-                   ->type_name("FILE")
-                   ->envname("NXLOCK_CERT");
-  auto* key = app.add_option("--key", g.key, "rediss://: the client certificate's private key")
-                  ->type_name("FILE")
-                  ->envname("NXLOCK_CERT_KEY");
-  cert->needs(key);
-  key->needs(cert);
-  app.add_option("--sni", g.sni, "rediss://: the server name to send and check instead of HOST")
-      ->type_name("NAME");
-  app.add_flag("--insecure", g.insecure,
-               "rediss://: do not verify the server's certificate or name (says so on stderr)");
-  app.add_option("--sentinel-password-file", g.sentinel_password_file,
-                 "redis+sentinel://: read the Sentinels' own password from FILE (or set "
-                 "NXLOCK_SENTINEL_PASSWORD)")
-      ->type_name("FILE");
-  app.add_option("--replicas", g.replicas,
-                 "Redis: every lock write waits until N replicas have it (WAIT); else exit 69")
-      ->check(CLI::Range(0, k_max_replicas))
-      ->type_name("N");
+  return {};
 }
 
 }  // namespace
 
-std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, ParsedArgs& parsed,
-                                    Runner& runner) {
-  // What may_name() looks at, for as long as this run() builds and parses options.
-  const LazyOptionsScope lazy_options(argc, argv);
-
-  // The standard streams, for CLI11 alone: see cli/cli11.hpp. Constructed on
-  // first use and kept to the end, so that its output is flushed at exit.
-  static const std::ios_base::Init k_streams;
-
+std::optional<int> parse_command_line(int argc, char** argv, Context& context, Runner& runner) {
   GlobalOptions& g = context.globals;
   CLI::App app{
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
       "(Redis or an embedded store)",
       "nxlock"};
-  if (may_name("help")) {
-    app.set_help_all_flag("--help-all", "Show help for every command");
-  }
-  if (may_name("version")) {
-    app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
-  }
+  app.set_help_all_flag("--help-all", "Show help for every command");
+  app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+  add_dump_options_flag(app);
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
-  add_global_options(app, g, needs_backend_options());
+  add_global_options(app, g);
 
-  // Start-up is most of an invocation, and building every command's options
-  // is most of start-up: when argv names a command, set up only that one.
-  const int command_index =
-      find_command(argc, argv, [&](const std::string& name) { return takes_value(app, name); });
+  // When argv names a command, only that one is set up: the others' options
+  // could not be used, and help for one command lists only its own.
+  const auto global_takes_value = [&](const std::string& name) { return takes_value(app, name); };
+  int command_index = find_command(argc, argv, global_takes_value);
+  // `nxlock help [COMMAND]`, as git's: the same as `nxlock [COMMAND] --help`.
+  static char help_flag[] = "--help";
+  std::vector<char*> help_argv;
+  if (command_index < argc && std::string_view(argv[command_index]) == "help") {
+    help_argv.assign(argv, argv + argc);
+    help_argv.erase(help_argv.begin() + command_index);
+    help_argv.push_back(help_flag);
+    argc = static_cast<int>(help_argv.size());
+    argv = help_argv.data();
+    command_index = find_command(argc, argv, global_takes_value);
+  }
   const std::string_view named = command_index < argc ? argv[command_index] : "";
   const std::span<const Command> commands = command_table();
   const bool known = std::any_of(commands.begin(), commands.end(),
@@ -399,12 +175,12 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
     context.out.json = names_json(argc, argv);
     context.out.error(k_exit_usage, "usage",
                       "'" + std::string(named) + "' is not an nxlock command (commands: " +
-                          command_names() + "; see 'nxlock --help')");
+                          command_names() + ", help; see 'nxlock --help')");
     context.out.flush(k_exit_usage);
     return k_exit_usage;
   }
 
-  CLI::App* run_locked = nullptr;
+  CLI::App* named_sub = nullptr;
   for (const Command& command : commands) {
     if (known && named != command.name) {
       continue;
@@ -413,40 +189,64 @@ std::optional<int> parse_with_cli11(int argc, char** argv, Context& context, Par
     // Global options may also follow the command name. (run-locked's child
     // command line is split off argv before parsing, so none of it falls through.)
     sub->fallthrough();
-    if (std::string_view(command.name) == "run-locked") {
-      run_locked = sub;
+    if (known) {
+      named_sub = sub;
     }
     sub->footer(std::string("Example:\n  ") + command.example);
-    // `parsed` ends up holding the arguments of the command parsed, whichever
-    // were set up: the callback runs for that one only.
-    ParsedArgs own;
-    auto setup_runner = command.setup(*sub, own);
-    sub->callback([&runner, &parsed, setup_runner, own, name = command.name] {
-      runner = setup_runner;
-      parsed = own;
-      parsed.command = name;
-    });
+    // The callback runs for the command parsed only (with no command named,
+    // every one is set up, for --help).
+    sub->callback([&runner, setup_runner = command.setup(*sub)] { runner = setup_runner; });
   }
 
   try {
     if (named == "run-locked") {
       // Its own options and the global ones that fall through to the app.
-      context.child_command =
+      ChildCommand child =
           split_child_command(command_index, argc, argv, [&](const std::string& name) {
-            return takes_value(*run_locked, name) || takes_value(app, name);
+            return takes_value(*named_sub, name) || takes_value(app, name);
           });
+      if (!child.error.empty()) {
+        throw CLI::ValidationError("run-locked", child.error);
+      }
+      context.child_command = std::move(child.words);
     }
     app.parse(argc, argv);
+    // NXLOCK_TTL, NXLOCK_WAIT: after the command line, which wins.
+    apply_environment(app, "");
+    if (named_sub != nullptr) {
+      apply_environment(*named_sub, named);
+    }
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version: printed, exit 0
   } catch (const CLI::ParseError& e) {
     // CLI11 may fail on an option before it has stored --json's flag.
-    context.out.json = g.json || names_json(argc, argv);
+    context.out.json = g.json || g.json_fd >= 0 || names_json(argc, argv);
+    if (g.json_fd >= 0 && fcntl(g.json_fd, F_GETFD) >= 0) {
+      context.out.json_fd = g.json_fd;  // --json-fd was read before the error
+    }
+    std::string message = unknown_option(argc, argv, app, named_sub);
+    if (message.empty()) {
+      message = one_line(e.what()) +
+                dash_advice(named, argc, argv, is_option(app, named), [&](const std::string& name) {
+                  return takes_value(app, name) ||
+                         (named_sub != nullptr && takes_value(*named_sub, name));
+                });
+    }
     context.out.error(k_exit_usage, "usage",
-                      one_line(e.what()) + dash_advice(named, argc, argv, is_option(app, named)) +
-                          " (see 'nxlock --help')");
+                      message + " (see 'nxlock " + (known ? std::string(named) + " " : "") +
+                          "--help')");
     context.out.flush(k_exit_usage);
     return k_exit_usage;
+  }
+  if (app.get_option("--timeout")->count() > 0) {
+    // Its old name, before the command (man page, GLOBAL OPTIONS): -q does not
+    // silence this, so that a cron job's owner hears of it before it goes.
+    context.out.warn(
+        "warning: --timeout is deprecated and goes in the next release: it is the backend's "
+        "I/O timeout, now --io-timeout (the wait for a lock is -w)");
+    if (app.get_option("--io-timeout")->count() == 0) {
+      g.io_timeout = g.deprecated_timeout;  // the new name wins
+    }
   }
   return std::nullopt;
 }

@@ -1,7 +1,5 @@
 // What the commands are given, apart from CLI11: their arguments, as parsed,
-// and their runners. Free of CLI11, whose headers cost every translation unit
-// that includes them a static initialiser (its validators; BENCHMARKS.md,
-// "The command line's start-up").
+// and their runners. Free of CLI11, so that the runners need none of it.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +22,8 @@ struct LockArgs {
   double wait = -1;  // seconds; negative: wait forever
   int conflict_exit = 75;
   std::string clock = "server";
-  bool shared = false;  // --shared: a shared holder (lock/lease_lock.hpp)
+  bool shared = false;     // -s, --shared: a shared holder (lock/lease_lock.hpp)
+  bool exclusive = false;  // -x, --exclusive: the default, accepted as flock's
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
 };
 
@@ -44,6 +43,7 @@ struct RunLockedArgs {
   double kill_after = 10;
   double hold = 0;
   double max_runtime = 0;                      // seconds; zero: no limit, as with timeout(1)
+  std::string shell_command;                   // -c STRING before KEY: run /bin/sh -c STRING
   std::string metrics_dir;                     // --metrics-dir (NXLOCK_METRICS_DIR); empty: none
   std::vector<std::string> help_only_command;  // bound for --help only
 };
@@ -79,22 +79,14 @@ struct StatusArgs {
   int slots = 0;
 };
 
-// list: PATTERN (a glob; "*": every lock) and --expired.
+// list: PATTERN (a glob; "*": every lock), --expired and --waiters.
 struct ListArgs {
   std::string pattern = "*";
   bool expired = false;
+  bool waiters = false;  // --waiters: also show each waiter (pid, host, since, kind)
 };
 
-// The arguments of the commands that have a fast path (fast_path.hpp), so that
-// CLI11 and the fast path fill the same structure. `command` is the name of
-// the command parsed; `kv` or `run` is set for those commands, else null.
-struct ParsedArgs {
-  std::string command;
-  std::shared_ptr<KeyValueArgs> kv;
-  std::shared_ptr<RunLockedArgs> run;
-};
-
-// The runners of the commands with a fast path, given their arguments.
+// The runners of setnx, get, getset, del and run-locked, given their arguments.
 Runner setnx_runner(std::shared_ptr<KeyValueArgs> args);
 Runner get_runner(std::shared_ptr<KeyValueArgs> args);
 Runner getset_runner(std::shared_ptr<KeyValueArgs> args);

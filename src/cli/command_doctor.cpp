@@ -7,15 +7,14 @@
 #include "cli/exit_status.hpp"
 #include "store/diagnosis.hpp"
 
-// Only the name: doctor adds no options, so this file needs none of CLI11's
-// headers (and their static initialisers, cli/command_args.hpp).
+// Only the name: doctor adds no options, so this file needs none of CLI11's headers.
 namespace CLI {
 class App;
 }
 
 namespace nxlock::cli {
 
-Runner setup_doctor(CLI::App& sub, ParsedArgs& parsed);
+Runner setup_doctor(CLI::App& sub);
 
 namespace {
 
@@ -101,7 +100,7 @@ int run_doctor(Context& ctx) {
 
 }  // namespace
 
-Runner setup_doctor(CLI::App& /*sub*/, ParsedArgs& /*parsed*/) {
+Runner setup_doctor(CLI::App& /*sub*/) {
   return run_doctor;
 }
 

@@ -42,8 +42,8 @@ int find_command(int argc, char** argv, const OptionQuery& takes_value) {
   return i;
 }
 
-std::vector<std::string> split_child_command(int command_index, int& argc, char** argv,
-                                             const OptionQuery& takes_value) {
+ChildCommand split_child_command(int command_index, int& argc, char** argv,
+                                 const OptionQuery& takes_value) {
   int i = command_index + 1;
   for (; i < argc; ++i) {  // run-locked's options, up to KEY
     const std::string_view token = argv[i];
@@ -61,18 +61,31 @@ std::vector<std::string> split_child_command(int command_index, int& argc, char*
     return {};  // no KEY: CLI11 reports it
   }
   std::vector<std::string> child(argv + i + 1, argv + argc);
+  argc = i + 1;
   if (!child.empty() && child.front() == "--") {
     child.erase(child.begin());
+    return {std::move(child), {}};  // `KEY -- -c x` runs a program named -c
   }
-  argc = i + 1;
-  return child;
+  if (!child.empty() && child.front() == "-c") {
+    if (child.size() != 2) {
+      return {{}, "-c after KEY takes one STRING, the whole shell command: "
+                  "run-locked KEY -c 'CMD; CMD'"};
+    }
+    return {{"/bin/sh", "-c", child[1]}, {}};
+  }
+  return {std::move(child), {}};
 }
 
-std::string dash_advice(std::string_view command, int argc, char** argv, const OptionQuery& known) {
+std::string dash_advice(std::string_view command, int argc, char** argv, const OptionQuery& known,
+                        const OptionQuery& takes_value) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view token = argv[i];
     if (token == "--") {
       break;
+    }
+    if (token.starts_with("-") && takes_next_value(token, takes_value)) {
+      ++i;  // its value (`--kill-after -1`): not a key, whatever it starts with
+      continue;
     }
     // A word with two dashes is more likely a mistyped option than a key.
     if (token.size() < 2 || token[0] != '-' || token.starts_with("--")) {

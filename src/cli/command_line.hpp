@@ -22,16 +22,25 @@ bool names_json(int argc, char** argv);
 // options (argc if there is none). `takes_value`: of the global options.
 int find_command(int argc, char** argv, const OptionQuery& takes_value);
 
+// run-locked's child command line, or why the words after KEY are not one.
+struct ChildCommand {
+  std::vector<std::string> words;
+  std::string error;  // a usage error; "" if none
+};
+
 // As with flock(1) and timeout(1), run-locked's options end at KEY, and
 // everything after KEY (after one optional `--`) is the child's command line,
-// untouched. CLI11 gets argv up to KEY (`argc` is cut there); the rest is
-// returned. `takes_value`: of run-locked's options and the global ones.
-std::vector<std::string> split_child_command(int command_index, int& argc, char** argv,
-                                             const OptionQuery& takes_value);
+// untouched, but for flock's `KEY -c STRING`, which is `/bin/sh -c STRING`.
+// CLI11 gets argv up to KEY (`argc` is cut there); the rest is returned.
+// `takes_value`: of run-locked's options and the global ones.
+ChildCommand split_child_command(int command_index, int& argc, char** argv,
+                                 const OptionQuery& takes_value);
 
 // A key or value that begins with '-' reads as an option (`nxlock lock -dash`):
 // the advice that goes with the parse error, or "" when no such word is there.
-// `known`: whether a name is an option of `command` or a global one.
-std::string dash_advice(std::string_view command, int argc, char** argv, const OptionQuery& known);
+// `known`: whether a name is an option of `command` or a global one;
+// `takes_value`: whether it takes a value (a word never taken for a key).
+std::string dash_advice(std::string_view command, int argc, char** argv, const OptionQuery& known,
+                        const OptionQuery& takes_value);
 
 }  // namespace nxlock::cli

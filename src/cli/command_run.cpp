@@ -107,9 +107,18 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
     ctx.renews_while_alive = !args->no_renew;
+    if (!args->shell_command.empty()) {
+      // -c STRING before KEY, as flock's -c: a shell runs it (never otherwise).
+      if (!ctx.child_command.empty()) {
+        throw util::Error(util::ErrorKind::usage, "run-locked",
+                          "-c STRING and a COMMAND after KEY: give one of them");
+      }
+      ctx.child_command = {"/bin/sh", "-c", args->shell_command};
+    }
     const std::vector<std::string>& command = ctx.child_command;
     if (command.empty()) {
-      throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");
+      throw util::Error(util::ErrorKind::usage, "run-locked",
+                        "no COMMAND to run after KEY (or -c STRING for a shell command)");
     }
 
     // A lock that may be waited for: the watchdog is forked now, so that when the

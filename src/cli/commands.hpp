@@ -1,38 +1,51 @@
-// The option helpers and bounds the commands' CLI11 setups share (cli11_app.cpp).
-// Includes CLI11: only cli11_app.cpp may include this (see there).
+// What the commands' CLI11 setups share: the options of the table
+// (option_table.hpp) added to an app, bound to where the runner reads them.
+// Includes CLI11: only the files that build the app include this.
 #pragma once
 
-#include "cli/cli11.hpp"
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/app.hpp"
 #include "cli/command_args.hpp"
 #include "cli/command_table.hpp"
 #include "cli/context.hpp"
+#include "cli/option_bounds.hpp"
+#include "cli/option_table.hpp"
 
 namespace nxlock::cli {
 
-// Adds the options shared by lock and run-locked (LockArgs).
-void add_lock_options(CLI::App& sub, LockArgs& args);
+// Adds the option of `command` ("" for a global one) whose long name is `name`
+// to `app`, as the table declares it (names, help, type name, check,
+// environment variable, default shown), bound to `target`. Returns it, for the
+// relations between options (excludes, needs) that the setups state.
+CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
+                              bool& target);
+CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
+                              std::string& target);
+CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
+                              double& target);
+CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
+                              std::int64_t& target);
+CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
+                              int& target);
+CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
+                              std::vector<std::string>& target);
 
-// Durations (--wait, --timeout, --kill-after) are at most this many seconds
-// (about 11 days): every deadline and poll timeout then fits its type.
-inline constexpr double k_max_duration_seconds = 1e6;
-// A ttl (whole seconds) has the same bound, so every lock a user can ask for
-// fits the durations the lock and the watchdog compute from it.
-inline constexpr std::int64_t k_max_ttl = 1'000'000;
-// --replicas: far more than any deployment has, small enough to say in a message.
-inline constexpr int k_max_replicas = 1000;
-// Below a millisecond a socket timeout rounds to zero, which means "none".
-inline constexpr double k_min_timeout_seconds = 0.001;
+// Applies the environment variables of the table's checked options of
+// `command` ("" for the global ones) on `app`, after the parse: those the
+// command line did not give (nor an option that excludes them). Throws
+// CLI::ValidationError naming the variable for a bad value.
+void apply_environment(CLI::App& app, std::string_view command);
 
-// Checks a duration option: a finite number of seconds in [min, max]; the
-// message names the bounds (a usage error, exit 64).
-CLI::Validator duration_check(double min_seconds, double max_seconds);
-void add_clock_option(CLI::App& sub, std::string& clock);
-// --slots N (lock, run-locked, unlock, renew, status), 1 to lock::k_max_slots.
-void add_slots_option(CLI::App& sub, int& slots);
+// Adds the options of lock and run-locked (LockArgs) to `sub`, a `command`.
+void add_lock_options(CLI::App& sub, std::string_view command, LockArgs& args);
+
+// The global options, on the app: each command falls through to them.
+void add_global_options(CLI::App& app, GlobalOptions& globals);
 
 }  // namespace nxlock::cli

@@ -76,7 +76,7 @@ std::pair<store::Url, store::ConnectOptions> Context::prepare(const std::string&
   const store::Url url =
       url_text.empty() ? store::default_store_url() : store::parse_url(url_text);
   store::ConnectOptions options;
-  options.timeout_seconds = globals.timeout;
+  options.timeout_seconds = globals.io_timeout;
   // The most explicit source wins: a file named on the command line, then the
   // URL itself, then the environment (NXLOCK_PASSWORD, redis-cli's REDISCLI_AUTH).
   if (!globals.password_file.empty()) {

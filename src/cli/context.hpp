@@ -19,7 +19,8 @@ struct GlobalOptions {
   // path; several (or one listing several, whitespace-separated) mean a quorum.
   std::vector<std::string> urls;
   std::string password_file;           // Redis password, kept out of `ps`
-  double timeout = 2.0;                // Redis connect and per-command timeout, seconds
+  double io_timeout = 2.0;             // --io-timeout: the backend's connect and per-command timeout
+  double deprecated_timeout = -1;      // --timeout, its old name; negative: not given
   std::string prefix;                  // prepended to every key
   std::string cacert;                  // rediss://: CA bundle (default: the system's CAs)
   std::string cacertdir;               // rediss://: hashed CA directory
@@ -30,6 +31,7 @@ struct GlobalOptions {
   std::string sentinel_password_file;  // redis+sentinel://: the Sentinels' own password
   int replicas = 0;                    // lock writes wait until this many replicas have them
   bool json = false;
+  int json_fd = -1;  // --json-fd: the descriptor for the JSON object; negative: stdout
   bool quiet = false;
   bool verbose = false;
 };

@@ -1,6 +1,9 @@
 // Output: text lines or one JSON object.
 #include "cli/output.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 
 namespace nxlock::cli {
@@ -8,6 +11,20 @@ namespace nxlock::cli {
 namespace {
 void write_all(std::FILE* stream, std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), stream);
+}
+
+// To a descriptor of the caller's (--json-fd), unbuffered: it may be a pipe.
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return;  // a reader gone away: nothing else to tell it
+    }
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
 }
 
 std::string to_hex(std::string_view bytes) {
@@ -72,8 +89,13 @@ void Output::error(int status, std::string_view what, std::string_view why) {
 void Output::flush(int status) {
   if (json) {
     m_object["exit_status"] = status;
-    write_all(stdout,
-              m_object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    const std::string text =
+        m_object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (json_fd >= 0) {
+      write_all(json_fd, text);
+    } else {
+      write_all(stdout, text);
+    }
   } else {
     write_all(stdout, m_text);
   }

@@ -11,6 +11,7 @@ namespace nxlock::cli {
 class Output {
  public:
   bool json = false;
+  int json_fd = -1;  // --json-fd: where the JSON object goes; negative: stdout
   bool quiet = false;
 
   // A line of text for stdout (ignored under --json, which uses fields instead).
@@ -33,7 +34,8 @@ class Output {
   // The one-line error: `nxlock: <what>: <why>` on stderr, and in JSON when asked.
   void error(int status, std::string_view what, std::string_view why);
 
-  // Writes stdout: the text lines, or the JSON object with "exit_status".
+  // Writes stdout: the text lines, or the JSON object with "exit_status"
+  // (to json_fd instead, if set).
   void flush(int status);
 
  private:

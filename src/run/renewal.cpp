@@ -80,7 +80,7 @@ std::optional<Loss> Renewal::step() {
     // One attempt goes shortly before that moment, with time to reconnect
     // to a server that is back (the back-off alone may leave half a second
     // unused); the last goes at that moment itself, with no time left: it
-    // fails at once, and the loss is acted on then, not a --timeout later.
+    // fails at once, and the loss is acted on then, not a --io-timeout later.
     const Micros last_chance = act_by - k_last_chance;
     m_next = std::min(now + util::jittered(m_backoff), now < last_chance ? last_chance : act_by);
     m_backoff = std::min(m_backoff * 2, k_backoff_cap);

@@ -16,7 +16,7 @@ namespace nxlock::run {
 // gone before it could expire (`lead` before that: the schedule's grace and
 // kill margin). Every attempt's deadline is that moment, so no decision rests
 // on a reply that came after it, and a lost lock is acted on within one
-// renewal interval, whatever --timeout is.
+// renewal interval, whatever --io-timeout is.
 class Renewal {
  public:
   Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, util::Micros lead,

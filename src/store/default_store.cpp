@@ -29,8 +29,16 @@ DefaultStore find_default_store() {
   if (const char* state = std::getenv("XDG_STATE_HOME"); state && state[0] == '/') {
     return {std::string(state) + "/nxlock", "XDG_STATE_HOME"};
   }
-  if (const char* home = std::getenv("HOME"); home && home[0] == '/') {
+  const char* home = std::getenv("HOME");
+  if (home && home[0] == '/') {
     return {std::string(home) + "/.local/state/nxlock", "HOME"};
+  }
+  if (home && home[0] != '\0') {
+    // Relative to what? A store must be the same one from every directory.
+    throw util::Error(util::ErrorKind::usage, "default store",
+                      "HOME '" + util::escape(home) +
+                          "' is not an absolute path and NXLOCK_STORE is not set; give --url "
+                          "file:///PATH or NXLOCK_STORE=/PATH");
   }
   throw util::Error(util::ErrorKind::usage, "default store",
                     "neither NXLOCK_STORE nor HOME is set; give --url file:///PATH");

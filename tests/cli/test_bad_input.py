@@ -38,7 +38,7 @@ class BadInput(NxlockTestCase):
         start = time.monotonic()
         # A refusal is an answer: no waiting out the timeout (bounds kept far
         # apart, so a slow machine cannot blur them).
-        r = self.nx("--url", "redis://127.0.0.1:1", "--timeout", "10", "get", "k")
+        r = self.nx("--url", "redis://127.0.0.1:1", "--io-timeout", "10", "get", "k")
         self.assertOneLineError(r, 69, "redis://127.0.0.1:1")
         self.assertLess(time.monotonic() - start, 5)
 
@@ -49,7 +49,7 @@ class BadInput(NxlockTestCase):
             listener.listen(16)
             port = listener.getsockname()[1]
             start = time.monotonic()
-            r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--timeout", "0.5", "get", "k")
+            r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--io-timeout", "0.5", "get", "k")
             elapsed = time.monotonic() - start
         self.assertOneLineError(r, 69)
         self.assertLess(elapsed, 4.0)  # the 0.5 s timeout, not the kernel's minutes
@@ -174,9 +174,9 @@ class Durations(NxlockTestCase):
         for value in ("1e308", "9.3e12", "1e13", "nan", "inf", "-1", "1000001"):
             cases += [["lock", "-w", value, "busy"],
                       ["run-locked", "--kill-after", value, "k", "true"],
-                      ["--timeout", value, "get", "k"]]
-        cases.append(["--timeout", "0.0000001", "get", "k"])
-        cases.append(["--timeout", "0", "get", "k"])
+                      ["--io-timeout", value, "get", "k"]]
+        cases.append(["--io-timeout", "0.0000001", "get", "k"])
+        cases.append(["--io-timeout", "0", "get", "k"])
         for args in cases:
             with self.subTest(args=args):
                 r = self.nx(*args, timeout=10)
@@ -190,7 +190,7 @@ class Durations(NxlockTestCase):
             url = "redis://127.0.0.1:%d" % listener.getsockname()[1]
             for timeout in ("0.0000001", "0.001"):
                 with self.subTest(timeout=timeout):
-                    r = self.nx("-u", url, "--timeout", timeout, "get", "k", timeout=10)
+                    r = self.nx("-u", url, "--io-timeout", timeout, "get", "k", timeout=10)
                     self.assertIn(r.returncode, (64, 69), r.stderr)
 
     def test_durations_in_range_are_honoured(self):
@@ -200,7 +200,7 @@ class Durations(NxlockTestCase):
         self.assertEqual(r.returncode, 75, r.stderr)
         self.assertGreaterEqual(time.monotonic() - start, 0.5)
         self.assertEqual(self.nx("lock", "-w", "1000000", "free").returncode, 0)
-        r = self.nx("--timeout", "1000000", "run-locked", "--kill-after", "1000000", "k", "true")
+        r = self.nx("--io-timeout", "1000000", "run-locked", "--kill-after", "1000000", "k", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
 
 

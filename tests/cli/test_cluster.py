@@ -377,13 +377,13 @@ class TestReplicasOnACluster(NxlockTestCase):
         replica = self.cluster.replica_of(owner).process
         replica.send_signal(signal.SIGSTOP)
         try:
-            r = self.nx("-u", url, "--replicas", "1", "--timeout", "0.5", "lock", "-n",
+            r = self.nx("-u", url, "--replicas", "1", "--io-timeout", "0.5", "lock", "-n",
                         "--ttl", "30", key)
             self.assertOneLineError(r, 69, "0 of 1 replicas", "undone")
             self.assertEqual(r.stdout, b"")
             self.assertEqual(cli(owner.port, "EXISTS", key).strip(), "0")
             marker = os.path.join(self.tmp, "ran")
-            r = self.nx("-u", url, "--replicas", "1", "--timeout", "0.5", "run-locked", "-n", key,
+            r = self.nx("-u", url, "--replicas", "1", "--io-timeout", "0.5", "run-locked", "-n", key,
                         "touch", marker)
             self.assertOneLineError(r, 69, "0 of 1 replicas")
             self.assertFalse(os.path.exists(marker))

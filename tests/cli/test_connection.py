@@ -52,7 +52,7 @@ class Deadlines(NxlockTestCase):
         self.addCleanup(server.stop)
         url = "redis://127.0.0.1:%d" % server.port
         started = time.monotonic()
-        r = self.nx("-u", url, "--timeout", "2", "get", "k")
+        r = self.nx("-u", url, "--io-timeout", "2", "get", "k")
         elapsed = time.monotonic() - started
         self.assertOneLineError(r, 69, url, "timed out after 2s")
         # A per-read timeout would take 11 bytes x 1.5 s; the exchange has one deadline.
@@ -80,7 +80,7 @@ class Deadlines(NxlockTestCase):
         _, port = self.full_listener()  # never accepts
         url = "redis://127.0.0.1:%d" % port
         started = time.monotonic()
-        r = self.nx("-u", url, "--timeout", "0.5", "get", "k")
+        r = self.nx("-u", url, "--io-timeout", "0.5", "get", "k")
         self.assertOneLineError(r, 69, url, "connect timed out after 0.5s")
         self.assertLess(time.monotonic() - started, 4)
 
@@ -100,11 +100,11 @@ class Deadlines(NxlockTestCase):
     def test_a_connect_dropped_by_a_full_accept_queue_is_tried_again(self):
         # While a listener's accept queue is full (a burst of clients against
         # the server's tcp-backlog), the kernel drops a SYN and sends it again
-        # only 1 s later, then 3 s: past this --timeout. A new attempt every
+        # only 1 s later, then 3 s: past this --io-timeout. A new attempt every
         # quarter second connects once the queue has room, at 1.2 s.
         listener, port = self.full_listener()
         self.serve_once_room_is_made(listener, 1.2)
-        r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--timeout", "2.5", "get", "k")
+        r = self.nx("-u", "redis://127.0.0.1:%d" % port, "--io-timeout", "2.5", "get", "k")
         self.assertEqual(r.returncode, 1, r.stderr)  # no such key: the server answered
 
     def test_a_full_unix_socket_queue_is_tried_again(self):
@@ -119,7 +119,7 @@ class Deadlines(NxlockTestCase):
         filler.connect_ex(path)
         self.addCleanup(filler.close)
         self.serve_once_room_is_made(listener, 0.6)
-        r = self.nx("-u", "unix://" + path, "--timeout", "2", "get", "k")
+        r = self.nx("-u", "unix://" + path, "--io-timeout", "2", "get", "k")
         self.assertEqual(r.returncode, 1, r.stderr)
 
     def test_a_silent_server_times_out(self):
@@ -129,7 +129,7 @@ class Deadlines(NxlockTestCase):
         self.addCleanup(listener.close)
         url = "redis://127.0.0.1:%d" % listener.getsockname()[1]
         started = time.monotonic()
-        r = self.nx("-u", url, "--timeout", "0.5", "get", "k")
+        r = self.nx("-u", url, "--io-timeout", "0.5", "get", "k")
         self.assertOneLineError(r, 69, url, "timed out after 0.5s")
         self.assertLess(time.monotonic() - started, 4)
 

@@ -243,7 +243,7 @@ class EtcdClusterTest(NxlockTestCase):
 
     def test_quorum_lost_stops_the_job_before_the_lease_could_expire(self):
         log = os.path.join(self.tmp, "log")
-        job = self.popen("--timeout", "0.5", "run-locked", "-t", "4", "--kill-after", "0.5", "ql",
+        job = self.popen("--io-timeout", "0.5", "run-locked", "-t", "4", "--kill-after", "0.5", "ql",
                          "sh", "-c", LOGGED % "30", "J", log, stderr=subprocess.PIPE)
         self.addCleanup(job.stderr.close)
         self.assertTrue(wait_for(lambda: sections(log) == [("J", "in")]))

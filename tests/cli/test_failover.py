@@ -117,7 +117,7 @@ class TestDemotedMasterConfirmsNothing(FailoverTestCase):
         r = self.nx("-u", old_url, "--replicas", "1", "lock", "-n", "--ttl", "30", "L")
         self.assertEqual(r.returncode, 0, r.stderr)
         value = r.stdout.decode().strip()
-        job, err_path = self.start_job(old_url, "--replicas", "1", "--timeout", "0.5", ttl=3,
+        job, err_path = self.start_job(old_url, "--replicas", "1", "--io-timeout", "0.5", ttl=3,
                                        seconds=30)
         new_port = self.fail_over(d)
         # Both replicas replicate from the new master (one is it): none is left
@@ -128,10 +128,10 @@ class TestDemotedMasterConfirmsNothing(FailoverTestCase):
         wait_for(lambda: "connected_slaves:0" in cli(old_port, "INFO", "replication"), 20,
                  "the old master to lose its replicas")
         moved_at = len(read_text(err_path))
-        r = self.nx("-u", old_url, "--replicas", "1", "--timeout", "0.5", "renew", "L", value)
+        r = self.nx("-u", old_url, "--replicas", "1", "--io-timeout", "0.5", "renew", "L", value)
         self.assertEqual(r.returncode, 69, r.stderr)
         self.assertIn(b"0 of 1 replicas", r.stderr)
-        r = self.nx("-u", old_url, "--replicas", "1", "--timeout", "0.5", "lock", "-n", "M")
+        r = self.nx("-u", old_url, "--replicas", "1", "--io-timeout", "0.5", "lock", "-n", "M")
         self.assertEqual(r.returncode, 69, r.stderr)
         # The running holder: no renewal confirmed after that point, and it
         # stops its job (79) before its lock could expire on the new master.

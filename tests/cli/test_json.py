@@ -138,8 +138,8 @@ class Json(NxlockTestCase):
             (64, ["-u", "gopher://x", "get", "k"]),
             (64, ["lock", "--no-such-option", "k"]),
             # Refused by a check before CLI11 has stored --json itself.
-            (64, ["--timeout", "0", "status", "k"]),
-            (69, ["-u", "redis://127.0.0.1:1", "--timeout", "1", "get", "k"]),
+            (64, ["--io-timeout", "0", "status", "k"]),
+            (69, ["-u", "redis://127.0.0.1:1", "--io-timeout", "1", "get", "k"]),
             (77, ["-u", "redis://:wrong@127.0.0.1:%d" % self.redis.port, "get", "k"]),
         ]
         self.assertEqual(self.nx("setnx", "data", "not a timestamp").returncode, 0)

@@ -267,7 +267,7 @@ class TestList(ListCase):
                 self.assertOneLineError(self.nx(*args), 64)
 
     def test_an_unreachable_server_is_69(self):
-        r = self.nx("-u", "redis://127.0.0.1:1", "--timeout", "1", "list")
+        r = self.nx("-u", "redis://127.0.0.1:1", "--io-timeout", "1", "list")
         self.assertOneLineError(r, 69, "127.0.0.1:1")
 
     def test_a_quorum_lists_what_a_majority_holds(self):

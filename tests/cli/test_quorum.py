@@ -267,13 +267,13 @@ class Quorum(NxlockTestCase):
 
     def test_a_stopped_server_costs_no_step_its_timeout(self):
         """One of three SIGSTOPped: every step is decided by the other two, so
-        none waits out --timeout 10 (a generous bound: well under it)."""
+        none waits out --io-timeout 10 (a generous bound: well under it)."""
         os.kill(self.servers[1].process.pid, signal.SIGSTOP)  # resumed by the cleanup
         urls = self.urls()
 
         def timed(*args):
             started = time.monotonic()
-            r = self.nx("--timeout", "10", *urls, *args, timeout=60)
+            r = self.nx("--io-timeout", "10", *urls, *args, timeout=60)
             return r, time.monotonic() - started
 
         r, took = timed("lock", "--json", "-n", "-t", "60", "job")

@@ -116,10 +116,10 @@ class RedisFaults(NxlockTestCase):
 
     def test_stall_longer_than_timeout_keeps_the_job(self):
         server = self.server("--enable-debug-command", "yes")
-        job = self.run_locked(server.url, "--timeout", "2", "-t", "9", "stalled", "sleep", "8")
+        job = self.run_locked(server.url, "--io-timeout", "2", "-t", "9", "stalled", "sleep", "8")
         acquired = job.wait_for_line(ACQUIRED)
         # Stall the server from 2 s to 6 s after the acquisition: the renewal due at
-        # 3 s times out at 5 s (--timeout 2), and must be retried rather than count as a
+        # 3 s times out at 5 s (--io-timeout 2), and must be retried rather than count as a
         # lost lock. (A second of margin for redis-cli's start on a loaded machine.)
         time.sleep(max(0.0, acquired + 2.0 - time.monotonic()))
         stall = subprocess.Popen(["redis-cli", "-p", str(server.port), "DEBUG", "SLEEP", "4"],
@@ -139,13 +139,13 @@ class RedisFaults(NxlockTestCase):
                  if re.search(RENEWED, texts[i])]
         self.assertTrue(later, job.stderr())
         renewed = later[0]
-        measure("DEBUG SLEEP 4 with --timeout 2, run-locked -t 9 of an 8 s job: exit %d after "
+        measure("DEBUG SLEEP 4 with --io-timeout 2, run-locked -t 9 of an 8 s job: exit %d after "
                 "%.1f s; first renewal %.3f s after the stall ended"
                 % (status, time.monotonic() - job.started, renewed - back))
 
     def test_idle_client_timeout_shorter_than_the_renewal_interval(self):
         # The server drops clients idle for 2 s; renewals come every 3 s (-t 9).
-        server = self.server("--timeout", "2")
+        server = self.server("--io-timeout", "2")
         job = self.run_locked(server.url, "-t", "9", "idle", "sleep", "8")
         status = job.wait()
         self.assertKept(job, status, 0)
@@ -207,8 +207,8 @@ class RedisFaults(NxlockTestCase):
                 f.write("START %f\\n" % time.monotonic())
             time.sleep(30)
             """)
-        # --timeout 6 is longer than the lock's life (-t 3): the renewal must not wait that long.
-        job = Running(self, "-v", "-u", proxy.url, "--timeout", "6", "run-locked", "-t", "3",
+        # --io-timeout 6 is longer than the lock's life (-t 3): the renewal must not wait that long.
+        job = Running(self, "-v", "-u", proxy.url, "--io-timeout", "6", "run-locked", "-t", "3",
                       "--on-lost", "term", "cut", sys.executable, "-c", job_script, log)
         job.wait_for_line(ACQUIRED)
         deadline = time.monotonic() + 10
@@ -234,7 +234,7 @@ class RedisFaults(NxlockTestCase):
         self.assertTrue(terms, "the job got no SIGTERM:\n" + job.stderr())
         self.assertLess(terms[0], taken, "the job was still running when another client "
                         "took the lock (%.2f s after it)" % (terms[0] - taken))
-        measure("partitioned holder (--timeout 6, -t 3): SIGTERM %.2f s before another client "
+        measure("partitioned holder (--io-timeout 6, -t 3): SIGTERM %.2f s before another client "
                 "took the lock" % (taken - terms[0]))
 
 

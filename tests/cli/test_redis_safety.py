@@ -210,7 +210,7 @@ class TestSlowTimeReply(RedisSafetyCase):
         self.assertTrue(wait_for(lambda: self.cli("EXISTS", "slow") == "1"))
         proxy = DelayedTimeProxy(self.redis.port, 8)
         self.addCleanup(proxy.close)
-        r = self.nx("-u", proxy.url, "--timeout", "20", "-v", "lock", "-w", "2", "slow",
+        r = self.nx("-u", proxy.url, "--io-timeout", "20", "-v", "lock", "-w", "2", "slow",
                     timeout=COMMAND_TIMEOUT + 30)
         self.assertTrue(proxy.delayed, "the proxy never held a TIME reply back")
         self.assertEqual(r.returncode, 75, r.stderr.decode(errors="replace"))

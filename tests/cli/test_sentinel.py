@@ -117,7 +117,7 @@ class TestRole(SentinelTestCase):
         self.deployment.sentinel.cli("SENTINEL", "REMOVE", MASTER_NAME)
         self.deployment.sentinel.cli("SENTINEL", "MONITOR", MASTER_NAME, "127.0.0.1",
                                      str(self.deployment.replica.port), "1")
-        r = self.nx("-u", self.url, "--timeout", "1", "setnx", "k", "v")
+        r = self.nx("-u", self.url, "--io-timeout", "1", "setnx", "k", "v")
         self.assertOneLineError(r, 69, "master '%s' at 127.0.0.1:%d" % (
             MASTER_NAME, self.deployment.replica.port), "slave")
 
@@ -163,7 +163,7 @@ def failover_round(test, extra_args=()):
             if port in by_port:
                 new_master = by_port[port]
                 break
-            taker = test.nx("-u", test.url, *extra_args, "--timeout", "0.5", "lock", "-n",
+            taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
                             "--ttl", "30", "job")
             doubles += taker.returncode == 0
             time.sleep(0.2)
@@ -180,7 +180,7 @@ def failover_round(test, extra_args=()):
             current = by_port.get(d.sentinel.master_port()) or new_master
             if followed is None and d.cli(current.port, "GET", "job").strip() not in ("", taken):
                 followed = time.monotonic() - killed_at
-            taker = test.nx("-u", test.url, *extra_args, "--timeout", "0.5", "lock", "-n",
+            taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
                             "--ttl", "30", "job")
             if taker.returncode == 0 and job.poll() is None:
                 # Between run-locked's release and its exit a taker may get the
@@ -232,7 +232,7 @@ class TestReplicas(SharedSentinelTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_more_replicas_than_there_are_is_69_and_nothing_left(self):
-        r = self.nx("-u", self.url, "--replicas", "2", "--timeout", "0.5", "lock", "-n", "L")
+        r = self.nx("-u", self.url, "--replicas", "2", "--io-timeout", "0.5", "lock", "-n", "L")
         self.assertOneLineError(r, 69, "1 of 2 replicas", "undone")
         self.assertEqual(cli(self.deployment.master.port, "EXISTS", "L").strip(), "0")
 
@@ -240,13 +240,13 @@ class TestReplicas(SharedSentinelTestCase):
         replica = self.deployment.replica.process
         replica.send_signal(signal.SIGSTOP)
         try:
-            r = self.nx("-u", self.url, "--replicas", "1", "--timeout", "0.5", "lock", "-n",
+            r = self.nx("-u", self.url, "--replicas", "1", "--io-timeout", "0.5", "lock", "-n",
                         "--ttl", "30", "L")
             self.assertOneLineError(r, 69, "0 of 1 replicas", "undone")
             self.assertEqual(r.stdout, b"")
             self.assertEqual(cli(self.deployment.master.port, "EXISTS", "L").strip(), "0")
             marker = os.path.join(self.tmp, "ran")
-            r = self.nx("-u", self.url, "--replicas", "1", "--timeout", "0.5", "run-locked",
+            r = self.nx("-u", self.url, "--replicas", "1", "--io-timeout", "0.5", "run-locked",
                         "-n", "R", "touch", marker)
             self.assertOneLineError(r, 69, "0 of 1 replicas")
             self.assertFalse(os.path.exists(marker))
@@ -262,7 +262,7 @@ class TestReplicas(SharedSentinelTestCase):
         # once it is back, before the lock could expire.
         replica = self.deployment.replica.process
         # In step with the master first (still in its first sync, or stopped by an
-        # earlier test): the acquisition itself must be confirmed within --timeout.
+        # earlier test): the acquisition itself must be confirmed within --io-timeout.
         # A write, so that WAIT counts a replica that has it, not merely one connected.
         master_port = self.deployment.master.port
 
@@ -281,7 +281,7 @@ class TestReplicas(SharedSentinelTestCase):
         cli(master_port, "DEL", "in-step-probe")
         job_err = os.path.join(self.tmp, "job.err")
         with open(job_err, "wb") as err:
-            job = self.popen("-u", self.url, "--replicas", "1", "--timeout", "0.5", "-v",
+            job = self.popen("-u", self.url, "--replicas", "1", "--io-timeout", "0.5", "-v",
                              "run-locked", "--ttl", "3", "R", "sleep", "4", stderr=err)
         try:
             # Acquired and confirmed (the trace's SETNX line comes after WAIT): the

@@ -118,10 +118,10 @@ class TestTlsSentinel(TlsSentinelTestCase):
     def test_verification_applies_to_the_sentinel(self):
         # A CA that did not sign the Sentinel's certificate: refused (77), never a plain fallback.
         env = dict(self.env, NXLOCK_CACERT=self.certs.path("other-ca.crt"))
-        r = self.nx("-u", self.url, "--timeout", "1", "get", "k", env=env)
+        r = self.nx("-u", self.url, "--io-timeout", "1", "get", "k", env=env)
         self.assertOneLineError(r, 77)
         # A plain-text Sentinel URL against a TLS-only Sentinel: nobody answers in plain text.
-        r = self.nx("-u", self.deployment.url("redis+sentinel"), "--timeout", "1", "get", "k")
+        r = self.nx("-u", self.deployment.url("redis+sentinel"), "--io-timeout", "1", "get", "k")
         self.assertOneLineError(r, 69, "no Sentinel reachable")
 
     def test_run_locked_follows_a_failover_over_tls(self):

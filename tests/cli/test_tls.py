@@ -231,13 +231,13 @@ class Tls(NxlockTestCase):
 
     def test_plain_redis_to_a_tls_port_is_69_within_the_timeout(self):
         started = time.monotonic()
-        r = self.nx("-u", "redis://127.0.0.1:%d" % self.tls.tls_port, "--timeout", "2", "get", "k")
+        r = self.nx("-u", "redis://127.0.0.1:%d" % self.tls.tls_port, "--io-timeout", "2", "get", "k")
         self.assertOneLineError(r, 69, "redis://127.0.0.1:%d" % self.tls.tls_port)
         self.assertLess(time.monotonic() - started, 6)
 
     def test_tls_to_a_plain_port_is_69_within_the_timeout(self):
         started = time.monotonic()
-        r = self.nx("-u", "rediss://127.0.0.1:%d" % self.plain.port, *self.ca, "--timeout", "2",
+        r = self.nx("-u", "rediss://127.0.0.1:%d" % self.plain.port, *self.ca, "--io-timeout", "2",
                     "get", "k")
         self.assertOneLineError(r, 69, "rediss://127.0.0.1:%d" % self.plain.port)
         self.assertLess(time.monotonic() - started, 6)

@@ -1,4 +1,4 @@
-# Shared helpers of the ops tests: paths, the built binary's own list of commands and options, temp dirs.
+# Shared helpers of the ops tests: paths, the built binary's commands and option table, temp dirs.
 import os
 import re
 import shutil
@@ -53,15 +53,48 @@ def help_commands(text):
             if (m := re.match(r"^  (\S+)", line))]
 
 
+class TableOption:
+    """One line of `nxlock --dump-options`: an option of the table, for one command."""
+
+    def __init__(self, line):
+        command, names, self.type_name, self.env, choices, hidden = line.split("\t")
+        self.command = None if command == "global" else command
+        self.names = names.split(",")
+        self.long = self.names[-1]
+        self.choices = choices.split()
+        # Left out of --help and of what the completions offer (a deprecated
+        # name, or one refused with advice); still documented, and known to
+        # the completions as taking a value.
+        self.hidden = hidden == "hidden"
+
+    @property
+    def takes_value(self):
+        return self.type_name != ""
+
+
+def option_table():
+    """The option table the binary is built from (src/cli/option_table.cpp), as it prints it."""
+    result = run([BIN, "--dump-options"])
+    if result.returncode != 0:
+        raise AssertionError(f"{BIN} --dump-options: exit {result.returncode}\n{result.stderr}")
+    return [TableOption(line) for line in result.stdout.splitlines()]
+
+
 class Cli:
-    """What the built binary says it has: its commands, global options and each command's options."""
+    """What the built binary has: its commands, and the options of its option table
+    (global_options, command_options: every name, short and long), and its --help."""
 
     def __init__(self):
         self.top_help = help_text()
         self.commands = help_commands(self.top_help)
-        self.global_options = help_options(self.top_help)
         self.command_help = {c: help_text(c) for c in self.commands}
-        self.command_options = {c: help_options(t) for c, t in self.command_help.items()}
+        self.help_global_options = help_options(self.top_help)
+        self.help_command_options = {c: help_options(t) for c, t in self.command_help.items()}
+        self.table = option_table()
+        shown = [o for o in self.table if not o.hidden]
+        self.global_options = [n for o in shown if o.command is None for n in o.names]
+        self.command_options = {c: [n for o in shown if o.command == c for n in o.names]
+                                for c in self.commands}
 
 
 class TempDirCase(unittest.TestCase):

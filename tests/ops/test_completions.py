@@ -5,8 +5,10 @@
 #   (split at ':' and '=' too, as COMP_WORDBREAKS says); COMPREPLY is the answer.
 # fish: `complete -C LINE` after sourcing completions/nxlock.fish.
 # zsh: a live interactive zsh on a pty, see zsh_driver.py.
-# Besides fixed cases, every command and option the built binary reports
-# (NXLOCK_BIN) must be offered by all three shells.
+# Besides fixed cases, every command the built binary reports (NXLOCK_BIN) and
+# every option of its option table (`nxlock --dump-options`), with the values of
+# those that have a fixed set, must be offered by all three shells, and every
+# option that takes a value must be known to take one.
 import os
 import shutil
 import unittest
@@ -114,11 +116,31 @@ class Cases:
                           ["term", "kill", "ignore"], exactly=True)
 
     def test_every_option_of_every_command(self):
-        self.assertOffers("nxlock -", self.cli.global_options)
+        self.assertOffers("nxlock -", self.cli.global_options + ["--help", "--version"])
         for command, options in self.cli.command_options.items():
             with self.subTest(command=command):
                 self.assertOffers(f"nxlock {command} -",
                                   set(options) | set(self.cli.global_options) - {"--version"})
+
+    def test_every_choice_of_the_table(self):
+        choices = [o for o in self.cli.table if o.choices]
+        self.assertTrue(choices)  # guards the table's parsing
+        for option in choices:
+            with self.subTest(command=option.command, option=option.long):
+                self.assertOffers(f"nxlock {option.command or ''} {option.long} ".replace("  ", " "),
+                                  option.choices, exactly=True)
+
+    def test_every_value_taking_option_is_known_to_take_one(self):
+        # The child's command line starts after KEY: the shell must skip each
+        # option's value to find KEY, so "VALUE" must not be taken for it.
+        for option in self.cli.table:
+            if not option.takes_value or option.command not in (None, "run-locked"):
+                continue
+            for name in option.names:
+                with self.subTest(option=name):
+                    value = option.choices[0] if option.choices else "1"
+                    got = self.complete(f"nxlock run-locked {name} {value} KEY tru")
+                    self.assertIn("true", got, f"{name} {value} KEY tru")
 
 
 class BashTest(Cases, support.TempDirCase):

@@ -1,5 +1,6 @@
-# Keeps the man page and the completions in step with the binary: every command and option
-# that `nxlock --help` and `nxlock COMMAND --help` report must be documented and completed.
+# Keeps the man page and the completions in step with the binary: every command that
+# `nxlock --help` reports, and every option of the option table the binary is built from
+# (`nxlock --dump-options`, src/cli/option_table.cpp), must be documented and completed.
 import re
 import unittest
 
@@ -58,17 +59,30 @@ class DocsDriftTest(unittest.TestCase):
         }
 
     def all_options(self):
-        """(command or None for the global ones, option) for everything the binary has."""
-        found = [(None, o) for o in self.cli.global_options]
-        for command, options in self.cli.command_options.items():
-            found += [(command, o) for o in options]
-        return found
+        """(command or None for the global ones, option) for every option of the table,
+        hidden ones included."""
+        return [(o.command, name) for o in self.cli.table for name in o.names]
+
+    def hidden(self, option):
+        return any(option in o.names and o.hidden for o in self.cli.table)
 
     def test_the_binary_reports_something(self):
         # Guards the parsing of --help below: an empty list would make every check pass.
         self.assertIn("run-locked", self.cli.commands)
         self.assertIn("--url", self.cli.global_options)
         self.assertIn("--ttl", self.cli.command_options["lock"])
+
+    def test_the_app_is_built_from_the_table(self):
+        # What --help lists is what the table declares, for every command: an option
+        # added to the app by hand, or one of the table left out of it, fails here.
+        self.assertEqual(set(self.cli.help_global_options),
+                         set(self.cli.global_options) | support.HELP_OPTIONS | {"--version"})
+        for command in self.cli.commands:
+            with self.subTest(command=command):
+                listed = set(self.cli.help_command_options[command]) - support.HELP_OPTIONS
+                self.assertEqual(listed - set(self.cli.global_options),
+                                 set(self.cli.command_options[command]))
+        self.assertNotIn("--dump-options", self.cli.top_help)  # hidden
 
     def test_man_page_names_every_command(self):
         synopsis = self.sections["SYNOPSIS"]
@@ -112,12 +126,14 @@ class DocsDriftTest(unittest.TestCase):
                     self.assertTrue(paragraphs, f"no .TP entry for {long_option}")
                     self.assertTrue(any(names(p, default) for p in paragraphs),
                                     f"{long_option}: default {default} not in its entry")
-        for option in ("--ttl", "--conflict-exit-code", "--clock", "--timeout", "--on-lost",
+        for option in ("--ttl", "--conflict-exit-code", "--clock", "--io-timeout", "--on-lost",
                        "--kill-after"):
             self.assertIn(option, checked)  # guards the parsing above
 
     def test_man_page_names_every_environment_variable(self):
-        for variable in set(re.findall(r"Env:(\w+)", self.cli.top_help)):
+        variables = {o.env for o in self.cli.table if o.env}
+        self.assertIn("NXLOCK_URL", variables)  # guards the table's parsing
+        for variable in variables | set(re.findall(r"Env:(\w+)", self.cli.top_help)):
             with self.subTest(variable=variable):
                 self.assertTrue(names(self.sections["ENVIRONMENT"], variable))
 
@@ -146,6 +162,16 @@ class DocsDriftTest(unittest.TestCase):
         too_long = [l for l in result.stdout.splitlines() if len(l) > 80]
         self.assertFalse(too_long, "lines wider than MANWIDTH=80")
 
+    def test_man_page_names_every_choice(self):
+        for option in self.cli.table:
+            for choice in option.choices:
+                with self.subTest(option=option.long, choice=choice):
+                    paragraphs = [p for p in man_paragraphs(self.man)
+                                  if p.lstrip().startswith((".B", ".BI", ".BR"))
+                                  and names(p.split("\n", 2)[1], option.long)]
+                    self.assertTrue(any(names(p, choice) for p in paragraphs),
+                                    f"{option.long}: {choice} not in its entry")
+
     def test_completions_name_every_command_and_option(self):
         for shell, text in self.completions.items():
             for command in self.cli.commands:
@@ -153,7 +179,10 @@ class DocsDriftTest(unittest.TestCase):
                     self.assertTrue(names(text, command))
             for command, option in self.all_options():
                 with self.subTest(shell=shell, command=command, option=option):
-                    found = fish_names(text, option) if shell == "fish" else names(text, option)
+                    # fish offers what it names with -l; a hidden option is only
+                    # listed among those that take a value.
+                    found = (fish_names(text, option) if shell == "fish" and not self.hidden(option)
+                             else names(text, option))
                     self.assertTrue(found, f"{shell} completion lacks {option}")
 
     def test_every_command_help_has_an_example(self):

@@ -15,25 +15,6 @@ def sources():
                     yield os.path.relpath(path, SRC), f.read()
 
 
-class StandardStreams(unittest.TestCase):
-    def test_nxlock_writes_through_stdio_not_the_standard_streams(self):
-        # cli/cli11.hpp gives CLI11 <iostream>'s declarations without its start-up
-        # initialiser, and parse_with_cli11() builds the streams for CLI11 alone:
-        # a std::cout anywhere else in nxlock would use them unbuilt.
-        found = []
-        for path, text in sources():
-            for number, line in enumerate(text.splitlines(), 1):
-                code = line.split("//", 1)[0]  # comments may name them
-                if re.search(r"\bstd::(cout|cerr|clog|cin|wcout|wcerr)\b", code):
-                    found.append("%s:%d: %s" % (path, number, line.strip()))
-        self.assertEqual(found, [])
-
-    def test_only_cli11_hpp_stands_in_for_iostream(self):
-        including = [path for path, text in sources()
-                     if re.search(r"#\s*include\s*<(iostream|CLI/CLI\.hpp)>", text)]
-        self.assertEqual(including, ["cli/cli11.hpp"])
-
-
 class Randomness(unittest.TestCase):
     def test_random_bits_come_from_util_random_not_std_random_device(self):
         # std::random_device probes the CPU when constructed (cpuid, a VM exit

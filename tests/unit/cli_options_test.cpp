@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/app.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_table.hpp"
 
 namespace nxlock {
 namespace {
@@ -85,7 +85,7 @@ TEST_F(CliOptions, RunLockedStopsParsingAtKey) {
   EXPECT_EQ(run({"-u", m_url, "run-locked", "k", "--", "sh", "-c", "exit 3"}), 3);
   EXPECT_EQ(run({"-u", m_url, "run-locked", "--", "k", "false"}), 1);
   // Global options between run-locked and KEY, their values not taken for KEY.
-  EXPECT_EQ(run({"run-locked", "-u", m_url, "--timeout", "1", "-n", "k", "sh", "-c", "exit 4"}), 4);
+  EXPECT_EQ(run({"run-locked", "-u", m_url, "--io-timeout", "1", "-n", "k", "sh", "-c", "exit 4"}), 4);
   EXPECT_EQ(run({"run-locked", "--prefix", "p:", "-q", "--url=" + m_url, "k", "true"}), 0);
 }
 

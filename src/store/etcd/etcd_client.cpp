@@ -1,4 +1,4 @@
-// EtcdClient: one call, tried on each member in turn within --timeout; the server's errors mapped.
+// EtcdClient: one call, tried on each member in turn within --io-timeout; server errors mapped.
 #include "store/etcd/etcd_client.hpp"
 
 #include <algorithm>

@@ -55,7 +55,7 @@ class EtcdClient {
   // POSTs `request` to `path` (/v3/kv/range...) and returns the result. A
   // member that does not answer within its share of the timeout, or says it
   // has no leader, is left for the next one (and later calls start there).
-  // Every member's answer, or the deadline's end, comes within --timeout (or
+  // Every member's answer, or the deadline's end, comes within --io-timeout (or
   // the cap, if sooner). Throws util::Error naming the URL: unavailable (69)
   // when no member answered, permission (77) for refused credentials, and the
   // server's other errors mapped by their code.

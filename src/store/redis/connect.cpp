@@ -27,7 +27,7 @@ using util::ErrorKind;
 
 // A listener whose accept queue is full (a fleet's burst against the server's
 // tcp-backlog) drops a TCP SYN, which the kernel sends again only 1 s later,
-// then 3 s: past a 2 s --timeout. So while a connect is pending, another one
+// then 3 s: past a 2 s --io-timeout. So while a connect is pending, another one
 // starts every k_connect_retry, up to k_connect_attempts at once, and the
 // first to connect wins; a unix socket's full queue (EAGAIN) is tried again
 // after the same pause. A refusal or any other error ends it at once.

@@ -10,7 +10,7 @@ namespace nxlock::store::redis {
 struct Deadline {
   util::Micros at;  // monotonic
   double seconds;   // the budget it gave
-  bool capped;      // the cap (the lock's expiry), not --timeout, set it
+  bool capped;      // the cap (the lock's expiry), not --io-timeout, set it
 
   // "timed out after 2 s", and whose deadline it was.
   std::string passed() const {

@@ -166,7 +166,7 @@ class ServerDiagnosis {
       }
       m_checks.push_back(Check::stopping(
           ErrorKind::unavailable, "reachable", where() + ": " + e.reason(),
-          "start the server, or check the URL's host and port, firewalls and --timeout"));
+          "start the server, or check the URL's host and port, firewalls and --io-timeout"));
       return false;
     }
     m_checks.push_back(Check::ok(
@@ -245,8 +245,8 @@ class ServerDiagnosis {
     const Micros timeout{static_cast<long long>(m_endpoint.timeout_seconds * 1e6)};
     if (best * 4 > timeout) {
       m_round_trip = Check::warn(
-          "round trip", millis_text(best) + ", near --timeout " + util::seconds_text(timeout),
-          "raise --timeout, or lock on a server nearer this host");
+          "round trip", millis_text(best) + ", near --io-timeout " + util::seconds_text(timeout),
+          "raise --io-timeout, or lock on a server nearer this host");
     } else {
       m_round_trip = Check::ok("round trip", millis_text(best));
     }

@@ -221,7 +221,7 @@ Reply RedisStore::write(const Command& command, const std::function<bool(const r
   if (m_replicas <= 0) {
     return run(command);
   }
-  // WAIT's own timeout stays inside the exchange's deadline (--timeout, and the
+  // WAIT's own timeout stays inside the exchange's deadline (--io-timeout, and the
   // lock's expiry when set), so its answer, not our deadline, ends the wait: a
   // timed-out exchange would leave unknown whether the write took effect.
   double budget = m_timeout_seconds;

@@ -11,7 +11,7 @@
 
 namespace nxlock::store::redis {
 
-// Asks each Sentinel in turn, each within its own --timeout, where the master
+// Asks each Sentinel in turn, each within its own --io-timeout, where the master
 // is. The Sentinel that answered moves to the front and its connection stays
 // open for the next ask (every reconnect asks again, and a lock's renewal asks
 // between reconnects, so a failover is followed).
