@@ -3,10 +3,12 @@ message stays on one line whatever bytes a key, value or path holds."""
 import json
 import os
 import re
+import socket
 import subprocess
+import threading
 import unittest
 
-from harness import BIN, NxlockTestCase, side_key, wait_for
+from harness import BIN, NxlockTestCase, RedisServer, side_key, wait_for
 
 # A trace line of a store step: "nxlock: SETNX key value → 1".
 STEP = re.compile(r"^nxlock: (TIME|SETNX|GET|GETSET|SET|DEL|DEL-IF-EQUAL|SET-IF-EQUAL)( |$)")
@@ -227,6 +229,97 @@ class BusyMessages(NxlockTestCase):
                     self.nx(*url, "--json", "status", "alive").stdout)["holder"])
                 live.kill()
                 live.wait()
+
+
+class HttpServer:
+    """A server that answers every connection as an HTTP server answers a request it
+    cannot parse, on a free loopback port and on a unix socket; stopped by close()."""
+
+    ANSWER = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n"
+              b"Connection: close\r\n\r\nBad Request")
+
+    def __init__(self, directory):
+        self.tcp = socket.socket()
+        self.tcp.bind(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.unix_path = os.path.join(directory, "http.sock")
+        self.unix = socket.socket(socket.AF_UNIX)
+        self.unix.bind(self.unix_path)
+        self.stopped = False
+        self.threads = []
+        for listener in (self.tcp, self.unix):
+            listener.listen(16)
+            listener.settimeout(0.2)
+            thread = threading.Thread(target=self.serve, args=(listener,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def serve(self, listener):
+        while not self.stopped:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(self.ANSWER)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stopped = True
+        for thread in self.threads:
+            thread.join()
+        self.tcp.close()
+        self.unix.close()
+
+
+class WhatTheServerSays(NxlockTestCase):
+    """A Redis that wants a password, and a port where something else listens:
+    one line saying so, from the lock commands and from doctor."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.locked = RedisServer(password="s3cret")
+        cls.addClassCleanup(cls.locked.stop)
+
+    COMMANDS = (("lock", "k"), ("status", "k"), ("get", "k"), ("setnx", "k", "v"), ("list",),
+                ("unlock", "--force", "k"), ("run-locked", "k", "true"), ("lock", "--shared", "k"),
+                ("lock", "--slots", "2", "k"))
+
+    def test_a_server_that_wants_a_password_none_was_given(self):
+        for url in ("redis://127.0.0.1:%d" % self.locked.port, self.locked.unix_url):
+            for args in self.COMMANDS:
+                with self.subTest(url=url, args=args):
+                    r = self.nx("-u", url, *args)
+                    self.assertOneLineError(
+                        r, 77, "authentication required; give --password-file FILE or "
+                        "NXLOCK_PASSWORD")
+                    self.assertNotIn(b"INFO", r.stderr)
+            r = self.nx("-u", url, "doctor")
+            self.assertEqual(r.returncode, 77, r.stdout + r.stderr)
+            self.assertRegex(r.stdout.decode(), r"(?m)^FAIL auth the server requires a password, "
+                             r"and none was given \u2014 .*--password-file FILE or NXLOCK_PASSWORD$")
+        # A wrong one is still told as a failure, not a missing password.
+        r = self.nx("-u", "redis://:wrong@127.0.0.1:%d" % self.locked.port, "lock", "k")
+        self.assertOneLineError(r, 77, "authentication failed")
+
+    def test_an_http_server_on_the_port_is_not_redis(self):
+        http = HttpServer(self.tmp)
+        self.addCleanup(http.close)
+        said = "not a Redis server (it answered `HTTP/1.1 400 Bad Request`)"
+        for url in ("redis://127.0.0.1:%d" % http.port, "unix://" + http.unix_path):
+            for args in self.COMMANDS:
+                with self.subTest(url=url, args=args):
+                    self.assertOneLineError(self.nx("-u", url, *args), 69, said)
+            r = self.nx("-u", url, "doctor")
+            out = r.stdout.decode()
+            self.assertEqual(r.returncode, 69, out + r.stderr.decode())
+            self.assertRegex(out, r"(?m)^FAIL protocol %s \u2014 .*host and port$" % re.escape(said))
+            self.assertNotIn("database", out)
+            self.assertOneLineError(r, 69, said)
 
 
 if __name__ == "__main__":

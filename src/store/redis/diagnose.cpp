@@ -223,9 +223,14 @@ class ServerDiagnosis {
     }
     if (failed->kind() == ErrorKind::permission) {
       m_checks.push_back(Check::stopping(
-          ErrorKind::permission, "auth", failed->reason(),
+          ErrorKind::permission, "auth",
+          password ? failed->reason() : "the server requires a password, and none was given",
           password ? "check the password (--password-file, NXLOCK_PASSWORD) and the ACL user"
                    : "the server wants a password: --password-file FILE or NXLOCK_PASSWORD"));
+    } else if (failed->reason().starts_with("not a Redis server")) {
+      m_checks.push_back(Check::stopping(
+          ErrorKind::unavailable, "protocol", failed->reason(),
+          "another service listens there: check the URL's host and port"));
     } else {
       m_checks.push_back(Check::stopping(
           failed->kind() == ErrorKind::usage ? ErrorKind::usage : ErrorKind::unavailable, "auth",
