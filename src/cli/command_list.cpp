@@ -46,7 +46,7 @@ nlohmann::json row_json(const lock::LockRow& row, const char* state, std::int64_
   j["state"] = state;
   j["expires_at"] = row.expires_at;
   if (!row.expired) {
-    j["seconds_left"] = row.expires_at - now + 1;  // held through the value's whole second
+    j["seconds_left"] = row.expires_at - now;  // whole seconds that surely remain (as status)
   }
   j["acquired_at"] = row.holder ? nlohmann::json(row.holder->acquired_at) : nlohmann::json();
   j["fence"] = row.fence ? nlohmann::json(*row.fence) : nlohmann::json();
@@ -106,7 +106,7 @@ std::vector<std::string> row_cells(const lock::LockRow& row, const char* state, 
   cells.push_back(
       holder ? "pid " + std::to_string(holder->pid) + " on " + util::escape(holder->host) : "-");
   cells.push_back(holder ? since_text(*holder, now) : "-");
-  cells.push_back(describe_distance(now, row.expired ? row.expires_at : row.expires_at + 1));
+  cells.push_back(describe_distance(now, row.expires_at));
   cells.push_back(row.fence ? std::to_string(*row.fence) : "-");
   cells.push_back(row.waiters ? std::to_string(*row.waiters) : "-");
   if (columns.shared) {

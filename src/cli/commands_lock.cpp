@@ -45,7 +45,7 @@ class WaitStatusLine {
       line += ", held by " + holder_text(*m_holder);
     }
     line +=
-        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
+        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now)) +
         "s left, waited " +
         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
         "s\033[K";
@@ -144,6 +144,34 @@ void show_shared_holders(Context& ctx, const lock::Status& status) {
   ctx.out.field("shared", std::move(shared));
 }
 
+// A lock held by --shared holders has no holder of its own: " by N shared
+// holders: pid … on HOST (…), …" names them (the first few), and --json's
+// "shared" lists them all. Empty when no shared holder holds it.
+std::string busy_shared_holders(Context& ctx, lock::Lockable& lock) {
+  constexpr std::size_t k_named = 3;
+  const lock::Status status = lock.status();
+  if (status.shared.empty()) {
+    return {};
+  }
+  std::string text = " by " + std::to_string(status.shared.size()) + " shared holder" +
+                     (status.shared.size() == 1 ? "" : "s");
+  nlohmann::json shared = nlohmann::json::array();
+  for (std::size_t i = 0; i < status.shared.size(); ++i) {
+    const lock::SharedHolderView view = lock::view_shared_holder(status.shared[i]);
+    if (i < k_named) {
+      text += (i == 0 ? ": " : ", ") + (view.holder ? holder_text(*view.holder) : view.value);
+    }
+    shared.push_back({{"value", view.value},
+                      {"expires_at", view.expires_at},
+                      {"holder", view.holder ? holder_json(*view.holder) : nlohmann::json()}});
+  }
+  if (status.shared.size() > k_named) {
+    text += " and " + std::to_string(status.shared.size() - k_named) + " more";
+  }
+  ctx.out.field("shared", std::move(shared));
+  return text;
+}
+
 }  // namespace
 
 // Records written by other clients (or older versions) may hold a password in
@@ -238,6 +266,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
       const int signo = signals.take().value_or(SIGTERM);
       ctx.out.note("lock '" + util::escape(lock.key()) + "': interrupted by " +
                    util::signal_name(signo) + " while waiting; nothing was taken");
+      ctx.out.bytes_field("key", lock.key());
       ctx.out.field("acquired", false);
       ctx.out.field("interrupted_by", util::signal_name(signo));
       return {std::nullopt, 128 + signo};
@@ -266,6 +295,8 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     } else if (holder->gone()) {
       message += ": " + gone_advice(lock.key());
     }
+  } else if (!queued_ahead) {
+    message += busy_shared_holders(ctx, lock);
   }
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
   ctx.out.bytes_field("key", lock.key());
@@ -274,7 +305,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     ctx.out.field("queued_ahead", true);
   } else {
     ctx.out.field("held_until", result.held_until);
-    ctx.out.field("seconds_left", result.held_until - now + 1);
+    ctx.out.field("seconds_left", result.held_until - now);
   }
   if (holder) {
     ctx.out.field("holder", holder_json(*holder));
@@ -419,8 +450,9 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
       case lock::Status::State::held:
         break;
     }
-    // Held through the whole second named by the value, so +1.
-    const std::int64_t left = status.expires_at - status.now_seconds + 1;
+    // The whole seconds that surely remain: held through the value's second,
+    // the lock has up to one more (and the value, now + ttl + 1, one more than its ttl).
+    const std::int64_t left = status.expires_at - status.now_seconds;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
                  std::to_string(left) + "s left), value " + status.value + fence_text);
     if (status.shared_holders > 0) {

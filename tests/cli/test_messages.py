@@ -230,6 +230,73 @@ class BusyMessages(NxlockTestCase):
                 live.kill()
                 live.wait()
 
+    def test_a_lock_held_shared_names_its_holders(self):
+        # A shared lock has no holder record of its own: its holders' are named.
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                for _ in range(2):
+                    self.assertEqual(self.nx(*url, "lock", "--shared", "-t", "60", "sh").returncode, 0)
+                for args in (("lock", "-n", "sh"), ("run-locked", "-n", "sh", "true"),
+                             ("lock", "-w", "0.2", "sh")):
+                    r = self.nx(*url, *args)
+                    self.assertOneLineError(r, 75, "busy, held until ",
+                                            " by 2 shared holders: pid %d on " % os.getpid())
+                out = json.loads(self.nx(*url, "--json", "lock", "-n", "sh").stdout)
+                self.assertEqual([h["holder"]["pid"] for h in out["shared"]], [os.getpid()] * 2)
+
+    def test_an_interrupted_wait_names_its_key(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                self.assertEqual(self.nx(*url, "lock", "-t", "60", "waited").returncode, 0)
+                for command in (("lock",), ("run-locked",)):
+                    args = [*url, "--json", *command, "-w", "30", "waited"]
+                    if command == ("run-locked",):
+                        args.append("true")
+                    waiter = self.popen(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    self.addCleanup(lambda: waiter.poll() is None and (waiter.kill(), waiter.wait()))
+                    queue = side_key("waited", "queue")
+                    self.assertTrue(wait_for(lambda: self.queued(backend, queue) == 1, 20))
+                    waiter.terminate()
+                    out, _ = waiter.communicate(timeout=30)
+                    self.assertEqual(waiter.returncode, 143)
+                    got = json.loads(out)
+                    self.assertEqual((got["key"], got["interrupted_by"], got["acquired"]),
+                                     ("waited", "SIGTERM", False), got)
+
+    def test_seconds_left_is_what_surely_remains_not_two_more_than_the_ttl(self):
+        # A lock's value is now + ttl + 1, held through that second: -t 60 leaves
+        # between 61 and 62 seconds, of which 61 are sure. Never "62s left".
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                for take, look in ((("-t", "60"), ()), (("--slots", "1", "-t", "60"), ("--slots", "1")),
+                                   (("--shared", "-t", "60"), ())):
+                    key = take[0].strip("-")
+                    self.assertEqual(self.nx(*url, "lock", *take, key).returncode, 0)
+                    status = json.loads(self.nx(*url, "--json", "status", *look, key).stdout)
+                    for seen in status.get("slots", [status]):
+                        if seen.get("state") == "held":
+                            self.assertEqual(seen["seconds_left"],
+                                             seen["expires_at"] - status["now"], status)
+                            self.assertIn(seen["seconds_left"], (60, 61), status)
+                    text = self.nx(*url, "status", *look, key).stdout.decode()
+                    self.assertRegex(text, r"\((60|61)s left\)")
+                    self.assertNotIn("62s", text)
+                    busy = json.loads(self.nx(*url, "--json", "lock", "-n", *look, key).stdout)
+                    self.assertEqual(busy["exit_status"], 75, busy)
+                    if "seconds_left" in busy:
+                        self.assertIn(busy["seconds_left"], (60, 61), busy)
+                listed = json.loads(self.nx(*url, "--json", "list").stdout)
+                self.assertTrue(listed["locks"])
+                for row in listed["locks"]:
+                    self.assertEqual(row["seconds_left"], row["expires_at"] - listed["now"], row)
+                    self.assertIn(row["seconds_left"], (60, 61), row)
+                table = self.nx(*url, "list").stdout.decode()
+                self.assertNotIn("in 62s", table)
+                self.assertRegex(table, r"(?m)^t .* in (60|61)s ")
+
 
 class HttpServer:
     """A server that answers every connection as an HTTP server answers a request it
