@@ -53,7 +53,7 @@ class DoctorCase(NxlockTestCase):
 
 
 KNOWN = ["reachable", "TLS", "auth", "server version", "maxmemory-policy", "persistence",
-         "replication", "cluster", "clock", "round trip", "INFO", "path", "owner", "mode",
+         "replication", "failover", "cluster", "clock", "round trip", "INFO", "path", "owner", "mode",
          "free space", "file system", "records"]
 
 
@@ -194,6 +194,30 @@ class DoctorSentinel(DoctorCase):
         self.assertEqual(checks["replication"][0], "ok", out)
         self.assertIn("1 replica online", checks["replication"][1])
         self.assertEqual(checks["auth"][0], "ok", out)
+
+    def test_a_failover_that_can_split_a_lock_is_a_warning_with_the_two_ways_out(self):
+        # No --replicas, and a master that takes writes no replica has: a
+        # failover can promote a replica that never saw the lock.
+        master = self.deployment.master
+        master.cli("CONFIG", "SET", "min-replicas-to-write", "0")
+        checks, out = self.doctor("-u", self.deployment.url(), status=0)
+        verdict, text = checks["failover"]
+        self.assertEqual(verdict, "warn", out)
+        self.assertIn("can split a lock in two", text)
+        self.assertIn("--replicas 1", text)
+        self.assertIn("min-replicas-to-write 1", text)
+        # Either way out is ok.
+        checks, out = self.doctor("-u", self.deployment.url(), "--replicas", "1", status=0)
+        self.assertEqual(checks["failover"][0], "ok", out)
+        master.cli("CONFIG", "SET", "min-replicas-to-write", "1")
+        self.addCleanup(master.cli, "CONFIG", "SET", "min-replicas-to-write", "0")
+        checks, out = self.doctor("-u", self.deployment.url(), status=0)
+        self.assertEqual(checks["failover"][0], "ok", out)
+        self.assertIn("min-replicas-to-write", checks["failover"][1])
+        # A server named directly has no Sentinel to fail it over.
+        master.cli("CONFIG", "SET", "min-replicas-to-write", "0")
+        checks, out = self.doctor("-u", "redis://127.0.0.1:%d" % master.port, status=0)
+        self.assertNotIn("failover", checks)
 
     def test_an_unknown_master_or_no_sentinel(self):
         url = self.deployment.url().replace("/mymaster", "/nosuchmaster")
