@@ -125,7 +125,7 @@ _nxlock()
             renew) opts='-t --ttl --clock --slots' ;;
             status) opts='--clock --slots' ;;
             setnx | get | getset | del) opts='--' ;;
-            list) opts='--expired' ;;
+            list) opts='--expired --waiters' ;;
             doctor) opts='' ;; # the global options only
         esac
         COMPREPLY=($(compgen -W "$opts $globals" -- "$cur"))

@@ -139,6 +139,7 @@ complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds fro
 
 # list.
 complete -c nxlock -n '__fish_nxlock_using list' -l expired -d 'Also list expired, abandoned locks'
+complete -c nxlock -n '__fish_nxlock_using list' -l waiters -d 'Also list each lock\'s waiters: pid, host, since when, kind'
 
 # run-locked.
 set -l run '__fish_nxlock_using run-locked'

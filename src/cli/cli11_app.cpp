@@ -274,6 +274,8 @@ Runner setup_status(CLI::App& sub, ParsedArgs& /*parsed*/) {
 Runner setup_list(CLI::App& sub, ParsedArgs& /*parsed*/) {
   auto args = std::make_shared<ListArgs>();
   sub.add_flag("--expired", args->expired, "Also list expired, abandoned locks");
+  sub.add_flag("--waiters", args->waiters,
+               "Also list each lock's waiters: pid, host, since when, kind");
   sub.add_option("PATTERN", args->pattern,
                  "Glob on the lock's key, as Redis MATCH reads it (default: every lock)");
   return list_runner(args);

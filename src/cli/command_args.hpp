@@ -78,10 +78,11 @@ struct StatusArgs {
   int slots = 0;
 };
 
-// list: PATTERN (a glob; "*": every lock) and --expired.
+// list: PATTERN (a glob; "*": every lock), --expired and --waiters.
 struct ListArgs {
   std::string pattern = "*";
   bool expired = false;
+  bool waiters = false;  // each waiter: pid, host, since when, kind
 };
 
 // The arguments of the commands that have a fast path (fast_path.hpp), so that

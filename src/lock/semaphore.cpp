@@ -86,7 +86,7 @@ AcquireResult Semaphore::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const std::string& first_key = m_slots.front()->key();
   std::optional<QueueTicket> ticket;
   if (waiters != nullptr) {
-    ticket.emplace(*waiters, first_key, m_queue_key);
+    ticket.emplace(*waiters, first_key, m_queue_key, WaiterKind::slots);
   }
   std::unique_ptr<store::Watcher> watcher;
   bool stood_in_line = false;
