@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "lock/lease_lock.hpp"
 #include "lock/lock.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
@@ -29,6 +30,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (error.kind() != nxlock::util::ErrorKind::usage) {
       std::abort();
     }
+  }
+  // A value's form names one kind of hold, and the parser of that kind takes it.
+  const std::string_view value = text.substr(split);
+  switch (nxlock::lock::value_form(value)) {
+    case nxlock::lock::ValueForm::slot: {
+      const auto slot = nxlock::lock::parse_slot_value("k", value, 1 << 30);
+      if (slot.slot < 1 || !nxlock::store::parse_lock_timestamp(slot.value) ||
+          nxlock::lock::slot_value(slot.slot, slot.value) != value) {
+        std::abort();
+      }
+      break;
+    }
+    case nxlock::lock::ValueForm::shared:
+      if (!nxlock::lock::is_shared_value(value)) {
+        std::abort();
+      }
+      break;
+    case nxlock::lock::ValueForm::exclusive:
+      if (!nxlock::store::parse_lock_timestamp(value)) {
+        std::abort();
+      }
+      break;
+    case nxlock::lock::ValueForm::other:
+      if (nxlock::lock::is_shared_value(value) || nxlock::store::parse_lock_timestamp(value)) {
+        std::abort();
+      }
+      break;
   }
   return 0;
 }

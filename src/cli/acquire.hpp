@@ -7,7 +7,7 @@
 
 #include "cli/command_args.hpp"
 #include "lock/lock.hpp"
-#include "lock/semaphore.hpp"
+#include "lock/lease_lock.hpp"
 #include "run/signals.hpp"
 
 namespace nxlock::cli {
@@ -25,22 +25,25 @@ std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std:
 // The semaphore KEY of `slots` slots (--slots) on one server. Throws usage
 // (64) with a quorum: it keeps no waiters' queue, so the slots could not go
 // to waiters in arrival order.
-std::unique_ptr<lock::Semaphore> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
+std::unique_ptr<lock::LeaseLock> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
                                                 int slots);
 
-// For a semaphore, the slot that a user's SLOT:VALUE names is chosen
-// (Semaphore::use_slot) and the bare value returned; any other lock's value
-// (and an empty one) is returned as it is. Throws usage (64) for a value
-// that names no slot.
-std::string choose_slot(lock::Lockable& lock, const std::string& value);
+// The hold of KEY that `unlock` and `renew` act on: the kind `value` names by
+// its form, as `lock` printed it (SLOT:EXPIRY, EXPIRY:ID, EXPIRY), with no
+// --slots or --shared needed; `slots` (--slots N, or 0) only bounds a slot's
+// number. `lock_value` receives the value as the lock takes it (a slot's
+// EXPIRY). Throws usage (64) for a value of no form, or against --slots.
+std::unique_ptr<lock::Lockable> lock_for_value(Context& ctx, lock::Clock& clock, std::string key,
+                                               int slots, const std::string& value,
+                                               std::string& lock_value);
 
 // The busy report of a semaphore (acquire_for_cli): every slot held, and by
 // whom, briefly; or a free slot that a waiter ahead is taking.
-void say_slots_busy(Context& ctx, lock::Semaphore& semaphore, const LockArgs& args);
+void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args);
 
 // `status --slots N KEY`: every slot. Exit 0 when every slot is held (the
 // next taker would wait), 1 when at least one is free.
-int slots_status(Context& ctx, lock::Semaphore& semaphore);
+int slots_status(Context& ctx, lock::LeaseLock& semaphore);
 
 // What a user can do about a lock whose holder is gone.
 std::string gone_advice(std::string_view key);

@@ -15,7 +15,7 @@
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/lazy_options.hpp"
-#include "lock/semaphore.hpp"
+#include "lock/lease_lock.hpp"
 #include "store/make_store.hpp"
 #include "util/time.hpp"
 

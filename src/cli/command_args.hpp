@@ -23,7 +23,7 @@ struct LockArgs {
   double wait = -1;  // seconds; negative: wait forever
   int conflict_exit = 75;
   std::string clock = "server";
-  bool shared = false;  // --shared: a shared holder (lock/shared_lock.hpp)
+  bool shared = false;  // --shared: a shared holder (lock/lease_lock.hpp)
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
 };
 

@@ -7,7 +7,7 @@
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
-#include "lock/shared_lock.hpp"
+#include "lock/lease_lock.hpp"
 #include "util/escape.hpp"
 #include "util/process.hpp"
 #include "util/redact.hpp"
@@ -85,6 +85,8 @@ VerdictWords words_for(Verdict verdict) {
       return {"taken_over", "taken over by another value"};
     case Verdict::absent:
       return {"absent", "no such lock"};
+    case Verdict::held_by_other:
+      return {"held_by_other", "held by another value"};
   }
   return {"unknown", "unknown"};
 }
@@ -127,7 +129,9 @@ void show_shared_holders(Context& ctx, const lock::Status& status) {
   nlohmann::json shared = nlohmann::json::array();
   for (const auto& lease : status.shared) {
     const lock::SharedHolderView view = lock::view_shared_holder(lease);
-    std::string line = "shared holder: " + (view.holder ? holder_text(*view.holder) : "-");
+    std::string line = (view.slot > 0 ? "slot " + std::to_string(view.slot) + " holder: "
+                                      : std::string("shared holder: ")) +
+                       (view.holder ? holder_text(*view.holder) : "-");
     if (view.holder) {
       line += ", since " + util::format_local_time(view.holder->acquired_at);
     }
@@ -137,6 +141,7 @@ void show_shared_holders(Context& ctx, const lock::Status& status) {
     }
     ctx.out.line(line + ", value " + view.value);
     shared.push_back({{"value", view.value},
+                      {"slot", view.slot > 0 ? nlohmann::json(view.slot) : nlohmann::json()},
                       {"expires_at", view.expires_at},
                       {"fence", view.fence ? nlohmann::json(*view.fence) : nlohmann::json()},
                       {"holder", view.holder ? holder_json(*view.holder) : nlohmann::json()}});
@@ -144,16 +149,18 @@ void show_shared_holders(Context& ctx, const lock::Status& status) {
   ctx.out.field("shared", std::move(shared));
 }
 
-// A lock held by --shared holders has no holder of its own: " by N shared
-// holders: pid … on HOST (…), …" names them (the first few), and --json's
-// "shared" lists them all. Empty when no shared holder holds it.
+// A lock held by --shared (or --slots) holders has no holder of its own:
+// " by N shared holders: pid … on HOST (…), …" names them (the first few), and
+// --json's "shared" lists them all. Empty when no leased holder holds it.
 std::string busy_shared_holders(Context& ctx, lock::Lockable& lock) {
   constexpr std::size_t k_named = 3;
   const lock::Status status = lock.status();
   if (status.shared.empty()) {
     return {};
   }
-  std::string text = " by " + std::to_string(status.shared.size()) + " shared holder" +
+  const bool slots = std::string_view(lock::lease_kind(status.shared)) == "slots";
+  std::string text = " by " + std::to_string(status.shared.size()) +
+                     (slots ? " slot holder" : " shared holder") +
                      (status.shared.size() == 1 ? "" : "s");
   nlohmann::json shared = nlohmann::json::array();
   for (std::size_t i = 0; i < status.shared.size(); ++i) {
@@ -238,7 +245,7 @@ std::unique_ptr<lock::Lockable> make_lock(Context& ctx, lock::Clock& clock, std:
     return std::make_unique<lock::QuorumLock>(ctx.quorum_servers(), clock, std::move(key));
   }
   if (shared) {
-    return std::make_unique<lock::SharedLock>(ctx.store(), clock, std::move(key));
+    return std::make_unique<lock::LeaseLock>(ctx.store(), clock, std::move(key), 0);
   }
   return std::make_unique<lock::Lock>(ctx.store(), clock, std::move(key));
 }
@@ -274,7 +281,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     case lock::AcquireResult::Outcome::busy:
       break;
   }
-  if (auto* semaphore = dynamic_cast<lock::Semaphore*>(&lock)) {
+  if (auto* semaphore = dynamic_cast<lock::LeaseLock*>(&lock); semaphore && semaphore->slots() > 0) {
     say_slots_busy(ctx, *semaphore, args);
     return {std::nullopt, args.conflict_exit};
   }
@@ -353,13 +360,11 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
                         "give the VALUE that `lock` printed, or --force");
     }
     auto clock = make_clock(ctx, args->clock);
-    // A shared holder's value names its lease (lock --shared).
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key), args->slots,
-                                    args->slots == 0 && lock::is_shared_value(args->value));
-    lock::Lockable& lock = *lock_ptr;
-    const std::string value = choose_slot(lock, args->value);
-    ctx.out.bytes_field("key", lock.key());
     if (args->force) {
+      // Every kind of hold goes: the exclusive holder's, or every leased one's.
+      const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+      lock::Lockable& lock = *lock_ptr;
+      ctx.out.bytes_field("key", lock.key());
       std::optional<std::string> holder_problem;
       const bool deleted = lock.force_release(holder_problem);
       if (holder_problem) {
@@ -375,6 +380,12 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
       }
       return deleted ? k_exit_ok : k_exit_no;
     }
+    // The kind of hold the value names, by its form, as `lock` printed it.
+    std::string value;
+    const auto lock_ptr =
+        lock_for_value(ctx, *clock, ctx.key(args->key), args->slots, args->value, value);
+    lock::Lockable& lock = *lock_ptr;
+    ctx.out.bytes_field("key", lock.key());
     const Verdict verdict = lock.release(value);
     ctx.out.field("released", verdict == Verdict::done);
     if (verdict != Verdict::done) {
@@ -391,10 +402,10 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
     auto clock = make_clock(ctx, args->clock);
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key), args->slots,
-                                    args->slots == 0 && lock::is_shared_value(args->value));
+    std::string value;
+    const auto lock_ptr =
+        lock_for_value(ctx, *clock, ctx.key(args->key), args->slots, args->value, value);
     lock::Lockable& lock = *lock_ptr;
-    const std::string value = choose_slot(lock, args->value);
     std::string renewed;
     const Verdict verdict = lock.renew(value, args->ttl, renewed);
     ctx.out.bytes_field("key", lock.key());
@@ -455,10 +466,14 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
     const std::int64_t left = status.expires_at - status.now_seconds;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
                  std::to_string(left) + "s left), value " + status.value + fence_text);
+    const char* kind = status.shared.empty() ? "exclusive" : lock::lease_kind(status.shared);
     if (status.shared_holders > 0) {
-      ctx.out.line("shared by " + std::to_string(status.shared_holders) + " holder" +
+      ctx.out.line(std::string(kind == std::string_view("slots") ? "held as slots by "
+                                                                 : "shared by ") +
+                   std::to_string(status.shared_holders) + " holder" +
                    (status.shared_holders == 1 ? "" : "s"));
     }
+    ctx.out.field("kind", kind);
     ctx.out.field("shared_holders", status.shared_holders);
     show_shared_holders(ctx, status);
     if (status.holder) {

@@ -45,7 +45,7 @@ nlohmann::json slot_json(int slot, const lock::Status& status) {
 }
 
 // One slot's lines of `status --slots`.
-void say_slot(Context& ctx, const lock::Semaphore& semaphore, int slot,
+void say_slot(Context& ctx, const lock::LeaseLock& semaphore, int slot,
               const lock::Status& status) {
   const std::string name = "slot " + std::to_string(slot) + ": ";
   const std::string fence_text =
@@ -79,35 +79,44 @@ void say_slot(Context& ctx, const lock::Semaphore& semaphore, int slot,
     // Anyone may release a slot by its value while it is held.
     ctx.out.line(
         "  the holder is gone: the slot stays held until it expires, or until `nxlock "
-        "unlock --slots " +
-        std::to_string(semaphore.slots()) + " " + util::escape(semaphore.key()) + " " +
-        lock::slot_value(slot, status.value) + "`");
+        "unlock " +
+        util::escape(semaphore.key()) + " " + lock::slot_value(slot, status.value) + "`");
   }
 }
 
 }  // namespace
 
-std::unique_ptr<lock::Semaphore> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
+std::unique_ptr<lock::LeaseLock> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
                                                 int slots) {
   if (ctx.quorum()) {
     throw util::Error(util::ErrorKind::usage, "--slots",
                       "not with several servers (a quorum): it keeps no waiters' queue for the "
                       "slots to go to waiters in arrival order; use one Redis deployment");
   }
-  return std::make_unique<lock::Semaphore>(ctx.store(), clock, std::move(key), slots);
-}
-
-std::string choose_slot(lock::Lockable& lock, const std::string& value) {
-  auto* semaphore = dynamic_cast<lock::Semaphore*>(&lock);
-  if (semaphore == nullptr || value.empty()) {
-    return value;
+  if (slots < 1 || slots > lock::k_max_slots) {
+    throw util::Error(util::ErrorKind::usage, "--slots",
+                      "must be 1 to " + std::to_string(lock::k_max_slots));
   }
-  const auto parsed = lock::parse_slot_value(lock.key(), value, semaphore->slots());
-  semaphore->use_slot(parsed.slot);
-  return parsed.value;
+  return std::make_unique<lock::LeaseLock>(ctx.store(), clock, std::move(key), slots);
 }
 
-void say_slots_busy(Context& ctx, lock::Semaphore& semaphore, const LockArgs& args) {
+std::unique_ptr<lock::Lockable> lock_for_value(Context& ctx, lock::Clock& clock, std::string key,
+                                               int slots, const std::string& value,
+                                               std::string& lock_value) {
+  const lock::ValueForm form = lock::value_form(value);
+  if (slots > 0 || form == lock::ValueForm::slot) {
+    // A slot's value names its slot; --slots N, when given, only bounds it.
+    auto semaphore = make_semaphore(ctx, clock, std::move(key), slots > 0 ? slots : lock::k_max_slots);
+    const auto parsed = lock::parse_slot_value(semaphore->key(), value, semaphore->slots());
+    semaphore->use_slot(parsed.slot);
+    lock_value = parsed.value;
+    return semaphore;
+  }
+  lock_value = value;
+  return make_lock(ctx, clock, std::move(key), 0, form == lock::ValueForm::shared);
+}
+
+void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args) {
   const auto statuses = semaphore.statuses();
   std::vector<int> held;  // slot numbers, the first to free first
   for (std::size_t i = 0; i < statuses.size(); ++i) {
@@ -150,7 +159,7 @@ void say_slots_busy(Context& ctx, lock::Semaphore& semaphore, const LockArgs& ar
   }
 }
 
-int slots_status(Context& ctx, lock::Semaphore& semaphore) {
+int slots_status(Context& ctx, lock::LeaseLock& semaphore) {
   const auto statuses = semaphore.statuses();
   const auto held = static_cast<std::size_t>(
       std::count_if(statuses.begin(), statuses.end(),

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "lock/keys.hpp"
-#include "lock/shared_lock.hpp"
+#include "lock/lease_lock.hpp"
 #include "store/lock_listing.hpp"
 #include "store/lock_value.hpp"
 #include "util/error.hpp"
@@ -26,15 +26,21 @@ bool by_key_and_slot(const LockRow& a, const LockRow& b) {
   return a.value < b.value;  // a lock's shared holders, by expiry then lease
 }
 
-// One row per live shared holder of the lock `row` (its lease's value, expiry,
-// token and details); the lock's own row when it has none.
-void add_rows(LockRow&& row, const std::vector<store::SharedHolder>& shared,
-              std::vector<LockRow>& rows) {
+// One row per live leased holder of the lock `row` (its lease's value, expiry,
+// slot, token and details); the lock's own row when it has none. Leases whose
+// set no longer holds the key's value were lost, and are not holders.
+void add_rows(LockRow&& row, std::vector<store::SharedHolder> shared, std::vector<LockRow>& rows) {
+  if (!store::leases_hold(shared, row.value)) {
+    shared.clear();
+  }
   row.shared_holders = shared.size();
   for (const auto& lease : shared) {
     SharedHolderView view = view_shared_holder(lease);
     LockRow& holder = rows.emplace_back(row);
     holder.value = std::move(view.value);
+    if (view.slot > 0) {
+      holder.slot = view.slot;
+    }
     holder.expires_at = view.expires_at;
     holder.fence = view.fence ? view.fence : row.fence;
     holder.holder = std::move(view.holder);
@@ -75,33 +81,15 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
     throw util::Error(util::ErrorKind::internal, store.describe(),
                       "this backend cannot list locks");
   }
-  // A slot's key ends in its lock's key ("{KEY}:slot3:KEY", keys.hpp): a
-  // second pattern finds the slots of the locks that `pattern` matches.
-  std::vector<std::string> patterns{std::string(pattern)};
-  if (pattern != "*") {
-    patterns.push_back("*slot[0-9]*:" + std::string(pattern));
-  }
-  const auto wanted = [](std::string_view key) {
-    return !is_companion_key(key) || slot_of(key).has_value();
-  };
+  // Slots and shared holders are leases beside their lock's key: the lock's
+  // own key is the one to find.
+  const auto wanted = [](std::string_view key) { return !is_companion_key(key); };
   std::vector<LockRow> rows;
-  std::set<std::string> seen;  // a key both patterns match is listed once
-  for (const auto& glob : patterns) {
-    listing->list(glob, wanted, [&](std::vector<store::ListedLock>&& batch) {
+  {
+    listing->list(pattern, wanted, [&](std::vector<store::ListedLock>&& batch) {
       for (auto& found : batch) {
-        if (!seen.insert(found.key).second) {
-          continue;
-        }
         LockRow row;
-        if (auto slot = slot_of(found.key)) {
-          row.key = std::move(slot->key);
-          row.slot = slot->slot;
-        } else {
-          row.key = found.key;
-        }
-        if (!store::glob_match(pattern, row.key)) {
-          continue;  // the second pattern's loose match
-        }
+        row.key = found.key;
         row.expires_at = store::parse_lock_timestamp(found.value).value_or(0);
         row.expired = row.expires_at < now_seconds && !found.owner_alive;
         if (row.expired && !with_expired) {
@@ -117,7 +105,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
         row.fence = found.fence;
         row.waiters = found.waiters;
         row.waiting = waiter_rows(found.queued);
-        add_rows(std::move(row), found.shared, rows);
+        add_rows(std::move(row), std::move(found.shared), rows);
       }
     });
   }

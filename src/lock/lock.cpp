@@ -28,14 +28,14 @@ constexpr std::size_t k_quoted_bytes = 40;
 // few seconds would do; an hour also covers a holder's clock stepped by an hour.
 constexpr Micros k_expiry_margin{3'600'000'000};
 
-// Never break a key that is not ours to judge: it may be someone's data.
-[[noreturn]] void refuse_non_timestamp(std::string_view key, std::string_view text) {
+}  // namespace
+
+void refuse_non_timestamp(std::string_view key, std::string_view text) {
+  // Never break a key that is not ours to judge: it may be someone's data.
   throw util::Error(util::ErrorKind::data, "lock '" + util::escape(key) + "'",
                     "holds '" + util::escape(text, k_quoted_bytes) +
                         "', not a lock timestamp; refusing to break it");
 }
-
-}  // namespace
 
 Micros lifetime_for(Micros held_for) {
   return std::max(held_for, Micros(0)) + std::chrono::seconds(2) + k_expiry_margin;
@@ -59,24 +59,22 @@ std::int64_t parse_user_value(std::string_view key, std::string_view value) {
   if (!parsed) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "'" + util::escape(value, k_quoted_bytes) +
-                          "' is not a lock value (the number `lock` printed)");
+                          "' is not a lock value (EXPIRY as `lock` printed it; EXPIRY:ID "
+                          "with --shared; SLOT:EXPIRY with --slots)");
   }
   return *parsed;
 }
 
 Lock::Lock(store::Store& store, Clock& clock, std::string key)
-    : Lock(store, clock, std::move(key), std::string()) {
-  // A lock named like another lock's counter, details or queue would write them.
-  check_lock_key(m_key);
-}
-
-Lock::Lock(store::Store& store, Clock& clock, std::string key, std::string queue)
     : m_store(store),
       m_clock(clock),
       m_key(std::move(key)),
       m_fence_key(fence_key(m_key)),
-      m_queue_key(queue.empty() ? queue_key(m_key) : std::move(queue)),
-      m_holder(m_store, m_key) {}
+      m_queue_key(queue_key(m_key)),
+      m_holder(m_store, m_key) {
+  // A lock named like another lock's counter, details or queue would write them.
+  check_lock_key(m_key);
+}
 
 std::int64_t Lock::now_seconds() {
   return util::whole_seconds(m_clock.now());
@@ -264,180 +262,6 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   };
   watch_key(steps, m_store, m_key, ticket, watcher);
   return wait_for_lock(policy, m_clock, steps);
-}
-
-Verdict Lock::why_not(std::string_view value) {
-  const auto current = m_store.get(m_key);
-  if (!current) {
-    return Verdict::absent;
-  }
-  if (*current != value) {
-    return Verdict::taken_over;
-  }
-  // Our value, but is it our acquisition? A newer one wrote the same timestamp
-  // if the counter moved on. An absent counter did not move: every acquisition
-  // writes it (the fenced steps count it as ours, and write it back).
-  if (m_fence != 0) {
-    const auto counter = m_store.get(m_fence_key);
-    if (counter && *counter != std::to_string(m_fence)) {
-      return Verdict::taken_over;
-    }
-  }
-  return Verdict::expired;
-}
-
-bool Lock::swap_value(std::string_view from, std::string_view to) {
-  return m_store.compare_and_set(m_key, from, to, fence_guard());
-}
-
-bool Lock::raise_fence(std::int64_t token) {
-  if (m_fence == 0 || token < m_fence) {
-    throw util::Error(util::ErrorKind::internal, "lock '" + util::escape(m_key) + "'",
-                      "no fencing token of ours to raise");
-  }
-  if (token == m_fence) {
-    return true;
-  }
-  // Atomic on every backend: the counter moves only if it still holds our token.
-  // Raising a counter never harms the order (later tokens only get larger); the
-  // guard is what lets our fenced steps go on using the raised value as ours.
-  if (!m_store.compare_and_set(m_fence_key, std::to_string(m_fence), std::to_string(token))) {
-    return false;
-  }
-  m_fence = token;
-  return true;
-}
-
-bool Lock::delete_value(std::string_view value) {
-  store::WaitersQueue* const waiters = m_store.queue();
-  if (m_fence == 0) {
-    // `unlock KEY VALUE`: no token to compare. The deletion wakes the key's
-    // watchers; the first queued waiter may be asleep on its own wake-up alone
-    // (the embedded store), so it gets one too.
-    const bool deleted = m_store.compare_and_delete(m_key, value);
-    if (deleted && waiters != nullptr) {
-      try {
-        waiters->leave(m_key, m_queue_key, {});
-      } catch (const util::Error& e) {
-        util::trace(std::string("first waiter not woken (it polls): ") + e.what());
-      }
-    }
-    return deleted;
-  }
-  // The release wakes the first queued waiter only (all of them, on a backend
-  // without a queue).
-  return waiters != nullptr ? waiters->compare_and_delete(m_key, value, *fence_guard(), m_queue_key)
-                            : m_store.compare_and_delete(m_key, value, fence_guard());
-}
-
-std::optional<Verdict> Lock::past_expiry(std::string_view value, std::int64_t now) {
-  // "Check the timeout before DEL" (and before any write): past its expiry the
-  // lock may already be someone else's; the atomic compare that follows a
-  // pre-check passed closes the remaining window.
-  if (parse_user_value(m_key, value) >= now) {
-    return std::nullopt;
-  }
-  const Verdict verdict = why_not(value);
-  return verdict == Verdict::taken_over ? verdict : Verdict::expired;
-}
-
-Verdict Lock::release(std::string_view value) {
-  if (const auto verdict = past_expiry(value, now_seconds())) {
-    return *verdict;
-  }
-  const bool deleted = delete_value(value);
-  // The deletion woke the waiters. The holder details go after the lock, not
-  // before, to keep them off the waiters' path: a new holder's record may
-  // already stand there, and the compare-and-delete leaves it alone.
-  m_holder.forget(value);
-  return deleted ? Verdict::done : why_not(value);
-}
-
-Verdict Lock::release_after(std::string_view value, Micros not_before, std::string& kept_value) {
-  kept_value.clear();
-  const Micros now = m_clock.now();
-  if (not_before <= now) {
-    return release(value);
-  }
-  // Expired: the lock may be someone else's already; there is nothing to keep.
-  if (const auto verdict = past_expiry(value, util::whole_seconds(now))) {
-    return *verdict;
-  }
-  // not_before > now, so this value is >= now in whole seconds: never already expired.
-  const std::string next = std::to_string(expiry_holding_until(not_before));
-  m_store.keep_keys_for(lifetime_for(not_before - now));
-  // Not a DEL: waiters are left asleep (a compare-and-set wakes none on Redis, and
-  // a file-store watcher woken by it finds the lock still held) until the new
-  // expiry, where their wait ends by itself.
-  const bool swapped = swap_value(value, next);
-  if (!swapped) {
-    const Verdict verdict = why_not(value);
-    m_holder.forget(value);
-    return verdict;
-  }
-  // The details follow the lock's new value and say the job is over.
-  m_holder.finish(value, next, util::whole_seconds(now));
-  kept_value = next;
-  return Verdict::done;
-}
-
-Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
-  const std::int64_t now = now_seconds();
-  if (const auto verdict = past_expiry(value, now)) {
-    return *verdict;
-  }
-  const std::string next = std::to_string(expiry_for(now, ttl));
-  new_value = next;  // before the write: see the contract in lock.hpp
-  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
-  const bool swapped = swap_value(value, next);
-  if (!swapped) {
-    return why_not(value);
-  }
-  // Keep the details attached to the lock's new value.
-  m_holder.follow(value, next);
-  return Verdict::done;
-}
-
-bool Lock::force_release(std::optional<std::string>& holder_problem) {
-  const std::size_t removed = m_store.del({m_key});
-  try {
-    // Shared holders' leases go too: they would otherwise keep the key held at their next renewal.
-    m_store.del({holder_key(m_key), shared_key(m_key)});
-  } catch (const util::Error& e) {
-    // Advisory details: a corrupt record must not turn a release into a failure.
-    holder_problem = e.what();
-  }
-  return removed > 0;
-}
-
-Status Lock::status() {
-  Status status;
-  status.now_seconds = now_seconds();
-  // In every state: the latest token issued (read apart from the value, so not
-  // atomically with it).
-  if (const auto counter = m_store.get(m_fence_key)) {
-    status.fence = store::parse_fence(*counter);
-  }
-  const auto current = m_store.get(m_key);
-  if (!current) {
-    return status;
-  }
-  status.value = *current;
-  status.expires_at = parse_or_throw(*current);
-  status.state =
-      status.expires_at < status.now_seconds ? Status::State::expired : Status::State::held;
-  status.holder = read_holder(m_store, m_key, *current);
-  // Shared holders keep the key held (only then: no lease lives while it is free).
-  if (status.state == Status::State::held && m_store.shared() != nullptr) {
-    try {
-      status.shared = m_store.shared()->holders(shared_key(m_key));
-      status.shared_holders = status.shared.size();
-    } catch (const util::Error& e) {
-      // Advice beside the lock's state (an ACL may refuse the script): not a failure.
-      util::trace(std::string("shared holders not counted: ") + e.what());
-    }
-  }
-  return status;
 }
 
 }  // namespace nxlock::lock

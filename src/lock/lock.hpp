@@ -86,8 +86,9 @@ struct AcquireResult {
 enum class Verdict {
   done,        // released / renewed
   expired,     // our value has expired: the lock is no longer ours to touch
-  taken_over,  // another value is there now
-  absent,      // the key does not exist
+  taken_over,  // ours was lost: another value is there now
+  absent,      // the key does not exist, and never held a lock (no token was issued)
+  held_by_other,  // a value that is not the holder's: the lock is held by another value
 };
 
 // Applies `step` to `value`, then to each value in `earlier` (newest last) until
@@ -116,9 +117,10 @@ struct Status {
   // The latest fencing token issued for this key (the counter), whatever the
   // state: while only nxlock takes the lock, the current holder's token.
   std::optional<std::int64_t> fence;
-  // held: how many shared holders hold it (--shared); 0 for an exclusive holder.
+  // held: how many leased holders (--shared, or --slots) hold it; 0 for an exclusive holder.
   std::size_t shared_holders = 0;
-  // held: the shared holders' leases, with what each recorded (view_shared_holder).
+  // held: the leased holders' leases, with what each recorded (view_shared_holder):
+  // shared holders', or slots' ("#N" ids), never both.
   std::vector<store::SharedHolder> shared;
 };
 
@@ -128,11 +130,6 @@ class Lock final : public Lockable {
   // Throws util::Error(usage) for a key named like another lock's companion
   // (check_lock_key in keys.hpp).
   Lock(store::Store& store, Clock& clock, std::string key);
-
-  // A semaphore's slot (Semaphore): `key` is its slot_key() (a companion key,
-  // which the constructor above refuses), and its waiters queue in `queue`,
-  // the semaphore's one queue, so that a release of any slot wakes its first waiter.
-  Lock(store::Store& store, Clock& clock, std::string key, std::string queue);
 
   // One pass of the documented steps: SETNX; on 0, GET; if expired, GETSET and
   // own the lock only if the old value is itself expired or absent. The owning
@@ -180,8 +177,8 @@ class Lock final : public Lockable {
   // Records who holds the lock we took (advisory details beside it, see holder.hpp).
   void record_holder(Holder holder) override { m_holder.record(std::move(holder)); }
 
-  // Deletes whatever the key holds; true if something was there. The holder
-  // details go too, best effort: if they cannot (a corrupt record), the lock is
+  // Deletes whatever the key holds, holds of every kind; true if something
+  // was there, and the first waiter is woken. The holder details and leases go too, best effort: if they cannot (a corrupt record), the lock is
   // still released and `holder_problem` says why.
   bool force_release(std::optional<std::string>& holder_problem) override;
 
@@ -219,6 +216,9 @@ class Lock final : public Lockable {
   Attempt after_setnx(std::int64_t now, util::Micros valid_from, const std::string& value,
                       const std::string& current);
   Verdict why_not(std::string_view value);
+  // `unlock`/`renew` of a bare value (no token of ours): throws
+  // util::Error(usage) while leased holders hold the key, whose values are theirs.
+  void refuse_leased();
   // The verdict for a lock value that expired before `now` (whole seconds on
   // this lock's clock), or nullopt while it may still be held. Throws
   // util::Error(usage) if `value` is not a lock value.
@@ -244,6 +244,9 @@ class Lock final : public Lockable {
   std::int64_t m_fence = 0;  // our acquisition's token, once try_once() took the lock
   HolderBook m_holder;
 };
+
+// Throws util::Error(data): `key` holds `text`, which is not a lock timestamp.
+[[noreturn]] void refuse_non_timestamp(std::string_view key, std::string_view text);
 
 // Parses a lock value given by a user (unlock/renew): throws util::Error(usage).
 std::int64_t parse_user_value(std::string_view key, std::string_view value);

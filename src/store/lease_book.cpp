@@ -102,18 +102,52 @@ std::string LeaseBook::encode() const {
   return text;
 }
 
-SharedGate shared_gate(const std::optional<std::string>& current, bool live_leases,
-                       std::int64_t now_seconds) {
+bool LeaseBook::has(std::string_view id, std::optional<std::int64_t> if_expiry) const {
+  const auto expiry = expiry_of(id);
+  return expiry && (!if_expiry || *if_expiry == *expiry);
+}
+
+std::string LeaseBook::free_slot(int slots) const {
+  for (int slot = 1; slot <= slots; ++slot) {
+    const std::string id = "#" + std::to_string(slot);
+    if (!expiry_of(id)) {
+      return id;
+    }
+  }
+  return {};
+}
+
+bool LeaseBook::holds(const std::optional<std::string>& current) const {
+  return !empty() && current && *current == std::to_string(latest());
+}
+
+bool leases_hold(const std::vector<SharedHolder>& leases, std::string_view value) {
+  std::int64_t latest = 0;
+  for (const auto& lease : leases) {
+    latest = std::max(latest, lease.expiry);
+  }
+  return !leases.empty() && value == std::to_string(latest);
+}
+
+LeaseGate lease_gate(const std::optional<std::string>& current, const LeaseBook& book, int slots,
+                     std::int64_t now_seconds) {
   if (!current) {
-    return SharedGate::open;
+    return LeaseGate::fresh;
   }
   const auto expiry = parse_lock_timestamp(*current);
   if (!expiry) {
-    return SharedGate::not_lock;
+    return LeaseGate::not_lock;
   }
-  // While a lease lives the key holds the latest one's expiry (SharedLeases):
-  // a held key with no live lease is an exclusive holder's.
-  return live_leases || *expiry < now_seconds ? SharedGate::open : SharedGate::exclusive;
+  if (!book.holds(current)) {
+    // A held key that no live set holds is an exclusive holder's (or a page
+    // client's); an expired one is free, and any leases left are lost.
+    return *expiry < now_seconds ? LeaseGate::fresh : LeaseGate::held;
+  }
+  const bool slot_set = is_slot_lease(book.holders().front().id);
+  if (slot_set != (slots > 0) || (slots > 0 && book.free_slot(slots).empty())) {
+    return LeaseGate::held;
+  }
+  return LeaseGate::join;
 }
 
 }  // namespace nxlock::store

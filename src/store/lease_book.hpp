@@ -13,9 +13,9 @@
 
 namespace nxlock::store {
 
-// A lease set's value: one line "ID EXPIRY" per shared holder, EXPIRY a lock
+// A lease set's value: one line "ID EXPIRY" per leased holder, EXPIRY a lock
 // value (Unix seconds, expired when older than now), then " DETAILS" once the
-// holder recorded who it is (SharedLeases::record: one line of text).
+// holder recorded who it is (SharedLeases::describe: one line of text).
 class LeaseBook {
  public:
   struct Lease {
@@ -33,11 +33,16 @@ class LeaseBook {
   void prune(std::int64_t now_seconds);
   // The expiry of lease `id`, if it is there.
   std::optional<std::int64_t> expiry_of(std::string_view id) const;
+  // Whether lease `id` is there and, with `if_expiry`, expires then.
+  bool has(std::string_view id, std::optional<std::int64_t> if_expiry) const;
   // Adds the lease, or moves its expiry (its details stay).
   void put(std::string_view id, std::int64_t expiry);
   // Records the details of lease `id`; false if it is not there.
   bool describe(std::string_view id, std::string_view details);
   void remove(std::string_view id);
+  void clear() { m_leases.clear(); }
+  // The lowest slot of 1..slots no lease holds, as a lease id ("#N"); empty if all are.
+  std::string free_slot(int slots) const;
   // The leases as SharedLeases::holders() returns them.
   std::vector<SharedHolder> holders() const;
 
@@ -45,19 +50,23 @@ class LeaseBook {
   std::size_t size() const { return m_leases.size(); }
   // The latest expiry: what the lock key holds while leases live.
   std::int64_t latest() const;
+  // Whether these (pruned) leases hold the lock key holding `current` (leases_hold).
+  bool holds(const std::optional<std::string>& current) const;
   std::string encode() const;
 
  private:
   std::vector<Lease> m_leases;
 };
 
-// What a shared taker finds in the lock key `current` while `live_leases` are held.
-enum class SharedGate {
-  open,       // absent, expired, or the shared holders' own: a lease may be taken
-  exclusive,  // held by an exclusive holder: wait
-  not_lock,   // not a lock value: never broken
+// What a taker of a lease finds in the lock key `current` beside the pruned
+// `book`, for a shared lease (slots 0) or a slot of `slots`.
+enum class LeaseGate {
+  fresh,  // absent or expired: the leases left in `book` are lost; a new set begins
+  join,   // held by a live set of the same kind with room: the lease joins it
+  held,   // an exclusive holder, the other kind, or every slot: wait
+  not_lock,  // not a lock value: never broken
 };
-SharedGate shared_gate(const std::optional<std::string>& current, bool live_leases,
-                       std::int64_t now_seconds);
+LeaseGate lease_gate(const std::optional<std::string>& current, const LeaseBook& book, int slots,
+                     std::int64_t now_seconds);
 
 }  // namespace nxlock::store

@@ -137,50 +137,52 @@ bool MemoryStore::holds(const std::optional<Fence>& fence) {
   return true;
 }
 
-SharedLeases::Take MemoryStore::take(std::string_view key, std::string_view counter,
-                                     std::string_view leases, std::string_view id,
-                                     std::int64_t expiry, std::string_view, std::string_view, bool,
-                                     util::Micros) {
+SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& request) {
   const std::int64_t now = util::whole_seconds(m_clock());
-  LeaseBook book(get(leases));
+  LeaseBook book(get(keys.leases));
   book.prune(now);
   Take result;
-  result.current = get(key);
-  if (shared_gate(result.current, !book.empty(), now) != SharedGate::open) {
+  result.current = get(keys.lock);
+  const LeaseGate gate = lease_gate(result.current, book, request.slots, now);
+  if (gate == LeaseGate::held || gate == LeaseGate::not_lock) {
     result.outcome = Take::Outcome::held;
     return result;
   }
-  const auto last = token_of(counter);
-  book.put(id, expiry);
-  store_leases(key, leases, book);
+  if (gate == LeaseGate::fresh) {
+    book.clear();
+  }
+  const auto last = token_of(keys.counter);
+  result.id = request.slots > 0 ? book.free_slot(request.slots) : std::string(request.id);
+  book.put(result.id, request.expiry);
+  store_leases(keys.lock, keys.leases, book);
   result.outcome = Take::Outcome::taken;
-  result.fence = issue(counter, last);
+  result.fence = issue(keys.counter, last);
   return result;
 }
 
-bool MemoryStore::renew(std::string_view key, std::string_view leases, std::string_view id,
-                        std::int64_t expiry) {
+bool MemoryStore::renew(const Keys& keys, std::string_view id,
+                        std::optional<std::int64_t> if_expiry, std::int64_t expiry) {
   const std::int64_t now = util::whole_seconds(m_clock());
-  LeaseBook book(get(leases));
+  LeaseBook book(get(keys.leases));
   book.prune(now);
-  if (!book.expiry_of(id)) {
+  if (!book.holds(get(keys.lock)) || !book.has(id, if_expiry)) {
     return false;
   }
   book.put(id, expiry);
-  store_leases(key, leases, book);
+  store_leases(keys.lock, keys.leases, book);
   return true;
 }
 
-bool MemoryStore::release(std::string_view key, std::string_view leases, std::string_view id,
-                          std::string_view) {
+bool MemoryStore::release(const Keys& keys, std::string_view id,
+                          std::optional<std::int64_t> if_expiry) {
   const std::int64_t now = util::whole_seconds(m_clock());
-  LeaseBook book(get(leases));
+  LeaseBook book(get(keys.leases));
   book.prune(now);
-  if (!book.expiry_of(id)) {
+  if (!book.holds(get(keys.lock)) || !book.has(id, if_expiry)) {
     return false;
   }
   book.remove(id);
-  store_leases(key, leases, book);
+  store_leases(keys.lock, keys.leases, book);
   return true;
 }
 

@@ -48,13 +48,11 @@ class MemoryStore final : public Store, private SharedLeases, private LockListin
 
  private:
   // SharedLeases (no waiters' queue here: `queue` and the ticket are ignored).
-  Take take(std::string_view key, std::string_view counter, std::string_view leases,
-            std::string_view id, std::int64_t expiry, std::string_view queue,
-            std::string_view ticket, bool waiting, util::Micros lease) override;
-  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+  Take take(const Keys& keys, const TakeRequest& request) override;
+  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
              std::int64_t expiry) override;
-  bool release(std::string_view key, std::string_view leases, std::string_view id,
-               std::string_view queue) override;
+  bool release(const Keys& keys, std::string_view id,
+               std::optional<std::int64_t> if_expiry) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
   std::vector<SharedHolder> holders(std::string_view leases) override;
   // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).

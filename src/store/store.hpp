@@ -90,6 +90,15 @@ struct SharedHolder {
   std::optional<std::string> details;  // what SharedLeases::describe recorded, if it did
 };
 
+// Whether the live `leases` hold the lock whose key holds `value`: while
+// they do, it holds the latest one's expiry (SharedLeases).
+bool leases_hold(const std::vector<SharedHolder>& leases, std::string_view value);
+
+// Whether a lease id is a slot's ("#N") rather than a shared holder's.
+inline bool is_slot_lease(std::string_view id) {
+  return !id.empty() && id.front() == '#';
+}
+
 class LockListing;
 
 class Store {
@@ -256,55 +265,85 @@ class WaitersQueue {
   }
 };
 
-// Shared holders of a lock (flock -s): any number of them, or one exclusive holder.
+// Leased holders of a lock: shared holders (flock -s), any number of them, or
+// the slot holders of a counting semaphore (--slots N), at most N; never both,
+// and never beside an exclusive holder.
 //
 // `leases` is a companion key beside the lock (on a Redis Cluster, in its
-// slot) holding one lease per shared holder: its id and its expiry, a lock
-// value (Unix seconds, expired when older than the store's now). While a live
-// lease exists, the lock key itself holds the latest live lease's expiry, so
-// every exclusive taker (nxlock, or any client of the page's steps) finds the
-// lock held and waits: exclusive locks pay nothing for shared ones. Expired
-// leases are dropped by the next step that meets them.
+// slot) holding one lease per holder: its id and its expiry, a lock value
+// (Unix seconds, expired when older than the store's now). A shared holder's
+// id is "s" and 16 hex digits; a slot holder's is "#" and its slot number.
+// While a live lease exists, the lock key itself holds the latest live
+// lease's expiry, so every exclusive taker (nxlock, or any client of the
+// page's steps) finds the lock held and waits: exclusive locks pay nothing for
+// leased ones. The set holds the lock only while the key holds exactly that
+// value: once anything else wrote or deleted the key (a DEL or GETSET of a
+// page client, --force, an expiry and a takeover), every lease of the set is
+// lost, its renewals and releases refused, and the next take starts a new
+// set. Expired leases are dropped by the next step that meets them.
 class SharedLeases {
  public:
   virtual ~SharedLeases() = default;
 
+  // The keys one lock's leases live in: the lock, its fencing counter, the
+  // lease set and the waiters' queue (store/keys.hpp names them).
+  struct Keys {
+    std::string_view lock;
+    std::string_view counter;
+    std::string_view leases;
+    std::string_view queue;
+  };
+
   struct Take {
     enum class Outcome {
       taken,   // the lease is ours (token in `fence`); a queued ticket left the queue
-      held,    // an exclusive holder (or data) holds the key: `current` is its value
+      held,    // an exclusive holder, the other kind, every slot (or data) holds the key:
+               // `current` is the key's value
       behind,  // another live waiter is first in `queue`: nothing was tried
     };
     Outcome outcome = Outcome::behind;
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
+    std::string id;  // taken: the lease's id (a slot's, as the store chose it)
   };
-  // One atomic step: the lease `id` until `expiry`, taken when the lock key is
-  // absent, expired or held by shared holders (live leases), and no live waiter
-  // of `queue` other than `ticket` is first (writer preference: an exclusive
-  // waiter queued first is not overtaken). The token comes from `counter`, the
-  // lock's own. With `waiting`, a ticket that did not take joins the queue (as
-  // WaitersQueue::set_if_absent); one that took leaves it and wakes the next.
-  virtual Take take(std::string_view key, std::string_view counter, std::string_view leases,
-                    std::string_view id, std::int64_t expiry, std::string_view queue,
-                    std::string_view ticket, bool waiting, util::Micros lease) = 0;
+  struct TakeRequest {
+    std::string_view id;   // a shared holder's id; empty for a slot ("#N", chosen by the store)
+    int slots = 0;         // 0: a shared lease; N: a slot of N, the lowest free one
+    std::int64_t expiry = 0;
+    std::string_view ticket;  // the waiter's ticket in `queue` (empty: none)
+    bool waiting = false;     // a ticket that did not take joins the queue
+    util::Micros lease{0};    // ... with this liveness lease (WaitersQueue::set_if_absent)
+  };
+  // One atomic step: the lease, taken when the lock key is absent or expired
+  // (a new set), or held by a live set of the same kind with room for one more;
+  // and no live waiter of `queue` other than the ticket is first (writer
+  // preference: an exclusive waiter queued first is not overtaken). The token
+  // comes from the lock's own counter, so it is above every token issued for
+  // the key before, whatever the kind. A ticket that took leaves the queue and
+  // wakes the next waiter.
+  virtual Take take(const Keys& keys, const TakeRequest& request) = 0;
 
-  // Moves the live lease `id` to `expiry` (and the lock key with it). False if
-  // the lease is gone or expired: it is no longer ours.
-  virtual bool renew(std::string_view key, std::string_view leases, std::string_view id,
+  // Moves the live lease `id` to `expiry` (and the lock key with it), only
+  // while its set still holds the lock key and, with `if_expiry`, the lease's
+  // expiry is that one (a slot's value names its expiry). False otherwise:
+  // the lease is no longer ours.
+  virtual bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
                      std::int64_t expiry) = 0;
 
-  // Removes the lease `id`; the last live one deletes the lock key and wakes
-  // the first waiter of `queue` (or every watcher). True if it was live.
-  virtual bool release(std::string_view key, std::string_view leases, std::string_view id,
-                       std::string_view queue) = 0;
+  // Removes the lease `id` on the same conditions; the last live one deletes
+  // the lock key. A release wakes the first waiter of `queue` (or every
+  // watcher) when it frees room: the last lease, or any slot. True if done.
+  virtual bool release(const Keys& keys, std::string_view id,
+                       std::optional<std::int64_t> if_expiry) = 0;
 
   // Records `details` (one line: who holds it, as the lock layer writes it)
   // beside the live lease `id`, removed with the lease and expiring with it.
   // False (nothing written) if the lease is gone.
   virtual bool describe(std::string_view leases, std::string_view id, std::string_view details) = 0;
 
-  // The live leases, each with its details if its holder recorded them.
+  // The live leases, each with its details if its holder recorded them. Read
+  // apart from the lock key: they hold the lock only if it holds the latest
+  // one's expiry (leases_hold).
   virtual std::vector<SharedHolder> holders(std::string_view leases) = 0;
 };
 

@@ -129,46 +129,46 @@ class TracingQueue final : public WaitersQueue {
   WaitersQueue& m_inner;
 };
 
-// The inner store's shared leases: "TAKE-SHARED key leases id expiry → 1, INCR ...".
+// The inner store's leases: "TAKE-LEASE key leases id expiry → 1 id, INCR ...".
 class TracingShared final : public SharedLeases {
  public:
   explicit TracingShared(SharedLeases& inner) : m_inner(inner) {}
 
-  Take take(std::string_view key, std::string_view counter, std::string_view leases,
-            std::string_view id, std::int64_t expiry, std::string_view queue,
-            std::string_view ticket, bool waiting, util::Micros lease) override {
-    const std::string expiry_text = std::to_string(expiry);
+  Take take(const Keys& keys, const TakeRequest& request) override {
+    const std::string expiry_text = std::to_string(request.expiry);
+    const std::string kind =
+        request.slots > 0 ? "slot of " + std::to_string(request.slots) : std::string(request.id);
     return traced(
-        step_text("TAKE-SHARED", {key, leases, id, expiry_text}),
-        [&] {
-          return m_inner.take(key, counter, leases, id, expiry, queue, ticket, waiting, lease);
-        },
+        step_text("TAKE-LEASE", {keys.lock, keys.leases, kind, expiry_text}),
+        [&] { return m_inner.take(keys, request); },
         [&](const Take& r) {
           switch (r.outcome) {
             case Take::Outcome::taken:
-              return "1" + incr_text(counter, r.fence.value_or(0));
+              return "1 " + r.id + incr_text(keys.counter, r.fence.value_or(0));
             case Take::Outcome::held:
               return "0, held: " + optional_text(r.current);
             case Take::Outcome::behind:
               break;
           }
-          return "not tried: another waiter is first in " + util::escape(queue, k_trace_bytes);
+          return "not tried: another waiter is first in " + util::escape(keys.queue, k_trace_bytes);
         });
   }
 
-  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
              std::int64_t expiry) override {
     const std::string expiry_text = std::to_string(expiry);
+    const std::string if_text = if_expiry ? std::to_string(*if_expiry) : "-";
     return traced(
-        step_text("RENEW-SHARED", {key, leases, id, expiry_text}),
-        [&] { return m_inner.renew(key, leases, id, expiry); }, flag_text);
+        step_text("RENEW-LEASE", {keys.lock, keys.leases, id, if_text, expiry_text}),
+        [&] { return m_inner.renew(keys, id, if_expiry, expiry); }, flag_text);
   }
 
-  bool release(std::string_view key, std::string_view leases, std::string_view id,
-               std::string_view queue) override {
+  bool release(const Keys& keys, std::string_view id,
+               std::optional<std::int64_t> if_expiry) override {
+    const std::string if_text = if_expiry ? std::to_string(*if_expiry) : "-";
     return traced(
-        step_text("RELEASE-SHARED", {key, leases, id}),
-        [&] { return m_inner.release(key, leases, id, queue); }, flag_text);
+        step_text("RELEASE-LEASE", {keys.lock, keys.leases, id, if_text}),
+        [&] { return m_inner.release(keys, id, if_expiry); }, flag_text);
   }
 
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override {

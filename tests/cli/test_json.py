@@ -78,10 +78,11 @@ class Json(NxlockTestCase):
                 self.assertGreater(int(renewed["value"]), int(value))
                 self.assertEqual(renewed["expires_at"], int(renewed["value"]))
                 stale = self.js(*u, "renew", "job", value, status=1)
-                self.assertEqual((stale["renewed"], stale["reason"]), (False, "taken_over"))
+                # The lock is held, by the renewed value: this one is not the holder's.
+                self.assertEqual((stale["renewed"], stale["reason"]), (False, "held_by_other"))
 
                 out = self.js(*u, "unlock", "job", value, status=1)
-                self.assertEqual((out["released"], out["reason"]), (False, "taken_over"))
+                self.assertEqual((out["released"], out["reason"]), (False, "held_by_other"))
                 out = self.js(*u, "unlock", "job", renewed["value"], status=0)
                 self.assertEqual(out["released"], True)
                 self.assertNotIn("reason", out)

@@ -10,11 +10,6 @@ from harness import BIN, NxlockTestCase, side_key, wait_for
 from test_cluster import WithCluster
 
 
-def slot_key(key, index):
-    """Slot `index` of the counting lock `key` (lock/keys.hpp: companion_key(KEY, "slotN"))."""
-    return "{%s}:slot%d:%s" % (key, index, key)
-
-
 class ListCase(NxlockTestCase):
     def listed(self, url, *args):
         """`list --json` on `url`: its rows, after checking the one-object shape and exit 0."""
@@ -146,10 +141,13 @@ class TestList(ListCase):
         for backend in self.backends():
             with self.subTest(backend=backend.name):
                 url = backend.args()
-                future = str(int(time.time()) + 60)
-                for index in (3, 1):
-                    r = self.nx(*url, "setnx", slot_key("backup", index), future)
+                taken = []
+                for _ in range(3):
+                    r = self.nx(*url, "lock", "-n", "--slots", "3", "backup")
                     self.assertEqual(r.returncode, 0, r.stderr)
+                    taken.append(r.stdout.decode().strip())
+                r = self.nx(*url, "unlock", "backup", taken[1])  # slot 2 frees
+                self.assertEqual(r.returncode, 0, r.stderr)
                 self.lock(url, "deploy")
                 rows = self.listed(url)
                 self.assertEqual([(r["key"], r.get("slot")) for r in rows],
@@ -359,17 +357,17 @@ class TestListOnACluster(WithCluster, ListCase):
         self.assertEqual(len(set(self.cluster.owner(k).port for k in keys)), 3)
         for key in keys:
             self.lock(url, key)
-        future = str(int(time.time()) + 60)
-        self.assertEqual(self.nx(*url, "setnx", slot_key("pool", 2), future).returncode, 0)
+        for _ in range(2):
+            self.assertEqual(self.nx(*url, "lock", "-n", "--slots", "2", "pool").returncode, 0)
         rows = self.listed(url)
         self.assertEqual([(r["key"], r.get("slot")) for r in rows],
-                         sorted([(k, None) for k in keys] + [("pool", 2)],
+                         sorted([(k, None) for k in keys] + [("pool", 1), ("pool", 2)],
                                 key=lambda kv: (kv[0], kv[1] or -1)))
         for row in rows:
             if "slot" not in row:
                 self.assertEqual(row["holder"]["pid"], os.getpid())
                 self.assertIsInstance(row["fence"], int)
-        self.assertEqual(self.keys(url, "pool"), ["pool"])
+        self.assertEqual(self.keys(url, "pool"), ["pool", "pool"])  # a row per slot
         self.assertEqual(self.keys(url, keys[0]), [keys[0]])
 
 

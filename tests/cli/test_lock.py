@@ -96,7 +96,7 @@ class TakeAndRelease(LockTestCase):
 
                 r = self.nx(*u, "unlock", "job", str(int(value) + 1))
                 self.assertEqual(r.returncode, 1)
-                self.assertIn(b"taken over", r.stderr)
+                self.assertIn(b"held by another value", r.stderr)
                 r = self.nx(*u, "renew", "-t", "60", "job", value)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 renewed = r.stdout.decode().strip()
@@ -136,6 +136,20 @@ class ExpiryAndTakeover(LockTestCase):
                 self.assertOneLineError(r, 65, "data")
                 self.assertEqual(self.nx(*u, "get", "data").stdout, b"not a timestamp\n")
                 self.assertEqual(self.nx(*u, "status", "data").returncode, 65)
+
+    def test_unlock_says_why_truly(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                future = str(int(time.time()) + 300)
+                # A key that never held a lock: no such lock, whatever the value.
+                for value in (future, str(int(time.time()) - 300)):
+                    out = json.loads(self.nx(*u, "--json", "unlock", "never", value).stdout)
+                    self.assertEqual((out["released"], out["reason"]), (False, "absent"))
+                # Data that is no lock timestamp: 65, as status says, and left alone.
+                self.nx(*u, "setnx", "data2", "not a timestamp")
+                self.assertOneLineError(self.nx(*u, "unlock", "data2", future), 65, "data2")
+                self.assertEqual(self.nx(*u, "get", "data2").stdout, b"not a timestamp\n")
 
     def test_the_server_clock_decides_for_a_skewed_client(self):
         # A client an hour ahead (libfaketime; nxlock links libc dynamically):

@@ -149,6 +149,42 @@ class TestShared(SharedCase):
                 self.assertEqual(holder.returncode, 79, err)
                 self.assertIn(b"lost", err)
 
+    def test_a_bare_value_never_releases_shared_holders(self):
+        # The sequence a user met: the key's bare timestamp, as `status` shows it,
+        # given to unlock while a shared job runs, then an exclusive taker.
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                a = self.hold(url, "--shared", "-t", "60")
+                r = self.nx("-u", url, "--json", "status", KEY)
+                bare = json.loads(r.stdout)["value"]
+                self.assertEqual(json.loads(r.stdout)["kind"], "shared")
+                for command in (("unlock",), ("renew", "-t", "60")):
+                    r = self.nx("-u", url, *command, KEY, bare)
+                    self.assertOneLineError(r, 64, "shared holder", a["value"], "EXPIRY:ID")
+                r = self.lock(url, "-n", "-t", "30")
+                self.assertEqual(r.returncode, 75, r.stderr)
+
+    def test_a_page_client_taking_the_key_stops_the_shared_job(self):
+        for backend in self.shared_backends():
+            for page_step in (("del", KEY), ("getset", KEY, "9999999999")):
+                with self.subTest(backend=backend.name, step=page_step[0]):
+                    url = backend.url
+                    started = os.path.join(self.tmp, "page-%s-%s" % (backend.name, page_step[0]))
+                    holder = self.popen("-u", url, "run-locked", "--shared", "-t", "3", KEY,
+                                        "sh", "-c", 'touch "$0"; sleep 60', started,
+                                        stderr=subprocess.PIPE)
+                    self.addCleanup(holder.kill)
+                    self.assertTrue(wait_for(lambda: os.path.exists(started), timeout=20))
+                    r = self.nx("-u", url, *page_step)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    value_after = self.nx("-u", url, "get", KEY).stdout
+                    _, err = holder.communicate(timeout=30)
+                    self.assertEqual(holder.returncode, 79, err)
+                    # Its renewal never wrote over what the page client left.
+                    self.assertEqual(self.nx("-u", url, "get", KEY).stdout, value_after)
+                    self.nx("-u", url, "del", KEY)
+
     def test_run_locked_contention(self):
         """Shared sections overlap one another; no exclusive section overlaps any."""
         for backend in self.shared_backends():

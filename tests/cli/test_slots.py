@@ -50,10 +50,9 @@ class TestSlots(SlotsTestCase):
                 self.assertIn("all 2 slots held", err)
                 self.assertIn("slot 1 until", err)
                 self.assertIn("slot 2 until", err)
-                # A plain lock of the same name is another lock.
+                # A plain lock of the same name waits while slots are held: never a mix.
                 r = self.nx(*backend.args(), "lock", "-n", KEY)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                self.nx(*backend.args(), "unlock", KEY, r.stdout.decode().strip())
+                self.assertEqual(r.returncode, 75, r.stderr)
                 # The printed value renews and releases its slot.
                 r = self.nx(*backend.args(), "renew", "--slots", "2", "-t", "90", KEY, first)
                 self.assertEqual(r.returncode, 0, r.stderr)
@@ -225,6 +224,39 @@ class TestSlots(SlotsTestCase):
                 self.assertEqual(self.queued(backend, QUEUE), 0)
 
 
+class TestSlotValuesAsPrinted(SlotsTestCase):
+    """A slot's value works as `lock --slots` printed it, without --slots; status
+    and --force see a key held as slots."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.start_redis()
+
+    def test_values_status_and_force_without_slots(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                first, second = self.take(backend), self.take(backend)
+                r = self.nx(*backend.args(), "--json", "status", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                status = json.loads(r.stdout)
+                self.assertEqual((status["kind"], status["shared_holders"]), ("slots", 2))
+                self.assertEqual(sorted(h["value"] for h in status["shared"]),
+                                 sorted([first, second]))
+                r = self.nx(*backend.args(), "renew", KEY, second)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.decode().split(":")[0], second.split(":")[0])
+                r = self.nx(*backend.args(), "unlock", KEY, first)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                # The bare timestamp is no holder's value while slots hold the key.
+                bare = json.loads(self.nx(*backend.args(), "--json", "status", KEY).stdout)
+                r = self.nx(*backend.args(), "unlock", KEY, bare["value"])
+                self.assertOneLineError(r, 64, "slot holder", "SLOT:EXPIRY")
+                r = self.nx(*backend.args(), "unlock", "--force", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                r = self.nx(*backend.args(), "status", KEY)
+                self.assertEqual(r.returncode, 1, r.stderr)
+
+
 class TestSlotsOnCluster(WithCluster, SlotsTestCase):
     def test_slots_on_a_cluster(self):
         from sentinel_harness import cli
@@ -236,10 +268,11 @@ class TestSlotsOnCluster(WithCluster, SlotsTestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             printed.append(r.stdout.decode().strip())
         self.assertEqual(sorted(p.split(":")[0] for p in printed), ["1", "2"])
-        # Every slot lives on KEY's node, in its hash slot.
+        # Every slot's lease lives on KEY's node, in its hash slot, beside KEY.
         for p in printed:
             slot, value = p.split(":")
-            self.assertEqual(cli(owner.port, "GET", "{dump}:slot%s:dump" % slot).strip(), value)
+            self.assertEqual(cli(owner.port, "ZSCORE", "{dump}:shared:dump", "#" + slot).strip(),
+                             value)
         r = self.nx("-u", url, "lock", "-n", "--slots", "2", KEY)
         self.assertEqual(r.returncode, 75, r.stderr)
         r = self.nx("-u", url, "status", "--slots", "2", KEY)

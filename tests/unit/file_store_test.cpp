@@ -1302,19 +1302,25 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
   for (const auto& key : {*same, *lower, *higher}) {
     const std::string leases = lock::shared_key(key);
     const std::string queue = lock::queue_key(key);
-    const auto a = shared.take(key, lock::fence_key(key), leases, "s1", expiry, queue, "", false,
-                               util::Micros(1'000'000));
-    const auto b = shared.take(key, lock::fence_key(key), leases, "s2", expiry + 5, queue, "",
-                               false, util::Micros(1'000'000));
+    const std::string counter = lock::fence_key(key);
+    const store::SharedLeases::Keys keys{key, counter, leases, queue};
+    store::SharedLeases::TakeRequest request;
+    request.id = "s1";
+    request.expiry = expiry;
+    request.lease = util::Micros(1'000'000);
+    const auto a = shared.take(keys, request);
+    request.id = "s2";
+    request.expiry = expiry + 5;
+    const auto b = shared.take(keys, request);
     ASSERT_EQ(a.outcome, store::SharedLeases::Take::Outcome::taken) << key;
     ASSERT_EQ(b.outcome, store::SharedLeases::Take::Outcome::taken) << key;
     EXPECT_GT(*b.fence, *a.fence);
     EXPECT_EQ(file.get(key), std::to_string(expiry + 5));
     EXPECT_EQ(shared.holders(leases).size(), 2u);
-    EXPECT_TRUE(shared.release(key, leases, "s2", queue));
+    EXPECT_TRUE(shared.release(keys, "s2", std::nullopt));
     EXPECT_EQ(file.get(key), std::to_string(expiry));
-    EXPECT_TRUE(shared.release(key, leases, "s1", queue));
-    EXPECT_FALSE(shared.release(key, leases, "s1", queue));
+    EXPECT_TRUE(shared.release(keys, "s1", std::nullopt));
+    EXPECT_FALSE(shared.release(keys, "s1", std::nullopt));
     EXPECT_EQ(file.get(key), std::nullopt);
     EXPECT_EQ(file.get(leases), std::nullopt);
   }

@@ -54,10 +54,13 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   const std::int64_t until = util::whole_seconds(util::wall_now()) + 60;  // the store's clock
   store::SharedLeases& shared = *m_store.shared();
   for (const char* id : {"s0000000000000001", "s0000000000000002"}) {
-    ASSERT_EQ(shared
-                  .take("sh", lock::fence_key("sh"), lock::shared_key("sh"), id, until,
-                        lock::queue_key("sh"), "", false, {})
-                  .outcome,
+    const std::string counter = lock::fence_key("sh");
+    const std::string leases = lock::shared_key("sh");
+    const std::string queue = lock::queue_key("sh");
+    store::SharedLeases::TakeRequest request;
+    request.id = id;
+    request.expiry = until;
+    ASSERT_EQ(shared.take({"sh", counter, leases, queue}, request).outcome,
               store::SharedLeases::Take::Outcome::taken);
   }
   lock::Holder who;
@@ -83,15 +86,27 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   EXPECT_EQ(rows[2].holder->pid, 42);
   EXPECT_EQ(rows[2].fence, 7);
   // Released, its details go with its lease.
-  ASSERT_TRUE(shared.release("sh", lock::shared_key("sh"), "s0000000000000002", ""));
+  const std::string counter = lock::fence_key("sh");
+  const std::string leases = lock::shared_key("sh");
+  const std::string queue = lock::queue_key("sh");
+  ASSERT_TRUE(shared.release({"sh", counter, leases, queue}, "s0000000000000002", std::nullopt));
   const auto left = lock::list_locks(m_store, "sh", k_now, false);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_FALSE(left[0].holder.has_value());
 }
 
 TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {
-  hold(lock::companion_key("backup-1", "slot2"), k_now + 5);
-  hold(lock::companion_key("backup-1", "slot1"), k_now + 5);
+  const std::int64_t until = util::whole_seconds(util::wall_now()) + 60;  // the store's clock
+  const std::string counter = lock::fence_key("backup-1");
+  const std::string leases = lock::shared_key("backup-1");
+  const std::string queue = lock::queue_key("backup-1");
+  store::SharedLeases::TakeRequest request;
+  request.slots = 2;
+  request.expiry = until;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(m_store.shared()->take({"backup-1", counter, leases, queue}, request).outcome,
+              store::SharedLeases::Take::Outcome::taken);
+  }
   hold("deploy", k_now + 5);
   EXPECT_EQ(keys("*"), (std::vector<std::string>{"backup-1#1", "backup-1#2", "deploy"}));
   EXPECT_EQ(keys("backup-*"), (std::vector<std::string>{"backup-1#1", "backup-1#2"}));

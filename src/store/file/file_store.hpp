@@ -80,18 +80,15 @@ class FileStore final : public Store,
   // The shared leases (SharedLeases), in shared_leases.cpp: the lease set is
   // an entry beside the lock, changed with the lock's entry in one transaction
   // over both buckets (Buckets::update_pair).
-  Take take(std::string_view key, std::string_view counter, std::string_view leases,
-            std::string_view id, std::int64_t expiry, std::string_view queue,
-            std::string_view ticket, bool waiting, util::Micros lease) override;
-  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+  Take take(const Keys& keys, const TakeRequest& request) override;
+  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
              std::int64_t expiry) override;
-  bool release(std::string_view key, std::string_view leases, std::string_view id,
-               std::string_view queue) override;
+  bool release(const Keys& keys, std::string_view id,
+               std::optional<std::int64_t> if_expiry) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
   std::vector<SharedHolder> holders(std::string_view leases) override;
   // take()'s lease step alone, without the queue.
-  Take take_lease(std::string_view key, std::string_view leases, std::string_view id,
-                  std::int64_t expiry);
+  Take take_lease(const Keys& keys, const TakeRequest& request);
   // LockListing (listing.cpp): every bucket read once, without a lock (each
   // is replaced whole by rename, so a read sees an old or a new bucket).
   void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;

@@ -1,4 +1,4 @@
-// FileStore's shared holders' leases (SharedLeases): the lease set is an entry beside
+// FileStore's leased holders (SharedLeases: shared and slots): the lease set is an entry beside
 // the lock, changed together with the lock's entry under both stripe locks
 // (Buckets::update_pair); the rules are LeaseBook's, as the memory store's.
 #include "store/file/file_store.hpp"
@@ -34,27 +34,31 @@ Change lease_change(const std::string& encoded, const LeaseBook& book, std::int6
 
 }  // namespace
 
-SharedLeases::Take FileStore::take_lease(std::string_view key, std::string_view leases,
-                                         std::string_view id, std::int64_t expiry) {
+SharedLeases::Take FileStore::take_lease(const Keys& keys, const TakeRequest& request) {
   Take result;
   const std::int64_t now = now_seconds();
   std::string lock_value;
   std::string encoded;
   // The lock's entry is written first: a crash between the two writes leaves
   // the key held with no lease, never a lease with the key free.
-  m_buckets.update_pair(key, leases, false, [&](const Entry* lock, const Entry* current) {
+  m_buckets.update_pair(keys.lock, keys.leases, false, [&](const Entry* lock,
+                                                            const Entry* current) {
     LeaseBook book(value_of(current));
     book.prune(now);
     result.current = value_of(lock);
-    SharedGate gate = shared_gate(result.current, !book.empty(), now);
-    if (gate == SharedGate::open && book.empty() && lock != nullptr && owner::keeps_held(*lock)) {
-      gate = SharedGate::exclusive;  // expired by our clock, but its owner runs and renews it
+    LeaseGate gate = lease_gate(result.current, book, request.slots, now);
+    if (gate == LeaseGate::fresh && lock != nullptr && owner::keeps_held(*lock)) {
+      gate = LeaseGate::held;  // expired by our clock, but its owner runs and renews it
     }
-    if (gate != SharedGate::open) {
+    if (gate == LeaseGate::held || gate == LeaseGate::not_lock) {
       result.outcome = Take::Outcome::held;
       return std::pair{Change{}, Change{}};
     }
-    book.put(id, expiry);
+    if (gate == LeaseGate::fresh) {
+      book.clear();  // the leases of a set that lost the key are not holders
+    }
+    result.id = request.slots > 0 ? book.free_slot(request.slots) : std::string(request.id);
+    book.put(result.id, request.expiry);
     // Above the old lock's own token too, whatever the counter says.
     result.fence = issue_fence(lock != nullptr && lock->fence ? *lock->fence + 1 : 0);
     result.outcome = Take::Outcome::taken;
@@ -67,54 +71,55 @@ SharedLeases::Take FileStore::take_lease(std::string_view key, std::string_view 
   return result;
 }
 
-SharedLeases::Take FileStore::take(std::string_view key, std::string_view, std::string_view leases,
-                                   std::string_view id, std::int64_t expiry, std::string_view queue,
-                                   std::string_view ticket, bool waiting, util::Micros lease) {
+SharedLeases::Take FileStore::take(const Keys& keys, const TakeRequest& request) {
   // The queue's gate is an unlocked read, as for the queued SETNX: an
   // exclusive waiter that joins just after it waits for this one lease.
   const auto leave_line = [&] {
     // Out of the line, and the next waiter may come along (if it is shared).
-    drop_from_queue(queue, {std::string(ticket)});
-    wake_first(queue);
+    drop_from_queue(keys.queue, {std::string(request.ticket)});
+    wake_first(keys.queue);
   };
   // A free lock with nobody in line before us is tried with no write to the queue.
   bool in_line = false;
-  if (may_go_first(queue, ticket, in_line)) {
-    Take result = take_lease(key, leases, id, expiry);
+  if (may_go_first(keys.queue, request.ticket, in_line)) {
+    Take result = take_lease(keys, request);
     if (result.outcome == Take::Outcome::taken && in_line) {
       leave_line();
     }
-    if (result.outcome == Take::Outcome::taken || !waiting) {
+    if (result.outcome == Take::Outcome::taken || !request.waiting) {
       return result;
     }
   }
   bool pruned = false;
-  const std::string head = keep_in_line(queue, ticket, waiting, lease, pruned);
-  if (!head.empty() && head != ticket) {
+  const std::string head =
+      keep_in_line(keys.queue, request.ticket, request.waiting, request.lease, pruned);
+  if (!head.empty() && head != request.ticket) {
     Take behind;
-    behind.current = get(key);
+    behind.current = get(keys.lock);
     if (pruned && !behind.current) {
-      wake_first(queue);  // the one we dropped may have taken its wake-up with it
+      wake_first(keys.queue);  // the one we dropped may have taken its wake-up with it
     }
     return behind;
   }
-  Take result = take_lease(key, leases, id, expiry);
+  Take result = take_lease(keys, request);
   if (result.outcome == Take::Outcome::taken && !head.empty()) {
     leave_line();
   }
   return result;
 }
 
-bool FileStore::renew(std::string_view key, std::string_view leases, std::string_view id,
+bool FileStore::renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
                       std::int64_t expiry) {
   const std::int64_t now = now_seconds();
   bool renewed = false;
   std::string lock_value;
   std::string encoded;
-  m_buckets.update_pair(key, leases, false, [&](const Entry* lock, const Entry* current) {
+  m_buckets.update_pair(keys.lock, keys.leases, false, [&](const Entry* lock,
+                                                            const Entry* current) {
     LeaseBook book(value_of(current));
     book.prune(now);
-    if (!book.expiry_of(id)) {
+    // A set whose key another client wrote or deleted holds nothing: never write over it.
+    if (!book.holds(value_of(lock)) || !book.has(id, if_expiry)) {
       return std::pair{Change{}, Change{}};
     }
     renewed = true;
@@ -122,34 +127,35 @@ bool FileStore::renew(std::string_view key, std::string_view leases, std::string
     lock_value = std::to_string(book.latest());
     encoded = book.encode();
     Change lock_change{Change::Kind::put, lock_value};
-    lock_change.keep_meta = true;  // the latest shared taker's token stays
+    lock_change.keep_meta = true;  // the latest leased taker's token stays
     const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
     return std::pair{lock_change, lease_change(encoded, book, token)};
   });
   return renewed;
 }
 
-bool FileStore::release(std::string_view key, std::string_view leases, std::string_view id,
-                        std::string_view queue) {
+bool FileStore::release(const Keys& keys, std::string_view id,
+                        std::optional<std::int64_t> if_expiry) {
   const std::int64_t now = now_seconds();
   bool released = false;
-  bool last = false;
+  bool room = false;
   std::string lock_value;
   std::string encoded;
   // The lease set is written first: a crash between the two writes leaves the
   // key held a little longer, never a live lease with the key free.
-  m_buckets.update_pair(key, leases, true, [&](const Entry* lock, const Entry* current) {
+  m_buckets.update_pair(keys.lock, keys.leases, true, [&](const Entry* lock,
+                                                           const Entry* current) {
     LeaseBook book(value_of(current));
     book.prune(now);
-    if (!book.expiry_of(id)) {
+    if (!book.holds(value_of(lock)) || !book.has(id, if_expiry)) {
       return std::pair{Change{}, Change{}};
     }
     released = true;
     book.remove(id);
     encoded = book.encode();
     const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
+    room = book.empty() || is_slot_lease(id);
     if (book.empty()) {
-      last = true;
       return std::pair{Change{Change::Kind::erase, {}}, lease_change(encoded, book, token)};
     }
     lock_value = std::to_string(book.latest());
@@ -157,8 +163,8 @@ bool FileStore::release(std::string_view key, std::string_view leases, std::stri
     lock_change.keep_meta = true;
     return std::pair{lock_change, lease_change(encoded, book, token)};
   });
-  if (last) {
-    wake_first(queue);  // as a release does: the first queued waiter may take it
+  if (room) {
+    wake_first(keys.queue);  // as a release does: the first queued waiter may take it
   }
   return released;
 }

@@ -23,67 +23,72 @@ bool said_one(const redisReply& reply) {
 
 }  // namespace
 
-SharedLeases::Take RedisStore::take(std::string_view key, std::string_view counter,
-                                    std::string_view leases, std::string_view id,
-                                    std::int64_t expiry, std::string_view queue,
-                                    std::string_view ticket, bool waiting, util::Micros lease) {
+SharedLeases::Take RedisStore::take(const Keys& keys, const TakeRequest& request) {
   // One script: the queue's gate, the lease, the lock key that covers it and
   // the token, in one atomic step (see k_take_shared_script).
-  const std::string queue_leases = redis::queue_lease_key(queue);
-  const std::string expiry_text = std::to_string(expiry);
-  const std::string lease_us = std::to_string(lease.count());
+  const std::string queue_leases = redis::queue_lease_key(keys.queue);
+  const std::string expiry_text = std::to_string(request.expiry);
+  const std::string lease_us = std::to_string(request.lease.count());
   const std::string queue_keep = std::to_string(redis::k_queue_keep_ms);
   const std::string lock_keep = lock_keep_ms();
   const std::string counter_keep = counter_keep_ms();
+  const std::string slots = std::to_string(request.slots);
+  const std::string details = lock::details_key(keys.leases);
+  const auto taken = [](const redisReply& r) {
+    return r.type == REDIS_REPLY_ARRAY && r.elements == 3 &&
+           r.element[0]->type == REDIS_REPLY_INTEGER && r.element[0]->integer == 2;
+  };
   // A lease that too few replicas confirmed is given back.
-  const std::string details = lock::details_key(leases);
   const Reply reply = write(
-      {{"EVAL", redis::k_take_shared_script, "6", key, counter, leases, queue, queue_leases,
-        details, id, expiry_text, ticket, waiting ? "1" : "0", lease_us, queue_keep, lock_keep,
-        counter_keep},
-       key},
-      [](const redisReply& r) {
-        return is_pair(r) && r.element[0]->type == REDIS_REPLY_INTEGER &&
-               r.element[0]->integer == 2;
-      },
-      [&](const redisReply&) { release(key, leases, id, queue); });
+      {{"EVAL", redis::k_take_shared_script, "6", keys.lock, keys.counter, keys.leases, keys.queue,
+        queue_leases, details, request.id, expiry_text, request.ticket,
+        request.waiting ? "1" : "0", lease_us, queue_keep, lock_keep, counter_keep, slots},
+       keys.lock},
+      taken,
+      [&](const redisReply& r) {
+        release(keys, string_of(*r.element[2], m_url.redacted).value_or(""), request.expiry);
+      });
+  if (taken(*reply)) {
+    Take result;
+    result.outcome = Take::Outcome::taken;
+    result.fence = integer_of(*reply->element[1], m_url.redacted);
+    result.id = string_of(*reply->element[2], m_url.redacted).value_or("");
+    return result;
+  }
   if (!is_pair(*reply)) {
     throw_unexpected(*reply, m_url.redacted);
   }
   Take result;
   const auto outcome = integer_of(*reply->element[0], m_url.redacted);
-  if (outcome == 2) {
-    result.outcome = Take::Outcome::taken;
-    result.fence = integer_of(*reply->element[1], m_url.redacted);
-    return result;
-  }
   result.outcome = outcome == 1 ? Take::Outcome::held : Take::Outcome::behind;
   result.current = string_of(*reply->element[1], m_url.redacted);
   return result;
 }
 
-bool RedisStore::renew(std::string_view key, std::string_view leases, std::string_view id,
-                       std::int64_t expiry) {
+bool RedisStore::renew(const Keys& keys, std::string_view id,
+                       std::optional<std::int64_t> if_expiry, std::int64_t expiry) {
   const std::string expiry_text = std::to_string(expiry);
+  const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
   const std::string lock_keep = lock_keep_ms();
   // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
-  const std::string details = lock::details_key(leases);
-  const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "3", key, leases, details, id,
-                              expiry_text, lock_keep},
-                             key},
+  const std::string details = lock::details_key(keys.leases);
+  const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "3", keys.lock, keys.leases,
+                              details, id, expiry_text, lock_keep, if_text},
+                             keys.lock},
                             said_one, [](const redisReply&) {});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
-bool RedisStore::release(std::string_view key, std::string_view leases, std::string_view id,
-                         std::string_view queue) {
-  const std::string queue_leases = redis::queue_lease_key(queue);
-  const std::string channel = redis::wake_channel(key);
+bool RedisStore::release(const Keys& keys, std::string_view id,
+                         std::optional<std::int64_t> if_expiry) {
+  const std::string queue_leases = redis::queue_lease_key(keys.queue);
+  const std::string channel = redis::wake_channel(keys.lock);
   const std::string lock_keep = lock_keep_ms();
-  const std::string details = lock::details_key(leases);
-  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "5", key, leases, queue,
-                            queue_leases, details, id, channel, lock_keep},
-                           key});
+  const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
+  const std::string details = lock::details_key(keys.leases);
+  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "5", keys.lock, keys.leases,
+                            keys.queue, queue_leases, details, id, channel, lock_keep, if_text},
+                           keys.lock});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 

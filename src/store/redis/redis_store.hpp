@@ -63,13 +63,11 @@ class RedisStore final : public Store,
   std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
 
   // The shared leases (SharedLeases), in redis_shared.cpp.
-  Take take(std::string_view key, std::string_view counter, std::string_view leases,
-            std::string_view id, std::int64_t expiry, std::string_view queue,
-            std::string_view ticket, bool waiting, util::Micros lease) override;
-  bool renew(std::string_view key, std::string_view leases, std::string_view id,
+  Take take(const Keys& keys, const TakeRequest& request) override;
+  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
              std::int64_t expiry) override;
-  bool release(std::string_view key, std::string_view leases, std::string_view id,
-               std::string_view queue) override;
+  bool release(const Keys& keys, std::string_view id,
+               std::optional<std::int64_t> if_expiry) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
   std::vector<SharedHolder> holders(std::string_view leases) override;
   // The listing (LockListing, redis_listing.cpp): SCAN on every master.

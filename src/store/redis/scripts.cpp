@@ -206,35 +206,47 @@ const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
     "if h then turn(h) end end "
     "return 1";
 
-// The shared holders' leases (SharedLeases, store.hpp): a sorted set beside the
-// lock (LEASES), each holder's id scored by its lease's expiry (a lock value,
-// Unix seconds, compared with the server's TIME). While a lease lives, the
-// lock key holds the latest one's expiry: exclusive takers, nxlock's or any
-// page client's, find it held, and their scripts need no change. Every step
-// first drops the lapsed leases (`prune()`, whose `secs` is TIME in seconds)
-// and then writes the lock key as the latest live lease (`cover()`), so the
-// two never disagree. Each holder's details (DETAILS, a hash by id: lock::details_key)
-// go with its lease: dropped when it lapses or is released, kept as long.
-// These are the embedded store's rules too (store/lease_book.hpp).
+// The leased holders (SharedLeases, store.hpp: shared ones and slots): a sorted
+// set beside the lock (LEASES), each holder's id scored by its lease's expiry
+// (a lock value, Unix seconds, compared with the server's TIME). While a lease
+// lives, the lock key holds the latest one's expiry: exclusive takers,
+// nxlock's or any page client's, find it held, and their scripts need no
+// change. Every step first drops the lapsed leases (`prune()`, whose `secs` is
+// TIME in seconds); a set holds the lock only while the key holds its latest
+// expiry (`top()`), and every write moves the key with it (`cover()`), so a
+// set whose key another client deleted or wrote is never written over: its
+// leases are lost. Each holder's details (DETAILS, a hash by id:
+// lock::details_key) go with its lease: dropped when it lapses or is
+// released, kept as long. These are the embedded store's rules too
+// (store/lease_book.hpp).
 #define NXLOCK_SHARED_PRELUDE                                                           \
   "local secs = tonumber(t[1]) "                                                        \
   "local function prune(l, d) "                                                         \
   "for _, id in ipairs(redis.call('ZRANGEBYSCORE', l, '-inf', '(' .. t[1])) do "        \
   "redis.call('HDEL', d, id) end "                                                      \
   "redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. t[1]) end "                         \
+  "local function top(l) "                                                              \
+  "local s = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "                         \
+  "if s then return string.format('%.0f', tonumber(s)) end return false end "           \
+  "local function owned(k, l, id, want) "                                               \
+  "local x = top(l) if not x or redis.call('GET', k) ~= x then return false end "       \
+  "local s = redis.call('ZSCORE', l, id) if not s then return false end "               \
+  "return want == '' or string.format('%.0f', tonumber(s)) == want end "                \
   "local function cover(k, l, d, ms) "                                                  \
-  "local top = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "                       \
-  "if not top then redis.call('DEL', k, l, d) return false end "                        \
-  "redis.call('SET', k, string.format('%.0f', tonumber(top))) keep(k, ms) keep(l, ms) " \
+  "local x = top(l) "                                                                   \
+  "if not x then redis.call('DEL', k, l, d) return false end "                          \
+  "redis.call('SET', k, x) keep(k, ms) keep(l, ms) "                                    \
   "keep(d, ms) return true end "
 // KEYS: lock, counter, leases, queue, queue lease, details. ARGV: id, expiry, ticket,
-// waiting, lease (us), queue keep, lock keep, counter keep. The queue's gate of
-// k_set_if_absent_queued_script (an exclusive waiter queued first is not
-// overtaken), then the lease: taken if the key is absent, expired, or held by
-// live leases; a key held with no live lease is an exclusive holder's. A lease
-// taken leaves the queue and wakes the next waiter, which may be shared too.
+// waiting, lease (us), queue keep, lock keep, counter keep, slots. The queue's
+// gate of k_set_if_absent_queued_script (an exclusive waiter queued first is
+// not overtaken), then the lease: a new set if the key is absent or expired
+// (the leases of a set that lost it are dropped), or one more lease in the set
+// that holds the key, if it is of the same kind (shared, or slots: "#N" ids)
+// and has a free slot; a key held by no live set is an exclusive holder's. A
+// lease taken leaves the queue and wakes the next waiter, which may be one too.
 const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
-    "local ticket = ARGV[3] "
+    "local ticket = ARGV[3] local slots = tonumber(ARGV[9]) "
     "local function join() if ARGV[4] == '1' then "
     "redis.call('ZADD', KEYS[4], 'NX', now, ticket) "
     "redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), ticket) "
@@ -244,20 +256,29 @@ const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED
     "local h = head(KEYS[4], KEYS[5]) "
     "if h and h ~= ticket then join() return {0, current} end "
     "prune(KEYS[3], KEYS[6]) "
+    "local fresh = true "
     "if current then "
     "if not (#current <= 18 and string.match(current, '^%d+$')) then return {1, current} end "
-    "if redis.call('EXISTS', KEYS[3]) == 0 and tonumber(current) >= secs then "
-    "join() return {1, current} end end "
+    "if top(KEYS[3]) == current then fresh = false "
+    "local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1] "
+    "if (string.sub(first, 1, 1) == '#') ~= (slots > 0) then join() return {1, current} end "
+    "elseif tonumber(current) >= secs then join() return {1, current} end end "
+    "if fresh then redis.call('DEL', KEYS[3], KEYS[6]) end "
+    "local id = ARGV[1] "
+    "if slots > 0 then id = false for i = 1, slots do "
+    "if not redis.call('ZSCORE', KEYS[3], '#' .. i) then id = '#' .. i break end end "
+    "if not id then join() return {1, current} end end "
     "local token = issue(KEYS[2], ARGV[8]) "
     "if type(token) == 'table' then return token end "
-    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[3], KEYS[6], ARGV[7]) "
+    "redis.call('ZADD', KEYS[3], ARGV[2], id) cover(KEYS[1], KEYS[3], KEYS[6], ARGV[7]) "
     "if h then redis.call('ZREM', KEYS[4], ticket) redis.call('ZREM', KEYS[5], ticket) "
     "local n = head(KEYS[4], KEYS[5]) if n then turn(n) end end "
-    "return {2, token}";
-// KEYS: lock, leases, details. ARGV: id, expiry, lock keep. Only a live lease is renewed.
+    "return {2, token, id}";
+// KEYS: lock, leases, details. ARGV: id, expiry, lock keep, the lease's expiry
+// ('' for any). Only a live lease of the set that holds the key is renewed.
 const std::string_view k_renew_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[2], KEYS[3]) "
-    "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end "
+    "if not owned(KEYS[1], KEYS[2], ARGV[1], ARGV[4]) then return 0 end "
     "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[2], KEYS[3], ARGV[3]) "
     "return 1";
 // KEYS: leases, details. ARGV: id, details. Only a live lease's holder is
@@ -268,14 +289,16 @@ const std::string_view k_describe_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHA
     "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) "
     "local ttl = redis.call('PTTL', KEYS[1]) "
     "if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end return 1";
-// KEYS: lock, leases, queue, queue lease, details. ARGV: id, channel, lock keep. The last
-// live lease deletes the key and wakes as a release does
-// (k_compare_and_delete_queued_script): the first queued waiter, else every watcher.
+// KEYS: lock, leases, queue, queue lease, details. ARGV: id, channel, lock keep,
+// the lease's expiry ('' for any). The last live lease deletes the key; it and
+// any slot's release wake as a release does (k_compare_and_delete_queued_script):
+// the first queued waiter, else every watcher.
 const std::string_view k_release_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[2], KEYS[5]) "
-    "if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end "
-    "redis.call('HDEL', KEYS[5], ARGV[1]) "
-    "if cover(KEYS[1], KEYS[2], KEYS[5], ARGV[3]) then return 1 end "
+    "if not owned(KEYS[1], KEYS[2], ARGV[1], ARGV[4]) then return 0 end "
+    "redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('HDEL', KEYS[5], ARGV[1]) "
+    "if cover(KEYS[1], KEYS[2], KEYS[5], ARGV[3]) and string.sub(ARGV[1], 1, 1) ~= '#' then "
+    "return 1 end "
     "local h = head(KEYS[3], KEYS[4]) "
     "if h then turn(h) else redis.pcall('PUBLISH', ARGV[2], '1') end return 1";
 // KEYS: leases, details. Each live lease: id, expiry, details ('' if none).
