@@ -4,7 +4,7 @@
 //
 // What any client must do at least: exec, dynamic loading of libhiredis, one
 // TCP connect, one round trip, one line of output. bench/run sets `nxlock setnx`
-// beside it (issue 15, goal 1: nxlock / floor ≤ 1.15).
+// beside it (BENCHMARKS.md, "Today's figures": nxlock / floor ≤ 1.15).
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Handoff under contention, two nxlock builds side by side (issue 15, goal 3).
+"""Handoff under contention, two nxlock builds side by side (BENCHMARKS.md, measure 3).
 
 usage: bench/handoff_ab.py --a NXLOCK_A --b NXLOCK_B --section SECTION [--rounds 3]
                            [--workers 6] [--sections 20] [--hold-ms 5] [--only file,redis]

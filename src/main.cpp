@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   if (!nxlock::util::fill_standard_descriptors()) {
     std::fputs("nxlock: /dev/null: cannot open it to stand in for a closed stdin/stdout/stderr\n",
                stderr);
-    return 70;  // EX_SOFTWARE: the contract has no status of its own for this
+    return 70;  // EX_SOFTWARE: EXIT STATUS has no status of its own for this
   }
   return nxlock::cli::run(argc, argv);
 }

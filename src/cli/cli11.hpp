@@ -2,8 +2,8 @@
 //
 // With GCC 12's libstdc++, each translation unit that includes <iostream> gets
 // a static std::ios_base::Init, and the first one builds the standard streams
-// and the classic locale at start-up: 50 k instructions, an eighth of a plain
-// `nxlock setnx` (BENCHMARKS.md), spent even when nothing prints through a
+// and the classic locale at start-up (BENCHMARKS.md, "The command line's
+// start-up"), spent even when nothing prints through a
 // stream. nxlock writes with stdio; only CLI11 uses std::cout and std::cerr
 // (App::exit(), for --help and --version, and deprecation warnings), and only
 // inside parse_with_cli11(), which constructs an ios_base::Init first.

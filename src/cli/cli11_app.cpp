@@ -1,8 +1,8 @@
 // Everything CLI11: the App, the global options, each command's options, the
 // validators, and the parse. The one translation unit that includes CLI11: its
 // validators are static objects, built at start-up in each one that does
-// (BENCHMARKS.md), so what needs no CLI11 is kept out (command_line.cpp,
-// lazy_options.cpp, command_table.cpp, app.cpp).
+// (BENCHMARKS.md, "The command line's start-up"), so what needs no CLI11 is kept out
+// (command_line.cpp, lazy_options.cpp, command_table.cpp, app.cpp).
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -27,7 +27,7 @@ std::string version_text() {
   return std::string("nxlock ") + NXLOCK_VERSION + "\nbackends: " + store::builtin_backends();
 }
 
-// CLI11's messages are multi-line at times; the contract wants one line.
+// CLI11's messages are multi-line at times; every error is one line (man page, EXIT STATUS).
 std::string one_line(std::string text) {
   for (auto& c : text) {
     if (c == '\n') {

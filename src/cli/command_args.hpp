@@ -1,6 +1,7 @@
 // What the commands are given, apart from CLI11: their arguments, as parsed,
 // and their runners. Free of CLI11, whose headers cost every translation unit
-// that includes them a static initialiser (its validators; BENCHMARKS.md).
+// that includes them a static initialiser (its validators; BENCHMARKS.md,
+// "The command line's start-up").
 #pragma once
 
 #include <cstdint>

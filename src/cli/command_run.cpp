@@ -30,7 +30,7 @@ std::string join(const std::vector<std::string>& words) {
 
 // `seconds` (finite, 0 to 2^40: checked by --hold) in microseconds, rounded up.
 // Not std::ceil: it was nxlock's only use of libm, and loading libm.so cost every
-// invocation 27 k instructions and 6 page faults (BENCHMARKS.md).
+// invocation (BENCHMARKS.md, "Shared objects loaded at start").
 util::Micros ceil_micros(double seconds) {
   const double micros = seconds * 1e6;
   // Truncation is exact below 2^63 (2^40 s is 1.1e18 µs) and rounds toward zero.
@@ -112,10 +112,11 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       throw util::Error(util::ErrorKind::usage, "run-locked", "no COMMAND to run after KEY");
     }
 
-    // A lock that may be waited for: the watchdog is forked now, so that when
-    // the lock comes, the job starts without a process start of ours first
-    // (the handoff, BENCHMARKS.md), and before the store is opened, so that it
-    // holds none of its descriptors. -n forks it only once the lock is taken.
+    // A lock that may be waited for: the watchdog is forked now, so that when the
+    // lock comes, the job starts without a process start of ours first
+    // (BENCHMARKS.md, "The watchdog forked before a wait, the job vforked"), and
+    // before the store is opened, so that it holds none of its descriptors. -n
+    // forks it only once the lock is taken.
     run::JobWatchdog watchdog;
     if (!args->lock.nonblock) {
       sigset_t mask;

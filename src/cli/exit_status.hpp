@@ -1,4 +1,4 @@
-// The exit statuses of the contract, in one place.
+// The exit statuses of the man page's EXIT STATUS, in one place.
 #pragma once
 
 #include "util/error.hpp"

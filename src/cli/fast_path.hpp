@@ -23,7 +23,8 @@ bool option_environment_set();
 // into `globals`, `parsed` and `child_command` exactly as CLI11 would
 // (parse_with_cli11(); tests/unit/fast_path_test.cpp compares the two), and
 // returns the command's runner. Building CLI11's App, its options and the
-// subcommand is a sixth of such an invocation (BENCHMARKS.md).
+// subcommand is a large part of such an invocation (BENCHMARKS.md, "The
+// command line's start-up").
 //
 // Returns nothing and changes nothing for every other command line: an empty
 // word or one starting with '-' other than those above (help, every other

@@ -11,10 +11,11 @@ namespace nxlock::cli {
 
 namespace {
 
-// The command line run() is parsing. Building a CLI11 option costs a few
-// thousand instructions, and CLI11 compares each new one with all before it:
-// options that are seldom used are left out when this command line cannot name
-// them (may_name()). Unset (no run() under way), every option is built.
+// The command line run() is parsing. Building a CLI11 option has a cost, and
+// CLI11 compares each new one with all before it (BENCHMARKS.md, "The command
+// line's start-up"): options that are seldom used are left out when this
+// command line cannot name them (may_name()). Unset (no run() under way), every
+// option is built.
 struct ParsedArgv {
   int argc = 0;
   char** argv = nullptr;
@@ -24,8 +25,8 @@ ParsedArgv g_parsed;
 // The global options that only rediss:// and redis+sentinel:// URLs or a
 // replicated Redis use: the words that name them, and their environment
 // variables (beside option_environment_set(), which the fast path asks).
-// Together they were 131 k of the 759 k instructions of a plain `setnx`
-// (BENCHMARKS.md).
+// Together they were a large part of a plain `setnx`'s start-up
+// (BENCHMARKS.md, "The command line's start-up").
 constexpr std::string_view k_backend_option_words[] = {"cacert",   "cert",     "key",     "sni",
                                                        "insecure", "sentinel", "replicas"};
 constexpr const char* k_backend_option_env[] = {"NXLOCK_CACERT", "NXLOCK_CACERTDIR", "NXLOCK_CERT",

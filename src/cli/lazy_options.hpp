@@ -1,5 +1,6 @@
 // Options built only when the command line may name them: most of start-up is
-// building CLI11 options (BENCHMARKS.md), and most are seldom used.
+// building CLI11 options (BENCHMARKS.md, "The command line's start-up"), and
+// most are seldom used.
 #pragma once
 
 #include <string_view>

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "util/error.hpp"
 #include "util/process_identity.hpp"
 #include "util/trace.hpp"
@@ -48,10 +48,6 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   return h;
 }
 
-std::string holder_key(std::string_view key) {
-  return companion_key(key, "holder");
-}
-
 namespace {
 std::string host_name() {
   char host[256] = {};
@@ -84,7 +80,7 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
 
 void write_holder(store::Store& store, std::string_view key, const Holder& holder) {
   try {
-    store.set(holder_key(key), holder.to_json());
+    store.set(store::holder_key(key), holder.to_json());
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not recorded: ") + e.what());
   }
@@ -93,7 +89,7 @@ void write_holder(store::Store& store, std::string_view key, const Holder& holde
 std::optional<Holder> read_holder(store::Store& store, std::string_view key,
                                   std::string_view value) {
   try {
-    const auto text = store.get(holder_key(key));
+    const auto text = store.get(store::holder_key(key));
     if (!text) {
       return std::nullopt;
     }
@@ -110,7 +106,7 @@ std::optional<Holder> read_holder(store::Store& store, std::string_view key,
 
 void forget_holder(store::Store& store, std::string_view key, std::string_view value) {
   try {
-    const auto k = holder_key(key);
+    const auto k = store::holder_key(key);
     const auto text = store.get(k);
     if (!text) {
       return;
@@ -151,7 +147,7 @@ void HolderBook::finish(std::string_view from, std::string_view to, std::int64_t
   holder.value = to;
   holder.finished_at = finished_at;
   try {
-    m_store.compare_and_set(holder_key(m_key), m_holder->to_json(), holder.to_json());
+    m_store.compare_and_set(store::holder_key(m_key), m_holder->to_json(), holder.to_json());
     m_holder = std::move(holder);
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not updated: ") + e.what());
@@ -165,7 +161,7 @@ void HolderBook::forget(std::string_view value) {
   }
   try {
     // Compare-and-delete on the exact record we wrote: a newer holder's survives.
-    m_store.compare_and_delete(holder_key(m_key), m_holder->to_json());
+    m_store.compare_and_delete(store::holder_key(m_key), m_holder->to_json());
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not removed: ") + e.what());
   }

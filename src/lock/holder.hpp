@@ -1,4 +1,4 @@
-// Holder: who holds a lock (host, pid, command), kept beside the lock (holder_key).
+// Holder: who holds a lock (host, pid, command), kept beside the lock (store::holder_key).
 //
 // The lock's own value stays the bare timestamp of the documented pattern, so other
 // clients interoperate; these details are advisory and only shown while the record's
@@ -39,10 +39,6 @@ struct Holder {
   // nullopt if the text is not a holder record.
   static std::optional<Holder> from_json(std::string_view text);
 };
-
-// The key under which the holder of `key` is described: "{key}:holder", or
-// "key:holder" for a key with a hash tag (companion_key in keys.hpp).
-std::string holder_key(std::string_view key);
 
 // This process's description: host name, `pid`, `command`, acquired now.
 Holder describe_holder(std::string value, std::int64_t pid, std::string command,

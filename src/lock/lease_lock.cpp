@@ -5,7 +5,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/queue_ticket.hpp"
 #include "lock/wait_loop.hpp"
 #include "store/lock_value.hpp"
@@ -154,9 +154,9 @@ LeaseLock::LeaseLock(store::Store& store, Clock& clock, std::string key, int slo
       m_shared(leases_of(store, key, slots)),
       m_clock(clock),
       m_key(key),
-      m_fence_key(fence_key(m_key)),
-      m_queue_key(queue_key(m_key)),
-      m_leases_key(shared_key(m_key)),
+      m_fence_key(store::fence_key(m_key)),
+      m_queue_key(store::queue_key(m_key)),
+      m_leases_key(store::shared_key(m_key)),
       m_slots(slots),
       m_id(slots > 0 ? std::string() : make_lease_id()),
       m_lock(store, clock, std::move(key)) {

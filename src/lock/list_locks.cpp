@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/lease_lock.hpp"
 #include "store/lock_listing.hpp"
 #include "store/lock_value.hpp"
@@ -83,7 +83,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
   }
   // Slots and shared holders are leases beside their lock's key: the lock's
   // own key is the one to find.
-  const auto wanted = [](std::string_view key) { return !is_companion_key(key); };
+  const auto wanted = [](std::string_view key) { return !store::is_companion_key(key); };
   std::vector<LockRow> rows;
   {
     listing->list(pattern, wanted, [&](std::vector<store::ListedLock>&& batch) {

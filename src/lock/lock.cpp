@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/pacing.hpp"
 #include "lock/queue_ticket.hpp"
 #include "lock/wait_loop.hpp"
@@ -69,11 +69,11 @@ Lock::Lock(store::Store& store, Clock& clock, std::string key)
     : m_store(store),
       m_clock(clock),
       m_key(std::move(key)),
-      m_fence_key(fence_key(m_key)),
-      m_queue_key(queue_key(m_key)),
+      m_fence_key(store::fence_key(m_key)),
+      m_queue_key(store::queue_key(m_key)),
       m_holder(m_store, m_key) {
   // A lock named like another lock's counter, details or queue would write them.
-  check_lock_key(m_key);
+  store::check_lock_key(m_key);
 }
 
 std::int64_t Lock::now_seconds() {

@@ -1,6 +1,6 @@
 // Lock's steps on a lock it holds, or that a user names by value: release,
 // renewal, --force, status, and the verdicts when one is refused.
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/lease_lock.hpp"
 #include "lock/lock.hpp"
 #include "store/lock_value.hpp"
@@ -54,7 +54,7 @@ void Lock::refuse_leased() {
   if (!current) {
     return;
   }
-  const auto leases = shared->holders(shared_key(m_key));
+  const auto leases = shared->holders(store::shared_key(m_key));
   if (!store::leases_hold(leases, *current)) {
     return;
   }
@@ -181,7 +181,7 @@ Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_v
     return *verdict;
   }
   const std::string next = std::to_string(expiry_for(now, ttl));
-  new_value = next;  // before the write: see the contract in lock.hpp
+  new_value = next;  // before the write: see renew() in lock.hpp
   m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
   const bool swapped = swap_value(value, next);
   if (!swapped) {
@@ -196,8 +196,8 @@ bool Lock::force_release(std::optional<std::string>& holder_problem) {
   const std::size_t removed = m_store.del({m_key});
   try {
     // Leased holders' leases go too: they would otherwise keep the key held at their next renewal.
-    const std::string leases = shared_key(m_key);
-    m_store.del({holder_key(m_key), leases, details_key(leases)});
+    const std::string leases = store::shared_key(m_key);
+    m_store.del({store::holder_key(m_key), leases, store::details_key(leases)});
   } catch (const util::Error& e) {
     // Advisory details: a corrupt record must not turn a release into a failure.
     holder_problem = e.what();
@@ -233,7 +233,7 @@ Status Lock::status() {
   // Leased holders keep the key held, as long as their set holds its value.
   if (status.state == Status::State::held && m_store.shared() != nullptr) {
     try {
-      status.shared = m_store.shared()->holders(shared_key(m_key));
+      status.shared = m_store.shared()->holders(store::shared_key(m_key));
       if (!store::leases_hold(status.shared, *current)) {
         status.shared.clear();  // lost to whoever wrote the key since
       }

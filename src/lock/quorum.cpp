@@ -4,7 +4,7 @@
 // quorum_acquire.cpp (the wait), quorum_release.cpp and quorum_status.cpp.
 #include "lock/quorum.hpp"
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/quorum_fanout.hpp"
 #include "util/trace.hpp"
 
@@ -44,7 +44,7 @@ QuorumLock::QuorumLock(std::vector<QuorumServer> servers, Clock& clock, std::str
   if (servers.size() < 2) {
     throw Error(ErrorKind::internal, "quorum", "needs at least two servers");
   }
-  check_lock_key(m_key);  // as Lock does, before any server is asked
+  store::check_lock_key(m_key);  // as Lock does, before any server is asked
   m_channels = detail::start_channels(std::move(servers), m_key);
 }
 

@@ -125,7 +125,7 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
   const Micros reading = m_clock.now();
   const std::int64_t now = util::whole_seconds(reading);
   const std::string next = std::to_string(expiry_for(now, ttl));
-  new_value = next;  // before the writes: see the contract in lock.hpp
+  new_value = next;  // before the writes: see renew() in lock.hpp
   // Values that have expired can be nobody's now: no need to try them again.
   std::erase_if(m_written, [&](const std::string& v) {
     const auto parsed = store::parse_lock_timestamp(v);

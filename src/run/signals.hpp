@@ -9,7 +9,7 @@
 
 namespace nxlock::run {
 
-// The signals nxlock passes on to its child (the contract's list).
+// The signals nxlock passes on to its child (man page, COMMANDS, run-locked).
 inline constexpr int k_forwarded_signals[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2};
 
 // While alive, the forwarded signals are blocked and queue on fd() instead of

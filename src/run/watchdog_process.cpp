@@ -298,7 +298,8 @@ class Watch {
   }
   volatile int exec_error = 0;
   // vfork: the job borrows our memory until exec instead of copying page
-  // tables, which is a measurable part of a short job's cost (BENCHMARKS.md).
+  // tables, which is a measurable part of a short job's cost (BENCHMARKS.md,
+// "The watchdog forked before a wait, the job vforked").
   const pid_t parent = getpid();
   const pid_t job = vfork();
   if (job == 0) {

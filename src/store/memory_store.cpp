@@ -3,7 +3,7 @@
 
 #include <poll.h>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/fenced_steps.hpp"
 #include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
@@ -221,9 +221,9 @@ void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Vis
     ListedLock& lock = batch.emplace_back();
     lock.key = key;
     lock.value = value;
-    lock.holder = get(lock::companion_key(key, "holder"));
-    lock.shared = holders(lock::shared_key(key));
-    if (const auto counter = get(lock::fence_key(key))) {
+    lock.holder = get(store::companion_key(key, "holder"));
+    lock.shared = holders(store::shared_key(key));
+    if (const auto counter = get(store::fence_key(key))) {
       lock.fence = parse_fence(*counter);
     }
   }

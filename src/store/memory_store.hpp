@@ -1,4 +1,4 @@
-// MemoryStore: an in-process Store for unit tests (the lock algorithm, the contract suite).
+// MemoryStore: an in-process Store for unit tests (the lock algorithm, the store suite).
 #pragma once
 
 #include <functional>

@@ -7,10 +7,11 @@
 
 namespace nxlock::util {
 
-// 64 random bits from getrandom(2). Not std::random_device: constructing one
-// probes the CPU (cpuid, a VM exit under a hypervisor) and cost 12.7 µs here,
-// against 0.4 µs for the system call, on every lock taken. Where the kernel's
-// pool is not ready yet (early boot), the clock and the pid are mixed instead.
+// 64 random bits from getrandom(2). Not std::random_device: constructing one probes
+// the CPU (cpuid, a VM exit under a hypervisor), many times the system call's cost
+// on every lock taken (BENCHMARKS.md, "getrandom, not std::random_device"). Where
+// the kernel's pool is not ready yet (early boot), the clock and the pid are mixed
+// instead.
 std::uint64_t random_u64();
 
 // A uniformly random duration in [low, high].

@@ -88,7 +88,7 @@ def trace_shows_release(path, key):
 
 def side_key(key, suffix):
     """A key beside a lock ("fence", "holder", "queue"), as nxlock names it
-    (lock/keys.hpp): "{TAG}:SUFFIX:KEY", TAG the key's hash tag or the key itself."""
+    (store/keys.hpp): "{TAG}:SUFFIX:KEY", TAG the key's hash tag or the key itself."""
     tag = key
     start = key.find("{")
     if start >= 0:

@@ -1,4 +1,4 @@
-"""Bad input and broken backends: one-line errors with the contract's exit statuses."""
+"""Bad input and broken backends: one-line errors with the man page's exit statuses."""
 import json
 import os
 import shutil

@@ -202,7 +202,7 @@ class Concurrency(NxlockTestCase):
 
 
 def op_result(model, op):
-    """Applies op to the dict model; returns the (exit status, stdout) the contract gives."""
+    """Applies op to the dict model; returns the (exit status, stdout) the man page gives."""
     key, value = op["key"], op["value"]
     if op["cmd"] == "setnx":
         if key in model:

@@ -149,7 +149,7 @@ class Addresses(NxlockTestCase):
 
 
 class ServerErrors(NxlockTestCase):
-    """Every error reply a server gives is the contract's status, never 70."""
+    """Every error reply a server gives is its EXIT STATUS (man page), never 70."""
 
     def setUp(self):
         super().setUp()

@@ -137,7 +137,7 @@ class Crash(NxlockTestCase):
                 model[key] = now
                 continue
 
-            # Finished by itself: exactly the contract's result, and it must stick.
+            # Finished by itself: exactly the documented result, and it must stick.
             self.assertIn(p.returncode, (0, 1), "%s: exit %d %r" % (what, p.returncode, err))
             if cmd == "getset":
                 expected = (1, b"") if before is None else (0, before + b"\n")

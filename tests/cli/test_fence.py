@@ -19,7 +19,7 @@ FAKE_START = "@2030-01-01 00:00:00"
 
 
 def fence_key(key):
-    """The counter's key, as nxlock names it (lock/keys.hpp)."""
+    """The counter's key, as nxlock names it (store/keys.hpp)."""
     return side_key(key, "fence")
 
 

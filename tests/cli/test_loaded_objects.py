@@ -1,7 +1,7 @@
 """The shared objects nxlock's start loads: every one costs each invocation the
-dynamic loader's work (BENCHMARKS.md, start-up time). libm was loaded for one
-std::ceil in run-locked, and libhiredis is linked from its archive (about 40 µs
-of each start); this keeps them from coming back unnoticed."""
+dynamic loader's work (BENCHMARKS.md, "Shared objects loaded at start"). libm was
+loaded for one std::ceil in run-locked, and libhiredis is linked from its archive;
+this keeps them from coming back unnoticed."""
 import subprocess
 import unittest
 

@@ -37,13 +37,36 @@ class StandardStreams(unittest.TestCase):
 class Randomness(unittest.TestCase):
     def test_random_bits_come_from_util_random_not_std_random_device(self):
         # std::random_device probes the CPU when constructed (cpuid, a VM exit
-        # under a hypervisor): 12.7 us against 0.4 us for util::random_u64()'s
-        # getrandom(2), on every lock taken.
+        # under a hypervisor), on every lock taken: util::random_u64() uses
+        # getrandom(2) (BENCHMARKS.md, "getrandom, not std::random_device").
         found = []
         for path, text in sources():
             for number, line in enumerate(text.splitlines(), 1):
                 code = line.split("//", 1)[0]
                 if "random_device" in code:
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+
+class Layers(unittest.TestCase):
+    """Each folder of src/ includes only the layers below it (docs/HACKING.md):
+    util/ knows nothing of nxlock; store/ knows util/; lock/ knows store/;
+    run/ knows lock/; cli/ knows them all."""
+
+    FORBIDDEN = {
+        "util": ("store", "lock", "run", "cli"),
+        "store": ("lock", "run", "cli"),
+        "lock": ("run", "cli"),
+        "run": ("cli",),
+    }
+
+    def test_no_folder_includes_a_layer_above_it(self):
+        found = []
+        for path, text in sources():
+            layer = path.split(os.sep)[0]
+            for number, line in enumerate(text.splitlines(), 1):
+                included = re.match(r'\s*#\s*include\s*"([a-z_]+)/', line)
+                if included and included.group(1) in self.FORBIDDEN.get(layer, ()):
                     found.append("%s:%d: %s" % (path, number, line.strip()))
         self.assertEqual(found, [])
 

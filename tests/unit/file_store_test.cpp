@@ -1,4 +1,4 @@
-// FileStore: the contract suite (with MemoryStore as the reference), plus what only the
+// FileStore: the store suite (with MemoryStore as the reference), plus what only the
 // embedded store promises: its on-disk format, refusing foreign or corrupt files without
 // touching them, not following symlinks, permissions, and many processes at once.
 #include <dlfcn.h>
@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/file/file_store.hpp"
 #include "store/file/record.hpp"
 #include "store/memory_store.hpp"
@@ -94,7 +94,7 @@ class TempDir {
   std::string m_path;
 };
 
-// A FileStore in its own TempDir, for the contract suite.
+// A FileStore in its own TempDir, for the store suite.
 class TempFileStore final : public store::Store {
  public:
   TempFileStore() : m_store(m_dir.path() + "/store", {}) {}
@@ -783,8 +783,9 @@ int inotify_instances() {
 }
 
 // Closing an inotify instance that had a watch waits for a kernel grace period
-// (7-16 ms here): a waiter that has just taken its lock must not spend that
-// before its job starts, so the store keeps one instance for all its watches.
+// (BENCHMARKS.md, "One inotify instance per store"): a waiter that has just taken
+// its lock must not spend that before its job starts, so the store keeps one
+// instance for all its watches.
 TEST_F(FileStoreTest, AWatchEndsWithoutClosingTheStoresInotifyInstance) {
   FileStore store(store_path(), {});
   const int before = inotify_instances();
@@ -1016,7 +1017,7 @@ TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
   EXPECT_EQ(store.del({""}), 1u);
 }
 
-// ---- issue 28: tokens, liveness, nothing left behind --------------------------------
+// ---- tokens, liveness, nothing left behind -----------------------------------------
 
 // A key other than `avoid` whose bucket lies in `stripe` (two hex digits).
 std::string key_in_stripe(const std::string& stripe, const std::string& prefix) {
@@ -1115,7 +1116,7 @@ TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
 // in the lock's record, while the lock is there.
 TEST_F(FileStoreTest, TheCounterBesideALockReadsAsItsToken) {
   FileStore store(store_path(), {});
-  // The lock layer's names (lock/keys.hpp), with and without a hash tag, and
+  // The lock layer's names (store/keys.hpp), with and without a hash tag, and
   // for a key that holds a '}' but no tag.
   for (const auto& [key, counter] : std::vector<std::pair<std::string, std::string>>{
            {"k", "{k}:fence:k"}, {"{tag}rest", "{tag}:fence:{tag}rest"}, {"a}b", "}fence:a}b"}}) {
@@ -1291,7 +1292,7 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
   for (int i = 0; i < 20000 && !(same && lower && higher); ++i) {
     const std::string key = "k" + std::to_string(i);
     const auto a = store::record::bucket_of(key).stripe;
-    const auto b = store::record::bucket_of(lock::shared_key(key)).stripe;
+    const auto b = store::record::bucket_of(store::shared_key(key)).stripe;
     auto& slot = a == b ? same : a < b ? lower : higher;
     if (!slot) {
       slot = key;
@@ -1300,9 +1301,9 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
   ASSERT_TRUE(same && lower && higher);
   const std::int64_t expiry = util::whole_seconds(util::wall_now()) + 60;
   for (const auto& key : {*same, *lower, *higher}) {
-    const std::string leases = lock::shared_key(key);
-    const std::string queue = lock::queue_key(key);
-    const std::string counter = lock::fence_key(key);
+    const std::string leases = store::shared_key(key);
+    const std::string queue = store::queue_key(key);
+    const std::string counter = store::fence_key(key);
     const store::SharedLeases::Keys keys{key, counter, leases, queue};
     store::SharedLeases::TakeRequest request;
     request.id = "s1";

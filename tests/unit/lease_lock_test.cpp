@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/lease_lock.hpp"
 #include "lock/lock.hpp"
 #include "store/file/file_store.hpp"
@@ -86,7 +86,7 @@ TEST_F(LeaseLockTest, SharedHoldersHoldTogetherAndKeepExclusiveOut) {
   EXPECT_EQ(exclusive.acquire(10, once).outcome, AcquireResult::Outcome::busy);
   EXPECT_EQ(second.release(b.value), Verdict::done);
   EXPECT_FALSE(store.get("k"));  // the last one frees the key
-  EXPECT_FALSE(store.get(lock::shared_key("k")));
+  EXPECT_FALSE(store.get(store::shared_key("k")));
   const auto taken = exclusive.acquire(10, once);
   ASSERT_EQ(taken.outcome, AcquireResult::Outcome::acquired);
   EXPECT_GT(taken.fence, b.fence);  // one counter orders shared and exclusive holders
@@ -148,8 +148,8 @@ TEST_F(LeaseLockTest, RefusesValuesThatNameNoLeaseAndDataItMustNotBreak) {
 }
 
 TEST_F(LeaseLockTest, TheSharedLeasesKeyIsNoLockName) {
-  EXPECT_TRUE(lock::is_companion_key(lock::shared_key("k")));
-  EXPECT_THROW(Lock(store, clock, lock::shared_key("k")), util::Error);
+  EXPECT_TRUE(store::is_companion_key(store::shared_key("k")));
+  EXPECT_THROW(Lock(store, clock, store::shared_key("k")), util::Error);
 }
 
 TEST(LeaseBookTest, ParsesWhatItWritesAndDropsWhatDoesNotParse) {
@@ -225,7 +225,7 @@ TEST_F(LeaseLockTest, ForceRemovesEveryKindAndItsRenewalFails) {
   EXPECT_TRUE(Lock(store, clock, "k").force_release(problem));
   std::string renewed;
   EXPECT_NE(a.renew(got.value, 10, renewed), Verdict::done);
-  EXPECT_FALSE(store.get(lock::shared_key("k")).has_value());
+  EXPECT_FALSE(store.get(store::shared_key("k")).has_value());
 }
 
 TEST_F(LeaseLockTest, SlotsAtMostNAndNeverBesideTheOtherKinds) {
@@ -286,21 +286,21 @@ TEST_F(LeaseLockTest, StatusesShowEverySlot) {
 }
 
 TEST(SlotKeys, ASlotIsACompanionOfItsKeyInTheKeysHashSlot) {
-  EXPECT_EQ(lock::slot_key("backup", 3), "{backup}:slot3:backup");
-  EXPECT_EQ(lock::slot_key("{jobs}.dump", 1), "{jobs}:slot1:{jobs}.dump");
+  EXPECT_EQ(store::slot_key("backup", 3), "{backup}:slot3:backup");
+  EXPECT_EQ(store::slot_key("{jobs}.dump", 1), "{jobs}:slot1:{jobs}.dump");
   for (const std::string key : {"backup", "{jobs}.dump", "a{b}c"}) {
-    const std::string slot = lock::slot_key(key, 2);
+    const std::string slot = store::slot_key(key, 2);
     EXPECT_EQ(store::redis::key_slot(slot), store::redis::key_slot(key)) << slot;
     // The slot's own companions too, and the semaphore's one queue.
-    EXPECT_EQ(store::redis::key_slot(lock::fence_key(slot)), store::redis::key_slot(key));
-    EXPECT_EQ(store::redis::key_slot(lock::queue_key(key)), store::redis::key_slot(key));
+    EXPECT_EQ(store::redis::key_slot(store::fence_key(slot)), store::redis::key_slot(key));
+    EXPECT_EQ(store::redis::key_slot(store::queue_key(key)), store::redis::key_slot(key));
   }
 }
 
 TEST(SlotKeys, SlotOfReadsWhatSlotKeyWrites) {
   for (const std::string key : {"backup", "{jobs}.dump", "a}b", "{x}:slot1:x"}) {
     for (const int slot : {1, 2, 10, 1000}) {
-      const auto parsed = lock::slot_of(lock::slot_key(key, slot));
+      const auto parsed = store::slot_of(store::slot_key(key, slot));
       ASSERT_TRUE(parsed.has_value()) << key << " " << slot;
       EXPECT_EQ(parsed->key, key);
       EXPECT_EQ(parsed->slot, slot);
@@ -309,20 +309,20 @@ TEST(SlotKeys, SlotOfReadsWhatSlotKeyWrites) {
   for (const std::string name :
        {"backup", "{b}:slot0:b", "{b}:slot01:b", "{b}:slot:b", "{b}:slotx:b", "{b}:slot-1:b",
         "{b}:fence:b", "{b}:slot1:c", "{b}:slot99999999999:b"}) {
-    EXPECT_FALSE(lock::slot_of(name).has_value()) << name;
+    EXPECT_FALSE(store::slot_of(name).has_value()) << name;
   }
 }
 
 TEST(SlotKeys, ALockNamedLikeASlotIsRefused) {
   for (const std::string name :
        {"{b}:slot1:b", "{b}:slot01:b", "{jobs}:slot7:{jobs}.dump", "}slot2:a}b"}) {
-    EXPECT_TRUE(lock::is_companion_key(name)) << name;
-    EXPECT_EQ(error_kind_of([&] { lock::check_lock_key(name); }), util::ErrorKind::usage) << name;
+    EXPECT_TRUE(store::is_companion_key(name)) << name;
+    EXPECT_EQ(error_kind_of([&] { store::check_lock_key(name); }), util::ErrorKind::usage) << name;
   }
   // Companions of a slot are companions too; names merely like one are locks.
-  EXPECT_TRUE(lock::is_companion_key(lock::fence_key("{b}:slot1:b")));
+  EXPECT_TRUE(store::is_companion_key(store::fence_key("{b}:slot1:b")));
   for (const std::string name : {"{b}:slot:b", "{b}:slots1:b", "{b}:slot1:c", "b:slot1:b"}) {
-    EXPECT_FALSE(lock::is_companion_key(name)) << name;
+    EXPECT_FALSE(store::is_companion_key(name)) << name;
   }
 }
 
@@ -352,7 +352,7 @@ TEST(SlotQueue, SlotsGoToWaitersInArrivalOrder) {
   ASSERT_EQ(got_second.outcome, AcquireResult::Outcome::acquired);
 
   const auto in_line = [&] {
-    const auto text = store.get(lock::queue_key("k"));
+    const auto text = store.get(store::queue_key("k"));
     return text ? std::count(text->begin(), text->end(), '\n') : 0;
   };
   std::mutex mutex;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/list_locks.hpp"
 #include "store/memory_store.hpp"
 #include "util/time.hpp"
@@ -17,7 +17,7 @@ constexpr std::int64_t k_now = 1'732'000'000;
 class ListLocks : public ::testing::Test {
  protected:
   void hold(const std::string& key, std::int64_t expires_at) {
-    ASSERT_TRUE(m_store.set_if_absent(key, std::to_string(expires_at), lock::fence_key(key)).set);
+    ASSERT_TRUE(m_store.set_if_absent(key, std::to_string(expires_at), store::fence_key(key)).set);
   }
   std::vector<std::string> keys(const std::string& pattern, bool with_expired = false) {
     std::vector<std::string> out;
@@ -32,7 +32,7 @@ class ListLocks : public ::testing::Test {
 TEST_F(ListLocks, HeldLocksSortedWithoutTheKeysBesideThem) {
   hold("b", k_now + 10);
   hold("a", k_now);  // equal to now: still held
-  m_store.set(lock::companion_key("a", "holder"), "{}");
+  m_store.set(store::companion_key("a", "holder"), "{}");
   EXPECT_EQ(keys("*"), (std::vector<std::string>{"a", "b"}));
   const auto rows = lock::list_locks(m_store, "b", k_now, false);
   ASSERT_EQ(rows.size(), 1u);
@@ -54,9 +54,9 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   const std::int64_t until = util::whole_seconds(util::wall_now()) + 60;  // the store's clock
   store::SharedLeases& shared = *m_store.shared();
   for (const char* id : {"s0000000000000001", "s0000000000000002"}) {
-    const std::string counter = lock::fence_key("sh");
-    const std::string leases = lock::shared_key("sh");
-    const std::string queue = lock::queue_key("sh");
+    const std::string counter = store::fence_key("sh");
+    const std::string leases = store::shared_key("sh");
+    const std::string queue = store::queue_key("sh");
     store::SharedLeases::TakeRequest request;
     request.id = id;
     request.expiry = until;
@@ -67,8 +67,8 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   who.host = "h";
   who.pid = 42;
   who.acquired_at = k_now;
-  ASSERT_TRUE(shared.describe(lock::shared_key("sh"), "s0000000000000002", "7 " + who.to_json()));
-  EXPECT_FALSE(shared.describe(lock::shared_key("sh"), "s00000000000000ff", "8 {}"));
+  ASSERT_TRUE(shared.describe(store::shared_key("sh"), "s0000000000000002", "7 " + who.to_json()));
+  EXPECT_FALSE(shared.describe(store::shared_key("sh"), "s00000000000000ff", "8 {}"));
   hold("ex", k_now + 5);
   const auto rows = lock::list_locks(m_store, "*", k_now, false);
   ASSERT_EQ(rows.size(), 3u);
@@ -86,9 +86,9 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   EXPECT_EQ(rows[2].holder->pid, 42);
   EXPECT_EQ(rows[2].fence, 7);
   // Released, its details go with its lease.
-  const std::string counter = lock::fence_key("sh");
-  const std::string leases = lock::shared_key("sh");
-  const std::string queue = lock::queue_key("sh");
+  const std::string counter = store::fence_key("sh");
+  const std::string leases = store::shared_key("sh");
+  const std::string queue = store::queue_key("sh");
   ASSERT_TRUE(shared.release({"sh", counter, leases, queue}, "s0000000000000002", std::nullopt));
   const auto left = lock::list_locks(m_store, "sh", k_now, false);
   ASSERT_EQ(left.size(), 1u);
@@ -97,9 +97,9 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
 
 TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {
   const std::int64_t until = util::whole_seconds(util::wall_now()) + 60;  // the store's clock
-  const std::string counter = lock::fence_key("backup-1");
-  const std::string leases = lock::shared_key("backup-1");
-  const std::string queue = lock::queue_key("backup-1");
+  const std::string counter = store::fence_key("backup-1");
+  const std::string leases = store::shared_key("backup-1");
+  const std::string queue = store::queue_key("backup-1");
   store::SharedLeases::TakeRequest request;
   request.slots = 2;
   request.expiry = until;
@@ -115,10 +115,10 @@ TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {
 
 TEST_F(ListLocks, HolderRecordOnlyWhenItDescribesTheValue) {
   hold("job", k_now + 5);
-  m_store.set(lock::holder_key("job"),
+  m_store.set(store::holder_key("job"),
               R"({"value":")" + std::to_string(k_now + 5) + R"(","host":"h","pid":7})");
   hold("stale", k_now + 5);
-  m_store.set(lock::holder_key("stale"), R"({"value":"1","host":"h","pid":8})");
+  m_store.set(store::holder_key("stale"), R"({"value":"1","host":"h","pid":8})");
   const auto rows = lock::list_locks(m_store, "*", k_now, false);
   ASSERT_EQ(rows.size(), 2u);
   ASSERT_TRUE(rows[0].holder.has_value());

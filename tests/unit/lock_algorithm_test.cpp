@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/lock.hpp"
 #include "store/memory_store.hpp"
 #include "util/error.hpp"
@@ -481,7 +481,7 @@ TEST(LockHold, AHoldThatHasPassedReleasesAtOnce) {
   EXPECT_EQ(lock.release_after(value, at(k_t0 + 3), kept), Verdict::done);
   EXPECT_TRUE(kept.empty());
   EXPECT_FALSE(store.inner.get(k_key).has_value());
-  EXPECT_FALSE(store.inner.get(lock::holder_key(k_key)).has_value());
+  EXPECT_FALSE(store.inner.get(store::holder_key(k_key)).has_value());
 }
 
 // A lost lock is never held: neither an expired value of ours nor another's.
@@ -533,7 +533,7 @@ TEST(LockHold, ReleaseAfterLeavesTheNextHoldersDetailsAlone) {
 
 // ---- fencing tokens ----------------------------------------------------------
 
-const std::string k_fence_key = lock::fence_key(k_key);
+const std::string k_fence_key = store::fence_key(k_key);
 
 // Every acquisition, a takeover of an expired lock included, gets a token above
 // every earlier one; the counter beside the lock says the latest.
@@ -659,15 +659,15 @@ TEST(LockFencing, ALockThatTookNothingGoesByTheValue) {
 }
 
 TEST(LockFencing, CompanionKeysShareTheLockKeysHashTag) {
-  EXPECT_EQ(lock::fence_key("backup"), "{backup}:fence:backup");
-  EXPECT_EQ(lock::holder_key("backup"), "{backup}:holder:backup");
+  EXPECT_EQ(store::fence_key("backup"), "{backup}:fence:backup");
+  EXPECT_EQ(store::holder_key("backup"), "{backup}:holder:backup");
   // A key with a valid tag keeps it; an empty or unclosed tag is no tag.
-  EXPECT_EQ(lock::fence_key("{jobs}.backup"), "{jobs}:fence:{jobs}.backup");
-  EXPECT_EQ(lock::fence_key("a{b}c"), "{b}:fence:a{b}c");
-  EXPECT_EQ(lock::fence_key("a{b"), "{a{b}:fence:a{b");
+  EXPECT_EQ(store::fence_key("{jobs}.backup"), "{jobs}:fence:{jobs}.backup");
+  EXPECT_EQ(store::fence_key("a{b}c"), "{b}:fence:a{b}c");
+  EXPECT_EQ(store::fence_key("a{b"), "{a{b}:fence:a{b");
   // A '}' and no tag: named apart, in no particular slot (see keys.hpp).
-  EXPECT_EQ(lock::fence_key("a{}b"), "}fence:a{}b");
-  EXPECT_EQ(lock::fence_key("a}b"), "}fence:a}b");
+  EXPECT_EQ(store::fence_key("a{}b"), "}fence:a{}b");
+  EXPECT_EQ(store::fence_key("a}b"), "}fence:a}b");
 }
 
 // No two lock keys share a companion: "x" and "{x}" (the same hash tag) above all.
@@ -678,7 +678,7 @@ TEST(LockFencing, CompanionKeysOfDifferentLocksNeverCollide) {
   std::set<std::string> seen;
   for (const auto& key : keys) {
     for (const char* suffix : {"fence", "holder", "queue"}) {
-      EXPECT_TRUE(seen.insert(lock::companion_key(key, suffix)).second) << key << " " << suffix;
+      EXPECT_TRUE(seen.insert(store::companion_key(key, suffix)).second) << key << " " << suffix;
     }
   }
 }
@@ -688,9 +688,9 @@ TEST(LockFencing, CompanionKeysOfDifferentLocksNeverCollide) {
 TEST(LockFencing, ALockNamedLikeACompanionIsRefused) {
   for (const std::string key : {"x", "{x}", "a}b", "{b}", "a{b}c"}) {
     for (const char* suffix : {"fence", "holder", "queue"}) {
-      const std::string companion = lock::companion_key(key, suffix);
-      EXPECT_TRUE(lock::is_companion_key(companion)) << companion;
-      EXPECT_TRUE(lock::is_companion_key(lock::companion_key(companion, "lease"))) << companion;
+      const std::string companion = store::companion_key(key, suffix);
+      EXPECT_TRUE(store::is_companion_key(companion)) << companion;
+      EXPECT_TRUE(store::is_companion_key(store::companion_key(companion, "lease"))) << companion;
       store::MemoryStore store;
       FakeClock clock(k_t0);
       try {
@@ -703,7 +703,7 @@ TEST(LockFencing, ALockNamedLikeACompanionIsRefused) {
   }
   for (const std::string key : {"{x}:fence", "{x}:fence:y", "{y}:holder:x", "}fence:", "{x}",
                                 "x:fence:x", "{x}:other:x", "{x}:fence:{y}x"}) {
-    EXPECT_FALSE(lock::is_companion_key(key)) << key;
+    EXPECT_FALSE(store::is_companion_key(key)) << key;
   }
 }
 

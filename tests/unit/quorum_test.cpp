@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "lock/quorum.hpp"
 #include "store/memory_store.hpp"
 #include "util/error.hpp"
@@ -97,7 +97,7 @@ class Connection final : public store::Store {
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
                        std::optional<store::Fence> f = {}) override {
     check();
-    if (m_server.refuse_counter_writes && k == lock::fence_key("k")) {
+    if (m_server.refuse_counter_writes && k == store::fence_key("k")) {
       return false;
     }
     return m_server.data.compare_and_set(k, e, v, f);
@@ -307,7 +307,7 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
 
 TEST_F(QuorumTest, TheTokenIsTheHighestOfTheDecidingServersAndIsRaisedOnTheOthers) {
   // The third server is stopped: the first two decide, and their counters differ.
-  const std::string counter = lock::fence_key("k");
+  const std::string counter = store::fence_key("k");
   servers[0].data.set(counter, "3");
   servers[1].data.set(counter, "40");
   servers[2].stopped = true;
@@ -351,7 +351,7 @@ TEST_F(QuorumTest, AMajorityOfCountersThatCannotBeRaisedFailsTheAcquisition) {
   // The third server is stopped, so the first two decide; the second lags behind
   // the first and refuses the raise (as if another acquisition had moved its
   // counter): the token is held on one of three.
-  servers[0].data.set(lock::fence_key("k"), "50");
+  servers[0].data.set(store::fence_key("k"), "50");
   servers[1].refuse_counter_writes = true;
   servers[2].stopped = true;
   auto quorum = make_lock();
@@ -378,10 +378,10 @@ TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {
   EXPECT_EQ(ours.fence(), 1);
   EXPECT_TRUE(ours.raise_fence(5));
   EXPECT_EQ(ours.fence(), 5);
-  EXPECT_EQ(server.data.get(lock::fence_key("k")), "5");
-  server.data.set(lock::fence_key("k"), "6");  // another acquisition came
+  EXPECT_EQ(server.data.get(store::fence_key("k")), "5");
+  server.data.set(store::fence_key("k"), "6");  // another acquisition came
   EXPECT_FALSE(ours.raise_fence(9));
-  EXPECT_EQ(server.data.get(lock::fence_key("k")), "6");
+  EXPECT_EQ(server.data.get(store::fence_key("k")), "6");
   EXPECT_EQ(ours.fence(), 5);
 }
 

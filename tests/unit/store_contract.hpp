@@ -25,7 +25,7 @@ class StoreContract : public ::testing::TestWithParam<const StoreFactory*> {
   std::unique_ptr<store::Store> m_store;
 };
 
-// The waiters' queue part of the contract, instantiated only for the backends
+// The waiters' queue part of the store suite, instantiated only for the backends
 // that keep a queue (Store::queue), so that no test of it is ever skipped.
 class QueueContract : public StoreContract {
  protected:

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/fenced_steps.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
@@ -24,8 +24,8 @@ const std::string k_fresh = std::to_string(k_now + 10);
 const std::string k_expired = std::to_string(k_now - 1);
 
 // Tokens are compared, never counted: a backend issues the larger of the
-// previous token plus one and its clock in microseconds (CONTRACT.md, "Fencing
-// tokens"), so the values themselves are not 1, 2, 3.
+// previous token plus one and its clock in microseconds (man page, FENCING
+// TOKENS), so the values themselves are not 1, 2, 3.
 
 // The embedded store keeps one counter for all its keys and each lock's token in
 // the lock's own record: the counter key the steps name is not one of its keys.
@@ -186,7 +186,7 @@ TEST_P(StoreContract, APlainCompareAndSetKeepsTheLocksToken) {
 // counter reads as its token again. The lock layer's counter name: the embedded
 // store answers it from the lock's own entry.
 TEST_P(StoreContract, AnAbsentCounterIsTheHoldersAndIsWrittenBack) {
-  const std::string counter = lock::fence_key("k");
+  const std::string counter = store::fence_key("k");
   const auto token = m_store->set_if_absent("k", "v", counter).fence;
   ASSERT_TRUE(token.has_value());
   m_store->del({counter});

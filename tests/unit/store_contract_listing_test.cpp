@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/lock_listing.hpp"
 #include "unit/store_contract.hpp"
 
@@ -57,11 +57,11 @@ TEST_P(StoreContract, ListingFindsLockValuesOnly) {
 }
 
 TEST_P(StoreContract, ListingReadsTheValueTokenAndHolderRecord) {
-  const auto fence = m_store->set_if_absent("job", "1732000000", lock::fence_key("job")).fence;
+  const auto fence = m_store->set_if_absent("job", "1732000000", store::fence_key("job")).fence;
   ASSERT_TRUE(fence.has_value());
-  m_store->set(lock::companion_key("job", "holder"), R"({"value":"1732000000"})");
+  m_store->set(store::companion_key("job", "holder"), R"({"value":"1732000000"})");
   const auto locks =
-      listed(*m_store, "*", [](std::string_view key) { return !lock::is_companion_key(key); });
+      listed(*m_store, "*", [](std::string_view key) { return !store::is_companion_key(key); });
   ASSERT_EQ(locks.size(), 1u);
   EXPECT_EQ(locks[0].key, "job");
   EXPECT_EQ(locks[0].value, "1732000000");
@@ -84,18 +84,18 @@ TEST_P(StoreContract, ListingGoesThroughEveryBatch) {
 }
 
 TEST_P(QueueContract, ListingCountsLiveWaiters) {
-  ASSERT_TRUE(m_store->set_if_absent("k", "1732000000", lock::fence_key("k")).set);
+  ASSERT_TRUE(m_store->set_if_absent("k", "1732000000", store::fence_key("k")).set);
   // Two waiters queue behind the holder, in the queue named after the lock.
   for (const std::string ticket : {"qa", "qb"}) {
     const auto queued = m_store->queue()->set_if_absent(
-        "k", "1732000001", lock::fence_key("k"), lock::queue_key("k"), ticket, true, k_long_lease);
+        "k", "1732000001", store::fence_key("k"), store::queue_key("k"), ticket, true, k_long_lease);
     ASSERT_NE(queued.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   }
   const auto locks = listed(*m_store, "k");
   ASSERT_EQ(locks.size(), 1u);
   EXPECT_EQ(locks[0].waiters, std::optional<std::int64_t>(2));
   // A waiter that leaves is no longer counted.
-  m_store->queue()->leave("k", lock::queue_key("k"), "qa");
+  m_store->queue()->leave("k", store::queue_key("k"), "qa");
   EXPECT_EQ(listed(*m_store, "k").at(0).waiters, std::optional<std::int64_t>(1));
 }
 

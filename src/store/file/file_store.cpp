@@ -2,6 +2,7 @@
 // unlocked read) decided by the lock rules (the format and the safety argument:
 // docs/STORE-FORMAT.md). The directory is store_directory.cpp's, the transaction
 // bucket.cpp's, the waiters' queue waiters_queue.cpp's.
+#include "store/keys.hpp"
 #include "store/file/file_store.hpp"
 
 #include <sys/inotify.h>
@@ -104,7 +105,7 @@ std::optional<std::string> FileStore::get(std::string_view key) {
   // "taken over" from "expired") is no key here: it answers with the token in
   // the lock's record while the lock is there, as Redis's counter would (and
   // before a format 1 store's own counter key of that name, which is stale).
-  // The names are lock::fence_key's (token_of_counter).
+  // The names are store::fence_key's (token_of_counter).
   if (const auto token = token_of_counter(key)) {
     return std::to_string(*token);
   }
@@ -113,7 +114,7 @@ std::optional<std::string> FileStore::get(std::string_view key) {
 
 namespace {
 
-// The lock whose counter the lock layer names `counter` (lock/keys.hpp):
+// The lock whose counter the lock layer names `counter` (store/keys.hpp):
 // "{TAG}:fence:KEY", or "}fence:KEY" for a key that holds a '}' but no tag.
 std::optional<std::string_view> lock_of_counter(std::string_view counter) {
   constexpr std::string_view k_infix = "fence:";

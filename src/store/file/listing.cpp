@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/file/file_store.hpp"
 #include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
@@ -59,17 +59,17 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
     lock.key = key;
     lock.value = entry.value;
     lock.fence = entry.fence;
-    if (const auto holder = entries.find(lock::companion_key(key, "holder"));
+    if (const auto holder = entries.find(store::companion_key(key, "holder"));
         holder != entries.end()) {
       lock.holder = holder->second.value;
     }
     lock.owner_alive = owner::keeps_held(entry);
-    const auto queue = entries.find(lock::waiters_queue_of(key));
+    const auto queue = entries.find(store::waiters_queue_of(key));
     if (queue != entries.end()) {
       lock.queued = live_tickets(queue->second.value);
     }
     lock.waiters = static_cast<std::int64_t>(lock.queued.size());
-    if (const auto leases = entries.find(lock::shared_key(key)); leases != entries.end()) {
+    if (const auto leases = entries.find(store::shared_key(key)); leases != entries.end()) {
       LeaseBook book(leases->second.value);
       book.prune(now_seconds);
       lock.shared = book.holders();

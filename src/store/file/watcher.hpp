@@ -13,12 +13,12 @@ namespace nxlock::store {
 // the per-user limits), waits by sleeping in short slices so the caller looks again.
 //
 // The inotify instance may be borrowed (the store's, one per process): closing an
-// instance that had a watch waits for an SRCU grace period in the kernel (7-16 ms
-// measured here), and a waiter that has just taken the lock must not spend that
-// before its job starts. A borrowed instance only loses our watch when the
-// watcher goes (inotify_rm_watch does not wait); its owner closes it later.
-// Removing the watch and closing at once does not help: the close still waited
-// 15 ms in strace of a waiter; 12 ms later, at exit, it took 0.2 ms.
+// instance that had a watch waits for an SRCU grace period in the kernel
+// (BENCHMARKS.md, "One inotify instance per store"), and a waiter that has just
+// taken the lock must not spend that before its job starts. A borrowed instance
+// only loses our watch when the watcher goes (inotify_rm_watch does not wait); its
+// owner closes it later. Removing the watch and closing at once does not help: the
+// close still waits.
 class FileWatcher final : public Watcher {
  public:
   // `stripe_fd` is the stripe directory opened without following symlinks; the

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/lock_value.hpp"
 #include "store/redis/redis_store.hpp"
 #include "util/trace.hpp"
@@ -168,12 +168,12 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
     std::vector<Command> reads;
     reads.reserve(k_reads_per_key * keys.size());
     for (const auto& key : keys) {
-      const auto& holder = beside.emplace_back(lock::companion_key(key, "holder"));
-      const auto& fence = beside.emplace_back(lock::fence_key(key));
-      const auto& queue = beside.emplace_back(lock::waiters_queue_of(key));
-      const auto& leases = beside.emplace_back(lock::companion_key(queue, "lease"));
-      const auto& shared = beside.emplace_back(lock::shared_key(key));
-      const auto& details = beside.emplace_back(lock::details_key(shared));
+      const auto& holder = beside.emplace_back(store::companion_key(key, "holder"));
+      const auto& fence = beside.emplace_back(store::fence_key(key));
+      const auto& queue = beside.emplace_back(store::waiters_queue_of(key));
+      const auto& leases = beside.emplace_back(store::companion_key(queue, "lease"));
+      const auto& shared = beside.emplace_back(store::shared_key(key));
+      const auto& details = beside.emplace_back(store::details_key(shared));
       reads.push_back({{"GET", key}, key});
       reads.push_back({{"GET", holder}, key});
       reads.push_back({{"GET", fence}, key});

@@ -1,6 +1,7 @@
 // RedisStore's waiters' queue (WaitersQueue): the queued set, the queued delete, leave.
 #include <hiredis/hiredis.h>
 
+#include "store/keys.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/redis/scripts.hpp"
 #include "util/error.hpp"
@@ -43,7 +44,7 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
                                                   util::Micros lease) {
   // One script: the gate, the SETNX and INCR, the queue's upkeep and the GET a
   // busy lock needs, in one round trip (see k_set_if_absent_queued_script).
-  const std::string leases = redis::queue_lease_key(queue);
+  const std::string leases = store::queue_lease_key(queue);
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
   const std::string lock_keep = lock_keep_ms();
@@ -103,7 +104,7 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
   // A script: see k_compare_and_delete_queued_script.
   const std::string token = std::to_string(fence.token);
   const std::string channel = wake_channel(key);
-  const std::string leases = redis::queue_lease_key(queue);
+  const std::string leases = store::queue_lease_key(queue);
   try {
     const std::string counter_keep = counter_keep_ms();
     const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, fence.counter,
@@ -119,7 +120,7 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
 }
 
 void RedisStore::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
-  const std::string leases = redis::queue_lease_key(queue);
+  const std::string leases = store::queue_lease_key(queue);
   try {
     run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket}, key});
   } catch (const Error& e) {

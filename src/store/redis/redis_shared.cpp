@@ -1,7 +1,7 @@
 // RedisStore's shared holders' leases (SharedLeases): take, renew, release, describe, holders.
 #include <hiredis/hiredis.h>
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/lock_value.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/redis/scripts.hpp"
@@ -26,14 +26,14 @@ bool said_one(const redisReply& reply) {
 SharedLeases::Take RedisStore::take(const Keys& keys, const TakeRequest& request) {
   // One script: the queue's gate, the lease, the lock key that covers it and
   // the token, in one atomic step (see k_take_shared_script).
-  const std::string queue_leases = redis::queue_lease_key(keys.queue);
+  const std::string queue_leases = store::queue_lease_key(keys.queue);
   const std::string expiry_text = std::to_string(request.expiry);
   const std::string lease_us = std::to_string(request.lease.count());
   const std::string queue_keep = std::to_string(redis::k_queue_keep_ms);
   const std::string lock_keep = lock_keep_ms();
   const std::string counter_keep = counter_keep_ms();
   const std::string slots = std::to_string(request.slots);
-  const std::string details = lock::details_key(keys.leases);
+  const std::string details = store::details_key(keys.leases);
   const auto taken = [](const redisReply& r) {
     return r.type == REDIS_REPLY_ARRAY && r.elements == 3 &&
            r.element[0]->type == REDIS_REPLY_INTEGER && r.element[0]->integer == 2;
@@ -71,7 +71,7 @@ bool RedisStore::renew(const Keys& keys, std::string_view id,
   const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
   const std::string lock_keep = lock_keep_ms();
   // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
-  const std::string details = lock::details_key(keys.leases);
+  const std::string details = store::details_key(keys.leases);
   const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "3", keys.lock, keys.leases,
                               details, id, expiry_text, lock_keep, if_text},
                              keys.lock},
@@ -81,11 +81,11 @@ bool RedisStore::renew(const Keys& keys, std::string_view id,
 
 bool RedisStore::release(const Keys& keys, std::string_view id,
                          std::optional<std::int64_t> if_expiry) {
-  const std::string queue_leases = redis::queue_lease_key(keys.queue);
+  const std::string queue_leases = store::queue_lease_key(keys.queue);
   const std::string channel = redis::wake_channel(keys.lock);
   const std::string lock_keep = lock_keep_ms();
   const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
-  const std::string details = lock::details_key(keys.leases);
+  const std::string details = store::details_key(keys.leases);
   const Reply reply = run({{"EVAL", redis::k_release_shared_script, "5", keys.lock, keys.leases,
                             keys.queue, queue_leases, details, id, channel, lock_keep, if_text},
                            keys.lock});
@@ -93,14 +93,14 @@ bool RedisStore::release(const Keys& keys, std::string_view id,
 }
 
 bool RedisStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
-  const std::string details_key = lock::details_key(leases);
+  const std::string details_key = store::details_key(leases);
   const Reply reply = run(
       {{"EVAL", redis::k_describe_shared_script, "2", leases, details_key, id, details}, leases});
   return said_one(*reply);
 }
 
 std::vector<SharedHolder> RedisStore::holders(std::string_view leases) {
-  const std::string details = lock::details_key(leases);
+  const std::string details = store::details_key(leases);
   const Reply reply = run({{"EVAL", redis::k_shared_holders_script, "2", leases, details}, leases});
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 3 != 0) {
     throw_unexpected(*reply, m_url.redacted);

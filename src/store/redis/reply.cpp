@@ -1,5 +1,5 @@
-// Reply mapping: hiredis replies to values, to the contract's error kinds, and to cluster
-// redirects.
+// Reply mapping: hiredis replies to values, to nxlock's error kinds (man page, EXIT STATUS),
+// and to cluster redirects.
 #include "store/redis/reply.hpp"
 
 #include <hiredis/hiredis.h>

@@ -1,4 +1,4 @@
-// Reply mapping: what a Redis reply means to nxlock (a value, an error of the contract's kind, a
+// Reply mapping: what a Redis reply means to nxlock (a value, an error of nxlock's kinds, a
 // redirect).
 #pragma once
 
@@ -84,7 +84,7 @@ redisReader* create_reader();
 // redirect whose slot or port is out of range (it is then reported as an error).
 std::optional<Redirect> parse_redirect(const redisReply& reply);
 
-// Throws the ServerError the contract gives for a server's error reply:
+// Throws the ServerError for a server's error reply (man page, EXIT STATUS):
 // WRONGTYPE → data; auth failures and NOPERM → permission; anything else →
 // unavailable, with the server's words.
 [[noreturn]] void throw_reply_error(const redisReply& reply, const Command& command,

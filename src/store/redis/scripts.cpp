@@ -1,7 +1,7 @@
 // The Lua scripts of the lock steps and the waiters' queue, and the channels they wake.
 #include "store/redis/scripts.hpp"
 
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::store::redis {
@@ -216,7 +216,7 @@ const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
 // expiry (`top()`), and every write moves the key with it (`cover()`), so a
 // set whose key another client deleted or wrote is never written over: its
 // leases are lost. Each holder's details (DETAILS, a hash by id:
-// lock::details_key) go with its lease: dropped when it lapses or is
+// store::details_key) go with its lease: dropped when it lapses or is
 // released, kept as long. These are the embedded store's rules too
 // (store/lease_book.hpp).
 #define NXLOCK_SHARED_PRELUDE                                                           \
@@ -308,10 +308,6 @@ const std::string_view k_shared_holders_script =
     "for i = 1, #z, 2 do out[#out + 1] = z[i] "
     "out[#out + 1] = string.format('%.0f', tonumber(z[i + 1])) "
     "out[#out + 1] = redis.call('HGET', KEYS[2], z[i]) or '' end return out";
-
-std::string queue_lease_key(std::string_view queue) {
-  return lock::companion_key(queue, "lease");
-}
 
 std::string wake_channel(std::string_view key) {
   std::string channel(k_wake_prefix);

@@ -31,9 +31,6 @@ extern const std::string_view k_shared_holders_script;
 // Queue keys of waiters that all died expire this long after the last step.
 constexpr std::int64_t k_queue_keep_ms = 60'000;
 
-// The queue's lease set: the queue's own companion (lock/keys.hpp names them
-// all, so that no other lock's key is ever one of them).
-std::string queue_lease_key(std::string_view queue);
 
 // The channel that whoever changes `key` PUBLISHes on, and its waiters SUBSCRIBE to.
 std::string wake_channel(std::string_view key);

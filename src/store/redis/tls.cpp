@@ -22,10 +22,10 @@ namespace {
 using util::Error;
 using util::ErrorKind;
 
-// Linking libssl and libcrypto costs every invocation ~0.9 ms of loading and
-// relocation (BENCHMARKS.md), TLS or not; the soname pins the ABI we were
-// compiled against. The .deb depends on libssl3, which dpkg-shlibdeps cannot
-// see through a dlopen.
+// Linking libssl and libcrypto would cost every invocation their loading and
+// relocation (BENCHMARKS.md, "Shared objects loaded at start"), TLS or not; the
+// soname pins the ABI we were compiled against. The .deb depends on libssl3, which
+// dpkg-shlibdeps cannot see through a dlopen.
 constexpr const char* k_libssl = "libssl.so.3";
 
 // The handful of OpenSSL functions nxlock calls, resolved from libssl (and

@@ -1,5 +1,5 @@
 // Companion keys beside a lock: injective names in the lock key's Redis Cluster hash slot.
-#include "lock/keys.hpp"
+#include "store/keys.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include "util/error.hpp"
 #include "util/escape.hpp"
 
-namespace nxlock::lock {
+namespace nxlock::store {
 
 namespace {
 
@@ -92,6 +92,14 @@ std::string companion_key(std::string_view key, std::string_view suffix) {
   return out;
 }
 
+std::string holder_key(std::string_view key) {
+  return companion_key(key, "holder");
+}
+
+std::string queue_lease_key(std::string_view queue) {
+  return companion_key(queue, "lease");
+}
+
 std::string fence_key(std::string_view key) {
   return companion_key(key, "fence");
 }
@@ -153,4 +161,4 @@ void check_lock_key(std::string_view key) {
   }
 }
 
-}  // namespace nxlock::lock
+}  // namespace nxlock::store

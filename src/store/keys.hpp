@@ -1,12 +1,12 @@
-// The keys nxlock keeps beside a lock (holder details, fencing counter, queue, shared leases,
-// slots), and how they are named.
+// The keys nxlock keeps beside a lock (holder details, fencing counter, queue and its
+// leases, leased holders), and how they are named: every backend's one home for them.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace nxlock::lock {
+namespace nxlock::store {
 
 // The key named `suffix` ("fence", "holder", "queue"; never holds ':') beside
 // the lock `key`, the same on every backend:
@@ -31,8 +31,15 @@ std::string companion_key(std::string_view key, std::string_view suffix);
 // The fencing counter of `key`: companion_key(key, "fence").
 std::string fence_key(std::string_view key);
 
+// The holder's details beside the lock `key` (lock/holder.hpp writes and reads them).
+std::string holder_key(std::string_view key);
+
 // The waiters' queue of `key`: companion_key(key, "queue").
 std::string queue_key(std::string_view key);
+
+// The waiters' liveness leases beside the queue `queue` (queue_key), where a
+// backend keeps them apart from the queue's order (Redis).
+std::string queue_lease_key(std::string_view queue);
 
 // The shared holders' leases of `key` (--shared): companion_key(key, "shared").
 std::string shared_key(std::string_view key);
@@ -67,4 +74,4 @@ bool is_companion_key(std::string_view name);
 // Throws util::Error(usage, 64) when `key` may not name a lock (is_companion_key).
 void check_lock_key(std::string_view key);
 
-}  // namespace nxlock::lock
+}  // namespace nxlock::store
