@@ -83,7 +83,7 @@ _nxlock()
                 COMPREPLY=("${COMPREPLY[@]/#/$scheme}")
                 cur=$scheme$cur
             else
-                COMPREPLY=($(compgen -W 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file://' -- "$cur"))
+                COMPREPLY=($(compgen -W 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file:// etcd:// etcds://' -- "$cur"))
             fi
             compopt -o nospace 2>/dev/null
             __ltrim_colon_completions "$cur"

@@ -97,7 +97,7 @@ complete -c nxlock -n $no_command -a doctor -d 'Check that the backend is fit fo
 
 # Global options, before or after the command name.
 set -l global 'not __fish_nxlock_in_child'
-complete -c nxlock -n $global -s u -l url -x -a 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file://' -d 'Backend URL (repeat for a quorum)'
+complete -c nxlock -n $global -s u -l url -x -a 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file:// etcd:// etcds://' -d 'Backend URL (repeat for a quorum)'
 complete -c nxlock -n $global -l password-file -r -F -d 'Read the Redis password from FILE'
 complete -c nxlock -n $global -l timeout -x -d 'Redis connect and command timeout, seconds (default 2)'
 complete -c nxlock -n $global -l prefix -x -d 'Prepended to every key'

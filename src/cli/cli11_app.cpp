@@ -291,8 +291,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g, bool backend_options) {
       app.add_option("-u,--url", g.urls,
                      "Backend: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), "
                      "redis+sentinel://[[USER]:PASSWORD@]HOST[:PORT][,…]/MASTER[/DB], "
-                     "unix:///PATH[?db=N] or file:///PATH (default: the embedded "
-                     "store); repeated (or several in NXLOCK_URL), independent servers "
+                     "unix:///PATH[?db=N], file:///PATH (default: the embedded "
+                     "store) or etcd://[USER:PASSWORD@]HOST[:PORT][,…] (etcds://: TLS); repeated (or several in NXLOCK_URL), independent servers "
                      "that lock by majority")
           ->type_name("URL")
           ->allow_extra_args(false)  // one URL per -u: `-u URL KEY` must leave KEY alone

@@ -5,6 +5,7 @@
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
+#include "lock/etcd_listing.hpp"
 #include "lock/list_locks.hpp"
 #include "util/escape.hpp"
 #include "util/redact.hpp"
@@ -185,6 +186,9 @@ int run_list(Context& ctx, const ListArgs& args) {
     servers = quorum.size();
     now = util::whole_seconds(util::wall_now());
     rows = lock::list_quorum_locks(quorum, pattern, now, args.expired);
+  } else if (auto* etcd = dynamic_cast<store::EtcdStore*>(&ctx.store())) {
+    now = util::whole_seconds(util::wall_now());  // etcd keeps no clock: this host's
+    rows = lock::list_etcd_locks(*etcd, pattern, now);
   } else {
     store::Store& store = ctx.store();
     now = util::whole_seconds(store.now());  // the clock its lock decisions use

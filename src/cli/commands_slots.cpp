@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/acquire.hpp"
+#include "cli/etcd_lock.hpp"
 #include "cli/exit_status.hpp"
 #include "util/escape.hpp"
 #include "util/time.hpp"
@@ -88,6 +89,7 @@ void say_slot(Context& ctx, const lock::LeaseLock& semaphore, int slot,
 
 std::unique_ptr<lock::LeaseLock> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
                                                 int slots) {
+  refuse_on_etcd(ctx, "--slots");
   if (ctx.quorum()) {
     throw util::Error(util::ErrorKind::usage, "--slots",
                       "not with several servers (a quorum): it keeps no waiters' queue for the "

@@ -159,6 +159,11 @@ std::vector<lock::QuorumServer> Context::quorum_servers() {
     // Parsed here, on this thread: a bad URL is a usage error before any connect.
     using Prepared = std::pair<store::Url, store::ConnectOptions>;
     auto prepared = std::make_shared<Prepared>(prepare(urls[i]));
+    if (prepared->first.scheme == store::Url::Scheme::etcd) {
+      throw Error(ErrorKind::usage, "--url '" + prepared->first.redacted + "'",
+                  "etcd is already a quorum: give its members in one URL, "
+                  "etcd://HOST[:PORT],HOST[:PORT]..., and no other -u");
+    }
     servers.push_back({prepared->first.redacted, [prepared] {
                          return store::make_store(prepared->first, prepared->second);
                        }});

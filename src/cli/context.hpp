@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/output.hpp"
-#include "lock/quorum.hpp"
+#include "lock/quorum/quorum.hpp"
 #include "store/make_store.hpp"
 #include "store/store.hpp"
 #include "util/error.hpp"

@@ -9,7 +9,7 @@
 
 #include "lock/holder.hpp"
 #include "lock/queue_ticket.hpp"
-#include "lock/quorum.hpp"
+#include "lock/quorum/quorum.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::lock {

@@ -122,6 +122,8 @@ struct Status {
   // held: the leased holders' leases, with what each recorded (view_shared_holder):
   // shared holders', or slots' ("#N" ids), never both.
   std::vector<store::SharedHolder> shared;
+  // held, on etcd: the TTL its lease was granted (seconds; etcd may grant more than asked).
+  std::optional<std::int64_t> granted_ttl;
 };
 
 class Lock final : public Lockable {

@@ -82,6 +82,14 @@ class Lockable {
     return util::Micros(0);
   }
 
+  // A descriptor that turns readable when the held lock may have been lost
+  // between renewals (etcd: a watch on the holder's key), or -1. A holder
+  // polls it beside its renewal timer and, when loss_news() says so, renews
+  // at once: the renewal's verdict decides.
+  virtual int loss_fd() { return -1; }
+  // Reads what loss_fd() has; true when the lock may be lost.
+  virtual bool loss_news() { return false; }
+
   // Each server's answer to the last status(); empty for a single server.
   virtual std::vector<ServerView> server_views() const { return {}; }
 };

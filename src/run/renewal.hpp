@@ -1,6 +1,7 @@
 // Renewal: keeps run-locked's lock while its job runs, riding out a failing backend.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -23,6 +24,9 @@ class Renewal {
 
   // When step() next has something to do (monotonic).
   util::Micros next_at() const { return m_next; }
+
+  // Makes the next renewal due now (the lock may have been lost: loss_news()).
+  void hurry() { m_next = std::min(m_next, util::mono_now()); }
 
   // Renews if it is due, updating the held lock. Returns why the lock is
   // lost, if it is.

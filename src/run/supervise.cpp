@@ -78,10 +78,16 @@ Supervised supervise(LockedRun& run, const Job& job) {
     // stopped: its job's end waits for the report, which decides what is left
     // to stop.
     const int exit_fd = outcome.lost || outcome.timed_out ? -1 : watchdog.exit_fd();
-    pollfd fds[3] = {
-        {run.signals.fd(), POLLIN, 0}, {watchdog.status_fd(), POLLIN, 0}, {exit_fd, POLLIN, 0}};
+    const int loss_fd = options.renew && !outcome.lost ? run.lock.loss_fd() : -1;
+    pollfd fds[4] = {{run.signals.fd(), POLLIN, 0},
+                     {watchdog.status_fd(), POLLIN, 0},
+                     {exit_fd, POLLIN, 0},
+                     {loss_fd, POLLIN, 0}};
     // Signals to pass on come as data on signals.fd(), not as EINTR.
-    util::poll_until(fds, 3, wake_at);
+    util::poll_until(fds, 4, wake_at);
+    if (fds[3].revents != 0 && run.lock.loss_news()) {
+      renewal.hurry();  // the lock may be gone: its renewal's verdict says
+    }
 
     while (const auto signo = run.signals.take()) {
       signal_job(*signo);

@@ -55,6 +55,9 @@ Diagnosis diagnose(const Url& url, const ConnectOptions& options) {
   if (url.scheme == Url::Scheme::file) {
     return diagnose_file(url);
   }
+  if (url.scheme == Url::Scheme::etcd) {
+    return diagnose_etcd(url, options);
+  }
   return diagnose_redis(url, options);
 }
 

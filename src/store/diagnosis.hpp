@@ -55,6 +55,7 @@ Diagnosis diagnose(const Url& url, const ConnectOptions& options);
 // The two backends' diagnoses (diagnose() picks one by the URL's scheme).
 Diagnosis diagnose_redis(const Url& url, const ConnectOptions& options);
 Diagnosis diagnose_file(const Url& url);
+Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options);
 
 // A file system, as statfs(2)'s f_type names it.
 struct FileSystemKind {

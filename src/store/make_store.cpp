@@ -2,6 +2,7 @@
 #include "store/make_store.hpp"
 
 #include "store/default_store.hpp"
+#include "store/etcd/etcd_store.hpp"
 #include "store/file/file_store.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/tracing_store.hpp"
@@ -17,6 +18,8 @@ std::unique_ptr<Store> make_backend(const Url& url, const ConnectOptions& option
     case Url::Scheme::redis_unix:
     case Url::Scheme::redis_sentinel:
       return std::make_unique<RedisStore>(url, options);
+    case Url::Scheme::etcd:
+      return std::make_unique<EtcdStore>(url, options);
     case Url::Scheme::file:
       break;
   }
@@ -34,14 +37,15 @@ std::unique_ptr<Store> make_backend(const Url& url, const ConnectOptions& option
 
 std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options) {
   auto store = make_backend(url, options);
-  if (util::tracing()) {
+  // etcd traces its own calls (and its lock needs the EtcdStore itself).
+  if (util::tracing() && url.scheme != Url::Scheme::etcd) {
     return std::make_unique<TracingStore>(std::move(store));  // -v: every step, once
   }
   return store;
 }
 
 const char* builtin_backends() {
-  return "redis (tcp, unix), rediss (tls), redis+sentinel, file (embedded)";
+  return "redis (tcp, unix), rediss (tls), redis+sentinel, file (embedded), etcd, etcds (tls)";
 }
 
 }  // namespace nxlock::store

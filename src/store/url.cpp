@@ -225,6 +225,28 @@ Url parse_redis_sentinel(std::string_view rest, const std::string& redacted) {
   return url;
 }
 
+// [USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]…]: the members of one etcd cluster.
+Url parse_etcd(std::string_view rest, const std::string& redacted) {
+  Url url;
+  url.scheme = Url::Scheme::etcd;
+  url.redacted = redacted;
+  take_userinfo(rest, url, redacted);
+  if (rest.find_first_of("/?") != std::string_view::npos) {
+    bad_url(redacted, "etcd:// takes no path or parameters: etcd://HOST[:PORT][,HOST[:PORT]…]");
+  }
+  for (;;) {
+    const auto comma = rest.find(',');
+    url.seeds.push_back(parse_host_port(rest.substr(0, comma), 2379, redacted));
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+  url.host = url.seeds.front().host;
+  url.port = url.seeds.front().port;
+  return url;
+}
+
 Url parse_unix(std::string_view rest, const std::string& redacted) {
   Url url;
   url.scheme = Url::Scheme::redis_unix;
@@ -330,11 +352,19 @@ Url parse_url(std::string_view text) {
     url.tls = true;
     return url;
   }
+  if (text.starts_with("etcd://")) {
+    return parse_etcd(text.substr(7), redacted);
+  }
+  if (text.starts_with("etcds://")) {
+    Url url = parse_etcd(text.substr(8), redacted);
+    url.tls = true;
+    return url;
+  }
   if (text.empty()) {
     bad_url("''", "empty URL");
   }
   bad_url(redacted,
-          "unknown scheme; use redis://, rediss://, redis+sentinel://, unix:// or file://");
+          "unknown scheme; use redis://, rediss://, redis+sentinel://, unix://, file:// or etcd://");
 }
 
 }  // namespace nxlock::store

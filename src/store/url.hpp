@@ -1,4 +1,4 @@
-// Url: a parsed backend URL (redis://, rediss://, redis+sentinel://, unix://, file://).
+// Url: a parsed backend URL (redis://, rediss://, redis+sentinel://, unix://, file://, etcd://).
 #pragma once
 
 #include <optional>
@@ -15,18 +15,19 @@ struct HostPort {
 };
 
 struct Url {
-  enum class Scheme { redis_tcp, redis_unix, redis_sentinel, file };
+  enum class Scheme { redis_tcp, redis_unix, redis_sentinel, file, etcd };
 
   Scheme scheme = Scheme::file;
   std::string host;                     // redis_tcp: name or address, without [] for IPv6
   int port = 6379;                      // redis_tcp
-  bool tls = false;                     // redis_tcp: rediss://
+  bool tls = false;                     // redis_tcp: rediss://; etcd: etcds://
   std::string path;                     // redis_unix: socket path; file: store directory
   int db = 0;                           // redis_*: SELECT index
   std::optional<std::string> user;      // redis_*: ACL user
   std::optional<std::string> password;  // redis_*: from the URL itself
   std::vector<HostPort> sentinels;      // redis_sentinel: in the order given
-  std::vector<HostPort> seeds;    // redis_tcp: HOST:PORT,HOST:PORT… (the first is host:port)
+  std::vector<HostPort> seeds;    // redis_tcp: HOST:PORT,HOST:PORT… (the first is host:port);
+                                  // etcd: the cluster's members
   std::string master;             // redis_sentinel: the master's name
   bool durable = false;           // file: ?sync=1 fsyncs every write
   bool no_url = false;            // file: no URL given (NXLOCK_STORE, or the default)

@@ -86,7 +86,7 @@ class Cases:
         self.assertOffers("nxlock lock --clock ", ["server", "local"], exactly=True)
 
     def test_url_schemes(self):
-        self.assertOffers("nxlock --url ", ["redis://", "rediss://", "redis+sentinel://", "rediss+sentinel://", "unix://", "file://"],
+        self.assertOffers("nxlock --url ", ["redis://", "rediss://", "redis+sentinel://", "rediss+sentinel://", "unix://", "file://", "etcd://", "etcds://"],
                           exactly=True)
 
     def test_password_file_is_a_file(self):

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "store/keys.hpp"
-#include "lock/quorum.hpp"
+#include "lock/quorum/quorum.hpp"
 #include "store/memory_store.hpp"
 #include "util/error.hpp"
 

@@ -1,5 +1,5 @@
 // QuorumWatches: arming every server's watch, and waiting on them all at once.
-#include "lock/quorum_watch.hpp"
+#include "lock/quorum/quorum_watch.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

@@ -18,7 +18,7 @@
 
 #include "lock/clock.hpp"
 #include "lock/lock.hpp"
-#include "lock/quorum.hpp"
+#include "lock/quorum/quorum.hpp"
 #include "store/store.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"

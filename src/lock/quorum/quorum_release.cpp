@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "lock/quorum.hpp"
-#include "lock/quorum_fanout.hpp"
+#include "lock/quorum/quorum.hpp"
+#include "lock/quorum/quorum_fanout.hpp"
 #include "store/lock_value.hpp"
 
 namespace nxlock::lock {

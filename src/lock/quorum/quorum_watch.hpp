@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "lock/quorum_fanout.hpp"
+#include "lock/quorum/quorum_fanout.hpp"
 #include "store/store.hpp"
 #include "util/time.hpp"
 

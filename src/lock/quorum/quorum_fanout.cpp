@@ -1,5 +1,5 @@
 // The quorum's workers: a thread and a queue per server, started, fed and stopped.
-#include "lock/quorum_fanout.hpp"
+#include "lock/quorum/quorum_fanout.hpp"
 
 #include <pthread.h>
 #include <signal.h>

@@ -3,9 +3,9 @@
 #include <optional>
 #include <vector>
 
-#include "lock/quorum.hpp"
-#include "lock/quorum_fanout.hpp"
-#include "lock/quorum_watch.hpp"
+#include "lock/quorum/quorum.hpp"
+#include "lock/quorum/quorum_fanout.hpp"
+#include "lock/quorum/quorum_watch.hpp"
 #include "lock/wait_loop.hpp"
 #include "util/random.hpp"
 

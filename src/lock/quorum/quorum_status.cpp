@@ -3,8 +3,8 @@
 #include <functional>
 #include <map>
 
-#include "lock/quorum.hpp"
-#include "lock/quorum_fanout.hpp"
+#include "lock/quorum/quorum.hpp"
+#include "lock/quorum/quorum_fanout.hpp"
 
 namespace nxlock::lock {
 

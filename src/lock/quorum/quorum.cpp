@@ -2,10 +2,10 @@
 // This file: the arithmetic of a majority and its window, the lock's servers,
 // and the holder's details; the steps are in quorum_round.cpp (one round),
 // quorum_acquire.cpp (the wait), quorum_release.cpp and quorum_status.cpp.
-#include "lock/quorum.hpp"
+#include "lock/quorum/quorum.hpp"
 
 #include "store/keys.hpp"
-#include "lock/quorum_fanout.hpp"
+#include "lock/quorum/quorum_fanout.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {

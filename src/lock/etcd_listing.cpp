@@ -1,0 +1,60 @@
+// etcd_listing: one range, grouped by lock key, the holders' TTLs pipelined.
+#include "lock/etcd_listing.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "store/etcd/etcd_json.hpp"
+#include "store/lock_listing.hpp"
+
+namespace nxlock::lock {
+
+std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view pattern,
+                                     std::int64_t now_seconds) {
+  // The literal start of the glob: everything the range must cover.
+  std::size_t literal = pattern.find_first_of("*?[\\");
+  const std::string_view start = pattern.substr(0, literal);
+  struct Group {
+    store::EtcdKeyValue holder;
+    std::int64_t keys = 0;
+  };
+  std::map<std::string, Group> groups;
+  for (auto& kv : store.range_prefix(start)) {
+    // KEY/<lease in hex>: anything else under the prefix is not one of the recipe's keys.
+    const auto slash = kv.key.rfind('/');
+    if (slash == std::string::npos || slash + 1 == kv.key.size() ||
+        kv.key.find_first_not_of("0123456789abcdef", slash + 1) != std::string::npos) {
+      continue;
+    }
+    std::string key = kv.key.substr(0, slash);
+    if (!store::glob_match(pattern, key)) {
+      continue;
+    }
+    Group& group = groups[key];
+    if (group.keys++ == 0 || kv.create_revision < group.holder.create_revision) {
+      group.holder = std::move(kv);
+    }
+  }
+  std::vector<nlohmann::json> asks;
+  for (const auto& [key, group] : groups) {
+    asks.push_back({{"ID", std::to_string(group.holder.lease)}});
+  }
+  const auto answers = store.client().call_pipelined("/v3/lease/timetolive", asks);
+  std::vector<LockRow> rows;
+  std::size_t i = 0;
+  for (const auto& [key, group] : groups) {
+    const std::int64_t left =
+        std::max<std::int64_t>(0, store::etcd::int_field(answers[i++], "TTL", key));
+    LockRow row;
+    row.key = key;
+    row.expires_at = now_seconds + left;
+    row.value = std::to_string(row.expires_at) + "@" + store::etcd::lease_hex(group.holder.lease);
+    row.holder = Holder::from_json(group.holder.value);
+    row.fence = group.holder.create_revision;
+    row.waiters = group.keys - 1;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace nxlock::lock

@@ -1,0 +1,271 @@
+// EtcdMutex: taking etcd's lock (grant, one txn, waiting for the key before ours) and giving up cleanly.
+#include "lock/etcd_mutex.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "store/etcd/etcd_json.hpp"
+#include "util/error.hpp"
+#include "util/poll.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::lock {
+
+namespace {
+
+using nlohmann::json;
+using store::etcd::base64_encode;
+using store::etcd::int_field;
+using util::Error;
+using util::ErrorKind;
+using util::Micros;
+
+std::int64_t wall_seconds() {
+  return util::wall_now().count() / 1'000'000;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> etcd_value_lease(std::string_view value) {
+  const auto at = value.find('@');
+  if (at == std::string_view::npos || at + 1 >= value.size() || value.size() - at - 1 > 16) {
+    return std::nullopt;
+  }
+  std::uint64_t lease = 0;
+  const char* first = value.data() + at + 1;
+  const char* last = value.data() + value.size();
+  const auto [end, ec] = std::from_chars(first, last, lease, 16);
+  if (ec != std::errc() || end != last || lease == 0) {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(lease);
+}
+
+EtcdMutex::EtcdMutex(store::EtcdStore& store, std::string key)
+    : m_store(store), m_client(store.client()), m_key(std::move(key)), m_prefix(m_key + "/") {}
+
+EtcdMutex::~EtcdMutex() = default;
+
+std::string EtcdMutex::key_of(std::int64_t lease) const {
+  return m_prefix + store::etcd::lease_hex(lease);
+}
+
+std::string EtcdMutex::value_of(std::int64_t lease, std::int64_t ttl_left) const {
+  return std::to_string(wall_seconds() + std::max<std::int64_t>(ttl_left, 0)) + "@" +
+         store::etcd::lease_hex(lease);
+}
+
+std::optional<EtcdMutex::Owner> EtcdMutex::owner() {
+  const json answer = m_client.call(
+      "/v3/kv/range", {{"key", base64_encode(m_prefix)},
+                       {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
+                       {"sort_order", "ASCEND"},
+                       {"sort_target", "CREATE"},
+                       {"limit", 1}});
+  const auto kvs = answer.value("kvs", json::array());
+  if (kvs.empty()) {
+    return std::nullopt;
+  }
+  return Owner{store::key_value_of(kvs.front(), m_key),
+               int_field(answer.value("header", json::object()), "revision", m_key)};
+}
+
+std::optional<EtcdMutex::Owner> EtcdMutex::predecessor() {
+  const json answer = m_client.call(
+      "/v3/kv/range", {{"key", base64_encode(m_prefix)},
+                       {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
+                       {"max_create_revision", std::to_string(m_rev - 1)},
+                       {"sort_order", "DESCEND"},
+                       {"sort_target", "CREATE"},
+                       {"limit", 1}});
+  const auto kvs = answer.value("kvs", json::array());
+  if (kvs.empty()) {
+    return std::nullopt;
+  }
+  return Owner{store::key_value_of(kvs.front(), m_key),
+               int_field(answer.value("header", json::object()), "revision", m_key)};
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> EtcdMutex::time_to_live(std::int64_t lease) {
+  const json answer = m_client.call("/v3/lease/timetolive", {{"ID", std::to_string(lease)}});
+  const std::int64_t left = int_field(answer, "TTL", m_key);
+  if (left < 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(left, int_field(answer, "grantedTTL", m_key));
+}
+
+std::int64_t EtcdMutex::keep_alive(std::int64_t lease) {
+  const json answer = m_client.call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}});
+  return int_field(answer.value("result", json::object()), "TTL", m_key);
+}
+
+bool EtcdMutex::revoke(std::int64_t lease, bool quietly) {
+  try {
+    return m_client
+        .call_unless("/v3/lease/revoke", {{"ID", std::to_string(lease)}},
+                     store::etcd::Code::not_found)
+        .has_value();
+  } catch (const Error& e) {
+    if (!quietly) {
+      throw;
+    }
+    // The lease then lapses by its TTL; a waiter's key goes with it.
+    util::trace(std::string("etcd: lease not revoked: ") + e.what());
+    return false;
+  }
+}
+
+AcquireResult EtcdMutex::busy(const std::optional<Owner>& holder) {
+  AcquireResult result;
+  result.outcome = AcquireResult::Outcome::busy;
+  result.now_seconds = wall_seconds();
+  if (holder) {
+    const auto ttl = holder->kv.lease != 0 ? time_to_live(holder->kv.lease) : std::nullopt;
+    const std::int64_t left = ttl ? ttl->first : 0;
+    result.held_until = result.now_seconds + left;
+    result.held_value = value_of(holder->kv.lease, left);
+  }
+  return result;
+}
+
+AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
+  const Micros began = util::mono_now();
+  m_last_sent = began;
+  const json grant = m_client.call("/v3/lease/grant", {{"TTL", ttl}});
+  m_lease = int_field(grant, "ID", m_key);
+  m_granted = int_field(grant, "TTL", m_key);
+  if (m_lease == 0) {
+    throw Error(ErrorKind::unavailable, m_client.name(),
+                "no lease granted: " + grant.value("error", std::string("no reason given")));
+  }
+  AcquireResult result;
+  try {
+    const std::string mine = key_of(m_lease);
+    const json owner_range = {{"key", base64_encode(m_prefix)},
+                              {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
+                              {"sort_order", "ASCEND"},
+                              {"sort_target", "CREATE"},
+                              {"limit", 1}};
+    // One txn: our key if it is not there yet (a retried txn finds it), and the holder.
+    const json txn = m_client.call(
+        "/v3/kv/txn",
+        {{"compare", json::array({{{"key", base64_encode(mine)},
+                                   {"target", "CREATE"},
+                                   {"result", "EQUAL"},
+                                   {"create_revision", "0"}}})},
+         {"success", json::array({{{"request_put",
+                                    {{"key", base64_encode(mine)},
+                                     {"value", ""},
+                                     {"lease", std::to_string(m_lease)}}}},
+                                  {{"request_range", owner_range}}})},
+         {"failure", json::array({{{"request_range", {{"key", base64_encode(mine)}}}},
+                                  {{"request_range", owner_range}}})}});
+    const auto responses = txn.value("responses", json::array());
+    const auto range_of = [&](std::size_t i) {
+      if (responses.size() <= i) {
+        throw Error(ErrorKind::internal, m_key, "unexpected answer from etcd (txn)");
+      }
+      return responses[i].value("response_range", json::object()).value("kvs", json::array());
+    };
+    if (txn.value("succeeded", false)) {
+      m_rev = int_field(txn.value("header", json::object()), "revision", m_key);
+    } else {
+      const auto own = range_of(0);
+      if (own.empty()) {
+        throw Error(ErrorKind::internal, m_key, "unexpected answer from etcd (txn)");
+      }
+      m_rev = store::key_value_of(own.front(), m_key).create_revision;
+    }
+    const auto holders = range_of(1);
+    const bool first =
+        !holders.empty() && store::key_value_of(holders.front(), m_key).create_revision == m_rev;
+    if (!first) {
+      std::optional<Owner> holder;
+      if (!holders.empty()) {
+        holder = Owner{store::key_value_of(holders.front(), m_key), m_rev};
+      }
+      WaitEnd end = WaitEnd::gave_up;
+      if (!policy.wait_for || *policy.wait_for > Micros(0)) {
+        end = wait_turn(ttl, policy, began);
+      }
+      if (end != WaitEnd::first) {
+        if (end == WaitEnd::gave_up) {
+          result = busy(policy.wait_for == Micros(0) ? holder : owner());
+        } else {
+          result.outcome = AcquireResult::Outcome::interrupted;
+        }
+        revoke(m_lease, true);
+        m_lease = 0;
+        return result;
+      }
+    }
+  } catch (...) {
+    revoke(m_lease, true);
+    m_lease = 0;
+    throw;
+  }
+  m_fence = m_rev;
+  result.outcome = AcquireResult::Outcome::acquired;
+  result.value = value_of(m_lease, std::min(ttl, m_granted));
+  result.valid_from = m_last_sent;
+  result.fence = m_fence;
+  return result;
+}
+
+EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& policy,
+                                        Micros began) {
+  const Micros interval =
+      std::max(Micros(std::min(ttl, m_granted) * 1'000'000 / 3), Micros(100'000));
+  Micros next_keepalive = m_last_sent + interval;
+  // No -w: never (Micros::max()).
+  const Micros give_up = policy.wait_for ? began + *policy.wait_for : Micros::max();
+  for (;;) {
+    const auto before = predecessor();
+    if (!before) {
+      // Ours must still be there: a lease that lapsed while we could not keep it took it.
+      const json own = m_client.call("/v3/kv/range", {{"key", base64_encode(key_of(m_lease))}});
+      if (own.value("kvs", json::array()).empty()) {
+        throw Error(ErrorKind::unavailable, m_key,
+                    "our place in line was lost: the lease expired while waiting");
+      }
+      return WaitEnd::first;
+    }
+    if (policy.on_wait) {
+      policy.on_wait({wall_seconds() + m_granted, wall_seconds(), util::mono_now() - began});
+    }
+    // Only the key just before ours: its DELETE is our turn to look (no herd).
+    store::etcd::EtcdWatch watch(m_client, before->kv.key, before->revision + 1);
+    for (bool look_again = false; !look_again;) {
+      const Micros wake = std::min(next_keepalive, give_up);
+      pollfd fds[2] = {{watch.fd(), POLLIN, 0}, {policy.interrupt_fd, POLLIN, 0}};
+      util::poll_until(fds, 2, wake);
+      if (fds[1].revents != 0) {
+        return WaitEnd::interrupted;
+      }
+      if (fds[0].revents != 0) {
+        const store::etcd::WatchNews news = watch.take();
+        look_again = news.deleted || news.ended;
+      }
+      const Micros now = util::mono_now();
+      if (!look_again && now >= give_up) {
+        return WaitEnd::gave_up;
+      }
+      if (now >= next_keepalive) {
+        if (keep_alive(m_lease) <= 0) {
+          throw Error(ErrorKind::unavailable, m_key,
+                      "our place in line was lost: the lease expired while waiting");
+        }
+        m_last_sent = now;
+        next_keepalive = now + interval;
+        // A linearizable look as well: a watch on a member cut off from its
+        // leader may go silent.
+        look_again = true;
+      }
+    }
+  }
+}
+
+}  // namespace nxlock::lock

@@ -1,0 +1,108 @@
+// EtcdMutex: the lock as etcd's own recipe (clientv3/concurrency's Mutex), key for key.
+//
+// So that nxlock, `etcdctl lock KEY` and any Go program's concurrency.Mutex on
+// KEY exclude each other and queue together (man page, ETCD):
+//   - a lease is granted for the ttl (etcd may grant more);
+//   - one txn puts KEY/<lease id in lowercase hex>, attached to the lease, if
+//     its create revision is 0;
+//   - the holder is the key with the lowest create revision under KEY/;
+//   - a waiter watches only the key just before its own and, after its
+//     DELETE, looks again; its own key must still exist.
+// The value nxlock prints and unlock/renew take is "EXPIRY@LEASE": the Unix
+// second through which the lock is surely held, and the lease in hex. The
+// fencing token is the holder key's create revision.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lock/lock.hpp"
+#include "lock/lockable.hpp"
+#include "store/etcd/etcd_store.hpp"
+#include "store/etcd/etcd_watch.hpp"
+
+namespace nxlock::lock {
+
+// The lease a value "EXPIRY@LEASE" names; nullopt if it names none.
+std::optional<std::int64_t> etcd_value_lease(std::string_view value);
+
+class EtcdMutex final : public Lockable {
+ public:
+  // `key` is the full key (prefix included); the recipe's keys are under `key`/.
+  EtcdMutex(store::EtcdStore& store, std::string key);
+  ~EtcdMutex() override;
+  EtcdMutex(const EtcdMutex&) = delete;
+  EtcdMutex& operator=(const EtcdMutex&) = delete;
+
+  const std::string& key() const override { return m_key; }
+  std::int64_t fence() const override { return m_fence; }
+
+  // Grants the lease, queues its key and waits for the keys before it to go.
+  // A waiter that gives up (-n, the end of -w, a signal) revokes its lease
+  // before it returns, or it would hold the lock for a TTL.
+  AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
+  // Revokes the lease `value` names (its key goes with it).
+  Verdict release(std::string_view value) override;
+  // --hold: while `not_before` is ahead, the key moves to a new lease that
+  // lasts until then (its create revision, its place, stays), and the old one is revoked.
+  Verdict release_after(std::string_view value, util::Micros not_before,
+                        std::string& kept_value) override;
+  // A keepalive of the lease. A lease answered with no TTL is gone (expired);
+  // a DELETE of the key seen on its watch, or the key not found, is absent.
+  // Throws util::Error(usage) when `ttl` is not the lease's: a lease's TTL cannot change.
+  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
+  // The details go in the key's own value (a txn, not waited for).
+  void record_holder(Holder holder) override;
+  std::optional<Holder> holder_of(std::string_view value) override;
+  // Deletes the holder's key (the lowest create revision): the next in line goes.
+  bool force_release(std::optional<std::string>& holder_problem) override;
+  Status status() override;
+  void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
+    m_client.set_cap(monotonic_deadline);
+  }
+  int loss_fd() override;
+  bool loss_news() override;
+
+ private:
+  struct Owner {
+    store::EtcdKeyValue kv;
+    std::int64_t revision = 0;  // the revision the range was read at
+  };
+  // The key with the lowest create revision under KEY/, if any.
+  std::optional<Owner> owner();
+  // The key just before ours (highest create revision below ours), if any.
+  std::optional<Owner> predecessor();
+  // KEY/<lease in hex>
+  std::string key_of(std::int64_t lease) const;
+  std::string value_of(std::int64_t lease, std::int64_t ttl_left) const;
+  // The lease's remaining and granted TTL (seconds); nullopt if it is gone.
+  std::optional<std::pair<std::int64_t, std::int64_t>> time_to_live(std::int64_t lease);
+  // A keepalive: the TTL granted again, or 0 if the lease is gone.
+  std::int64_t keep_alive(std::int64_t lease);
+  // Revokes; false if the lease was already gone. Best effort when `quietly`.
+  bool revoke(std::int64_t lease, bool quietly = false);
+  // The busy answer for the holder `owner`.
+  AcquireResult busy(const std::optional<Owner>& holder);
+  // Waits until no key is before ours; false if the policy ended the wait.
+  enum class WaitEnd { first, gave_up, interrupted };
+  WaitEnd wait_turn(std::int64_t ttl, const WaitPolicy& policy, util::Micros began);
+
+  store::EtcdStore& m_store;
+  store::etcd::EtcdClient& m_client;
+  std::string m_key;
+  std::string m_prefix;             // m_key + "/"
+  std::int64_t m_lease = 0;         // ours, once granted
+  std::int64_t m_granted = 0;       // its TTL as granted
+  std::int64_t m_rev = 0;           // our key's create revision
+  std::int64_t m_fence = 0;         // m_rev, once we hold the lock
+  util::Micros m_last_sent{0};      // the last confirmed keepalive (or the grant) was sent then
+  std::unique_ptr<store::etcd::EtcdWatch> m_watch;  // on our key while we hold it
+  bool m_deleted = false;           // the watch saw our key's DELETE
+  bool m_watch_tried = false;       // loss_fd() opened (or tried) the first watch
+  std::optional<Holder> m_holder;   // what record_holder() wrote
+};
+
+}  // namespace nxlock::lock

@@ -1,0 +1,240 @@
+// EtcdMutex: what a holder does (renew, release, --hold, details, the watch on its key) and status.
+#include <cmath>
+
+#include "lock/etcd_mutex.hpp"
+#include "store/etcd/etcd_json.hpp"
+#include "util/error.hpp"
+#include "util/escape.hpp"
+#include "util/trace.hpp"
+
+namespace nxlock::lock {
+
+namespace {
+
+using nlohmann::json;
+using store::etcd::base64_encode;
+using store::etcd::int_field;
+using util::Error;
+using util::ErrorKind;
+using util::Micros;
+
+std::int64_t wall_seconds() {
+  return util::wall_now().count() / 1'000'000;
+}
+
+}  // namespace
+
+namespace {
+
+std::int64_t lease_or_throw(std::string_view key, std::string_view value) {
+  const auto lease = etcd_value_lease(value);
+  if (!lease) {
+    throw Error(ErrorKind::usage, "lock '" + util::escape(key) + "'",
+                "'" + util::escape(value) +
+                    "' is not a value `nxlock lock` printed on etcd (EXPIRY@LEASE)");
+  }
+  return *lease;
+}
+
+}  // namespace
+
+Verdict EtcdMutex::release(std::string_view value) {
+  const std::int64_t lease = lease_or_throw(m_key, value);
+  if (lease == m_lease) {
+    m_watch.reset();  // our own revoke is no news
+  }
+  // Revoking deletes every key attached to the lease: ours, at once, and the
+  // next in line sees its DELETE.
+  return revoke(lease) ? Verdict::done : Verdict::expired;
+}
+
+Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
+                                 std::string& kept_value) {
+  const Micros left = not_before - util::wall_now();
+  if (left <= Micros(0)) {
+    kept_value.clear();
+    return release(value);
+  }
+  const std::int64_t lease = lease_or_throw(m_key, value);
+  // A lease cannot outlive its keepalives, so the key moves to a lease that
+  // lasts until the hold's end; a put keeps its create revision, so it keeps
+  // its place (and its fencing token).
+  const std::int64_t seconds = (left.count() + 999'999) / 1'000'000;
+  const json grant = m_client.call("/v3/lease/grant", {{"TTL", seconds}});
+  const std::int64_t held = int_field(grant, "ID", m_key);
+  std::string details;
+  if (m_holder) {
+    Holder finished = *m_holder;
+    finished.finished_at = wall_seconds();
+    details = finished.to_json();
+  }
+  const std::string mine = key_of(lease);
+  const json txn = m_client.call(
+      "/v3/kv/txn",
+      {{"compare", json::array({{{"key", base64_encode(mine)},
+                                 {"target", "CREATE"},
+                                 {"result", m_rev != 0 ? "EQUAL" : "GREATER"},
+                                 {"create_revision", std::to_string(m_rev)}}})},
+       {"success", json::array({{{"request_put",
+                                  {{"key", base64_encode(mine)},
+                                   {"value", base64_encode(details)},
+                                   {"lease", std::to_string(held)}}}}})}});
+  if (!txn.value("succeeded", false)) {
+    revoke(held, true);
+    kept_value.clear();
+    return Verdict::absent;
+  }
+  m_watch.reset();
+  revoke(lease, true);  // its key is on the new lease now
+  kept_value = value_of(held, seconds);
+  return Verdict::done;
+}
+
+Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
+  const std::int64_t lease = lease_or_throw(m_key, value);
+  if (lease == m_lease && m_deleted) {
+    return Verdict::absent;
+  }
+  if (lease != m_lease) {
+    // `nxlock renew` from a shell: the lease of an earlier `lock`.
+    const auto ttl_now = time_to_live(lease);
+    if (!ttl_now) {
+      return Verdict::expired;
+    }
+    if (ttl_now->second != ttl) {
+      throw Error(ErrorKind::usage, "-t " + std::to_string(ttl),
+                  "the lease's TTL is " + std::to_string(ttl_now->second) +
+                      " s, and a lease's TTL cannot change (use -t " +
+                      std::to_string(ttl_now->second) + ")");
+    }
+  }
+  const std::int64_t granted = keep_alive(lease);
+  if (granted <= 0) {
+    return Verdict::expired;  // the lease is gone: so is every key attached to it
+  }
+  if (lease != m_lease || !m_watch) {
+    // No watch tells us of a DELETE: look (linearizable), and watch from there.
+    const json own = m_client.call("/v3/kv/range", {{"key", base64_encode(key_of(lease))}});
+    const auto kvs = own.value("kvs", json::array());
+    if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
+                        store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
+      return Verdict::absent;
+    }
+    if (lease == m_lease && m_fence != 0) {
+      try {
+        m_watch = std::make_unique<store::etcd::EtcdWatch>(
+            m_client, key_of(lease),
+            int_field(own.value("header", json::object()), "revision", m_key) + 1);
+      } catch (const Error& e) {
+        util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
+      }
+    }
+  }
+  new_value = value_of(lease, std::min(granted, ttl));
+  return Verdict::done;
+}
+
+int EtcdMutex::loss_fd() {
+  if (m_fence == 0 || m_deleted) {
+    return -1;
+  }
+  if (!m_watch && !m_watch_tried) {
+    m_watch_tried = true;  // later ones come with renew(), after a look at the key
+    try {
+      m_watch = std::make_unique<store::etcd::EtcdWatch>(m_client, key_of(m_lease), m_rev + 1);
+    } catch (const Error& e) {
+      util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
+    }
+  }
+  return m_watch ? m_watch->fd() : -1;
+}
+
+bool EtcdMutex::loss_news() {
+  if (!m_watch) {
+    return false;
+  }
+  const store::etcd::WatchNews news = m_watch->take();
+  if (news.deleted) {
+    m_deleted = true;
+    util::trace("etcd: the lock's key was deleted");
+    return true;
+  }
+  if (news.ended) {
+    util::trace("etcd: the watch on the lock's key ended: " + news.why);
+    m_watch.reset();  // renew() looks at the key and watches again
+    return true;
+  }
+  return false;
+}
+
+void EtcdMutex::record_holder(Holder holder) {
+  if (m_lease == 0 || m_rev == 0) {
+    return;
+  }
+  m_holder = holder;
+  // Only on our own key (a txn on its create revision), never one made since;
+  // nobody waits for the answer: the details are advisory.
+  const std::string mine = key_of(m_lease);
+  m_client.call_later(
+      "/v3/kv/txn",
+      {{"compare", json::array({{{"key", base64_encode(mine)},
+                                 {"target", "CREATE"},
+                                 {"result", "EQUAL"},
+                                 {"create_revision", std::to_string(m_rev)}}})},
+       {"success", json::array({{{"request_put",
+                                  {{"key", base64_encode(mine)},
+                                   {"value", base64_encode(holder.to_json())},
+                                   {"lease", std::to_string(m_lease)}}}}})}});
+}
+
+std::optional<Holder> EtcdMutex::holder_of(std::string_view value) {
+  const auto lease = etcd_value_lease(value);
+  if (!lease) {
+    return std::nullopt;
+  }
+  try {
+    for (const auto& kv : m_store.range_prefix(m_prefix)) {
+      if (kv.lease == *lease) {
+        return Holder::from_json(kv.value);
+      }
+    }
+  } catch (const Error& e) {
+    util::trace(std::string("etcd: holder details not read: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+bool EtcdMutex::force_release(std::optional<std::string>& holder_problem) {
+  (void)holder_problem;  // the details are the key's own value: they go with it
+  const auto holder = owner();
+  if (!holder) {
+    return false;
+  }
+  const json answer = m_client.call("/v3/kv/deleterange", {{"key", base64_encode(holder->kv.key)}});
+  return int_field(answer, "deleted", m_key) > 0;
+}
+
+Status EtcdMutex::status() {
+  Status status;
+  status.now_seconds = wall_seconds();
+  const auto holder = owner();
+  if (!holder) {
+    status.state = Status::State::free;
+    return status;
+  }
+  status.state = Status::State::held;
+  status.fence = holder->kv.create_revision;
+  status.holder = Holder::from_json(holder->kv.value);
+  std::int64_t left = 0;
+  if (holder->kv.lease != 0) {
+    if (const auto ttl = time_to_live(holder->kv.lease)) {
+      left = ttl->first;
+      status.granted_ttl = ttl->second;
+    }
+  }
+  status.value = value_of(holder->kv.lease, left);
+  status.expires_at = status.now_seconds + left;
+  return status;
+}
+
+}  // namespace nxlock::lock

@@ -1,0 +1,82 @@
+// HttpConnection: one HTTP/1.1 connection to one etcd member over the Redis layer's sockets and TLS.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/etcd/http_reader.hpp"
+#include "store/redis/connect.hpp"
+#include "store/redis/deadline.hpp"
+#include "store/redis/endpoint.hpp"
+#include "store/url.hpp"
+
+namespace nxlock::store::etcd {
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+
+// The bytes of a POST of `body` (JSON) to `path` on `host`, with the extra header
+// lines `headers` (each ending in \r\n).
+std::string format_post(const HostPort& host, std::string_view path, std::string_view body,
+                        std::string_view headers);
+
+class HttpConnection {
+ public:
+  // `endpoint` says how to connect (TLS, the name for messages); `member` where.
+  HttpConnection(const redis::Endpoint& endpoint, HostPort member);
+
+  // Sends `request` and reads its response. Connects first if not connected
+  // (or if the server closed the idle connection). Throws util::Error
+  // (unavailable) naming the member if it cannot, or the deadline passes;
+  // the connection is closed then.
+  HttpResponse exchange(const std::string& request, const redis::Deadline& deadline);
+
+  // Sends `request` without reading its response; the next exchange() reads
+  // it first and drops it. For a write whose answer nobody waits for.
+  void send_only(const std::string& request, const redis::Deadline& deadline);
+
+  // Sends every request in `requests` (bytes of one or more requests) and
+  // reads `count` responses. Throws as exchange().
+  std::vector<HttpResponse> exchange_many(const std::string& requests, std::size_t count,
+                                          const redis::Deadline& deadline);
+
+  // Reads the answers of send_only() that are still unread, by `deadline`
+  // (a request whose client goes away may be canceled unapplied). Never throws.
+  void drain(const redis::Deadline& deadline);
+
+  // Streams: sends `request` (connecting first); its response is read with
+  // read_available() as it comes.
+  void open_stream(const std::string& request, const redis::Deadline& deadline);
+  // Reads what the socket has now, without waiting, into the stream's reader.
+  // False when the stream is over (closed, or a malformed response).
+  bool read_available();
+  HttpReader& reader() { return m_reader; }
+
+  int fd() const;
+  bool connected() const { return static_cast<bool>(m_socket.fd); }
+  void close();
+  const HostPort& member() const { return m_member; }
+  // "etcd://a:2379,b:2379 (member b:2379)"
+  std::string describe() const;
+
+ private:
+  void ensure_connected(const redis::Deadline& deadline);
+  void send_all(const std::string& bytes, const redis::Deadline& deadline);
+  HttpResponse receive(const redis::Deadline& deadline);
+  // By value: `why` may be the reader's own message, which close() resets.
+  [[noreturn]] void fail(std::string why);
+
+  redis::Endpoint m_endpoint;
+  HostPort m_member;
+  redis::OpenSocket m_socket;
+  HttpReader m_reader;
+  std::string m_rest;    // bytes read past the previous response
+  int m_unread = 0;      // responses of send_only() not read yet
+};
+
+}  // namespace nxlock::store::etcd

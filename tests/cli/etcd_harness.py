@@ -1,0 +1,140 @@
+"""etcd for the tests: one member or a cluster of three on free loopback ports.
+
+Fast raft timing (heartbeat 50 ms, election 500 ms: production's defaults are
+100 ms and 1 s) so a leader's loss heals in about a second. Data lives in a temp
+dir; every member is started here and stopped by its pid (SIGKILL through
+PR_SET_PDEATHSIG too if the test dies).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from harness import die_with_parent, free_port
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
+
+
+def post(port, path, body, timeout=2.0):
+    """One call to the member's JSON gateway; the answer, or None if it did not answer."""
+    request = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                     data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+
+
+class Member:
+    def __init__(self, name, directory):
+        self.name = name
+        self.dir = os.path.join(directory, name)
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.process = None
+
+    @property
+    def peer_url(self):
+        return "http://127.0.0.1:%d" % self.peer_port
+
+    def start(self, initial_cluster, tls=None):
+        """`tls`: (certificate, key, CA) for the client port (https), else plain."""
+        scheme = "https" if tls else "http"
+        extra = ["--cert-file", tls[0], "--key-file", tls[1]] if tls else []
+        log = open(self.dir + ".log", "ab")
+        self.process = subprocess.Popen(
+            [ETCD, "--name", self.name, "--data-dir", self.dir,
+             "--listen-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
+             "--advertise-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
+             "--listen-peer-urls", self.peer_url,
+             "--initial-advertise-peer-urls", self.peer_url,
+             "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
+             "--heartbeat-interval", "50", "--election-timeout", "500",
+             "--log-level", "warn", *extra],
+            stdout=log, stderr=log, preexec_fn=die_with_parent)
+        log.close()
+
+    def status(self):
+        return post(self.client_port, "/v3/maintenance/status", {}, timeout=1.0)
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, signo=signal.SIGKILL):
+        if self.running():
+            self.process.send_signal(signo)
+            if signo in (signal.SIGKILL, signal.SIGTERM):
+                self.process.wait()
+
+
+class EtcdCluster:
+    """`size` members of one cluster, each with its data in the cluster's temp dir."""
+
+    def __init__(self, size=1, tls=None):
+        self.dir = tempfile.mkdtemp(prefix="nxlock-etcd-")
+        self.members = [Member("m%d" % i, self.dir) for i in range(size)]
+        initial = ",".join("%s=%s" % (m.name, m.peer_url) for m in self.members)
+        for member in self.members:
+            member.start(initial, tls)
+        if tls:
+            # The plain probes of wait_leader() cannot reach it: etcdctl can.
+            self.tls = tls
+            deadline = time.monotonic() + 20
+            while self.ctl("endpoint", "health", check=False).returncode != 0:
+                if time.monotonic() > deadline:
+                    raise AssertionError("etcd (TLS) did not start (logs in %s)" % self.dir)
+                time.sleep(0.05)
+        else:
+            self.tls = None
+            self.wait_leader()
+
+    def wait_leader(self, timeout=20.0):
+        """The member that leads, once every running member agrees on one that answers."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = [m for m in self.members if m.running()]
+            statuses = [m.status() for m in running]
+            leaders = {s.get("leader") for s in statuses if s}
+            if all(statuses) and len(leaders) == 1 and None not in leaders:
+                leader_id = leaders.pop()
+                for member, status in zip(running, statuses):
+                    if status["header"]["member_id"] == leader_id:
+                        return member
+            time.sleep(0.05)
+        raise AssertionError("etcd: no leader within %.0f s (logs in %s)" % (timeout, self.dir))
+
+    def url(self, members=None):
+        chosen = self.members if members is None else members
+        return "etcd://" + ",".join("127.0.0.1:%d" % m.client_port for m in chosen)
+
+    def endpoints(self):
+        return ",".join("127.0.0.1:%d" % m.client_port for m in self.members if m.running())
+
+    def ctl(self, *args, timeout=15, check=True):
+        """etcdctl against the running members; CompletedProcess (text)."""
+        env = dict(os.environ, ETCDCTL_API="3")
+        tls = ["--cacert", self.tls[2]] if self.tls else []
+        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(), *tls, *args],
+                                capture_output=True, text=True, env=env, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError("etcdctl %s: %s" % (" ".join(args), result.stderr))
+        return result
+
+    def keys(self, prefix):
+        """The keys under `prefix`, in create-revision order."""
+        out = self.ctl("get", "--prefix", prefix, "--keys-only", "--sort-by", "CREATE").stdout
+        return [line for line in out.splitlines() if line]
+
+    def wipe(self):
+        self.ctl("del", "", "--from-key")
+
+    def stop(self):
+        for member in self.members:
+            member.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
