@@ -107,6 +107,12 @@ const char* verdict_token(lock::Verdict verdict);
 nlohmann::json holder_json(const lock::Holder& holder);
 std::string holder_text(const lock::Holder& holder);
 
+// A lock held by --shared (or --slots) holders has no holder of its own:
+// " by N shared holders: pid … on HOST (…), …" names them (the first few) for
+// the busy message, and --json's "shared" lists them all. Empty when no
+// leased holder holds it. Throws as Lockable::status() does.
+std::string busy_shared_holders(Context& ctx, lock::Lockable& lock);
+
 // "in 42s" / "3s ago" style distance between two Unix times.
 std::string describe_distance(std::int64_t from, std::int64_t to);
 

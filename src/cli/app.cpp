@@ -69,7 +69,8 @@ int run(int argc, char** argv) {
   int status = k_exit_internal;
   try {
     status = runner(context);
-  } catch (const util::Error& e) {
+  } catch (const util::Error& caught) {
+    const util::Error e = context.with_advice(caught);
     status = exit_status_for(e.kind());
     context.out.error(status, e.subject(), e.reason());
   } catch (const std::exception& e) {

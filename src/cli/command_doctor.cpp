@@ -20,7 +20,8 @@ namespace {
 
 using store::Check;
 
-// "ok   server version 7.0.15", "FAIL maxmemory-policy allkeys-lru … — set …":
+// "ok   server version 7.0.15", "FAIL maxmemory-policy allkeys-lru … — set …",
+// "skip records …: why it could not be checked":
 // the verdicts in a column of their own, so that a failure stands out.
 std::string line_of(const Check& check, const std::string& server) {
   std::string line;
@@ -33,6 +34,9 @@ std::string line_of(const Check& check, const std::string& server) {
       break;
     case Check::Verdict::fail:
       line = "FAIL ";
+      break;
+    case Check::Verdict::skip:
+      line = "skip ";
       break;
   }
   if (!server.empty()) {

@@ -47,7 +47,7 @@ nlohmann::json row_json(const lock::LockRow& row, const char* state, std::int64_
   j["state"] = state;
   j["expires_at"] = row.expires_at;
   if (!row.expired) {
-    j["seconds_left"] = row.expires_at - now + 1;  // held through the value's whole second
+    j["seconds_left"] = row.expires_at - now;  // whole seconds that surely remain (as status)
   }
   j["acquired_at"] = row.holder ? nlohmann::json(row.holder->acquired_at) : nlohmann::json();
   j["fence"] = row.fence ? nlohmann::json(*row.fence) : nlohmann::json();
@@ -59,6 +59,40 @@ nlohmann::json row_json(const lock::LockRow& row, const char* state, std::int64_
     j["servers_holding"] = row.held_on;
   }
   return j;
+}
+
+// A lock's waiters for --json (list --waiters): what each ticket tells, null
+// where a waiter of an older nxlock tells nothing.
+nlohmann::json waiters_json(const lock::LockRow& row) {
+  nlohmann::json waiting = nlohmann::json::array();
+  for (const auto& waiter : row.waiting) {
+    const auto& d = waiter.details;
+    waiting.push_back({{"pid", d ? nlohmann::json(d->pid) : nlohmann::json()},
+                       {"host", d ? nlohmann::json(d->host) : nlohmann::json()},
+                       {"since", d ? nlohmann::json(d->since) : nlohmann::json()},
+                       {"kind", d ? nlohmann::json(lock::waiter_kind_name(d->kind)) : nlohmann::json()}});
+  }
+  return waiting;
+}
+
+// "  waiter 1: pid 4242 on db1, exclusive, waiting since 07:40:01 UTC (12s)":
+// one line per waiter under its lock's rows (list --waiters).
+std::vector<std::string> waiter_lines(const lock::LockRow& row, std::int64_t now) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < row.waiting.size(); ++i) {
+    const auto& d = row.waiting[i].details;
+    std::string line = "  waiter " + std::to_string(i + 1) + ": ";
+    if (d) {
+      line += "pid " + std::to_string(d->pid) + " on " + util::escape(d->host) + ", " +
+              lock::waiter_kind_name(d->kind) + ", waiting since " +
+              util::format_local_time(d->since) + " (" +
+              std::to_string(std::max<std::int64_t>(0, now - d->since)) + "s)";
+    } else {
+      line += "a waiter of an older nxlock (its ticket tells nothing more)";
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 // Columns padded to their widest cell, the last one not: a table a person
@@ -107,7 +141,7 @@ std::vector<std::string> row_cells(const lock::LockRow& row, const char* state, 
   cells.push_back(
       holder ? "pid " + std::to_string(holder->pid) + " on " + util::escape(holder->host) : "-");
   cells.push_back(holder ? since_text(*holder, now) : "-");
-  cells.push_back(describe_distance(now, row.expired ? row.expires_at : row.expires_at + 1));
+  cells.push_back(describe_distance(now, row.expires_at));
   cells.push_back(row.fence ? std::to_string(*row.fence) : "-");
   cells.push_back(row.waiters ? std::to_string(*row.waiters) : "-");
   if (columns.shared) {
@@ -165,6 +199,9 @@ int run_list(Context& ctx, const ListArgs& args) {
     nlohmann::json locks = nlohmann::json::array();
     for (const auto& row : rows) {
       locks.push_back(row_json(row, state_of(row), now, servers));
+      if (args.waiters) {
+        locks.back()["waiting"] = waiters_json(row);
+      }
     }
     ctx.out.field("locks", std::move(locks));
   } else if (!rows.empty()) {
@@ -177,7 +214,30 @@ int run_list(Context& ctx, const ListArgs& args) {
     for (const auto& row : rows) {
       cells.push_back(row_cells(row, state_of(row), now, columns, servers));
     }
-    ctx.out.line(table(cells));
+    if (!args.waiters) {
+      ctx.out.line(table(cells));
+      return k_exit_ok;
+    }
+    // Each lock's waiters under its last row (a lock of slots or shared
+    // holders has several): cells never hold a newline (util::escape).
+    const std::string text = table(cells);
+    std::size_t at = text.find('\n') + 1;
+    std::string out = text.substr(0, at);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::size_t end = text.find('\n', at);
+      out += text.substr(at, end == std::string::npos ? std::string::npos : end - at + 1);
+      at = end == std::string::npos ? text.size() : end + 1;
+      const bool last_of_key = i + 1 == rows.size() || rows[i + 1].key != rows[i].key;
+      if (last_of_key) {
+        for (const auto& line : waiter_lines(rows[i], now)) {
+          out += (out.ends_with('\n') ? "" : "\n") + line + "\n";
+        }
+      }
+    }
+    while (out.ends_with('\n')) {
+      out.pop_back();
+    }
+    ctx.out.line(out);
   }
   return k_exit_ok;
 }

@@ -104,8 +104,9 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
       case lock::Status::State::held:
         break;
     }
-    // Held through the whole second named by the value, so +1.
-    const std::int64_t left = status.expires_at - status.now_seconds + 1;
+    // The whole seconds that surely remain: held through the value's second,
+    // the lock has up to one more (and the value, now + ttl + 1, one more than its ttl).
+    const std::int64_t left = status.expires_at - status.now_seconds;
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
                  std::to_string(left) + "s left), value " + status.value + fence_text);
     if (status.granted_ttl) {

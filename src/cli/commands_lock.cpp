@@ -46,7 +46,7 @@ class WaitStatusLine {
       line += ", held by " + holder_text(*m_holder);
     }
     line +=
-        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now + 1)) +
+        ", " + std::to_string(std::max<std::int64_t>(0, m_held_until - now)) +
         "s left, waited " +
         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(progress.waited).count()) +
         "s\033[K";
@@ -189,6 +189,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
       const int signo = signals.take().value_or(SIGTERM);
       ctx.out.note("lock '" + util::escape(lock.key()) + "': interrupted by " +
                    util::signal_name(signo) + " while waiting; nothing was taken");
+      ctx.out.bytes_field("key", lock.key());
       ctx.out.field("acquired", false);
       ctx.out.field("interrupted_by", util::signal_name(signo));
       return {std::nullopt, 128 + signo};
@@ -217,6 +218,8 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     } else if (holder->gone()) {
       message += ": " + gone_advice(lock.key());
     }
+  } else if (!queued_ahead) {
+    message += busy_shared_holders(ctx, lock);
   }
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
   ctx.out.bytes_field("key", lock.key());
@@ -225,7 +228,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     ctx.out.field("queued_ahead", true);
   } else {
     ctx.out.field("held_until", result.held_until);
-    ctx.out.field("seconds_left", result.held_until - now + 1);
+    ctx.out.field("seconds_left", result.held_until - now);
   }
   if (holder) {
     ctx.out.field("holder", holder_json(*holder));

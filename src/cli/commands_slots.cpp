@@ -37,7 +37,7 @@ nlohmann::json slot_json(int slot, const lock::Status& status) {
   j["value"] = lock::slot_value(slot, status.value);
   j["expires_at"] = status.expires_at;
   if (status.state == lock::Status::State::held) {
-    j["seconds_left"] = status.expires_at - status.now_seconds + 1;
+    j["seconds_left"] = status.expires_at - status.now_seconds;
     if (status.holder) {
       j["holder"] = holder_json(*status.holder);
     }
@@ -63,7 +63,7 @@ void say_slot(Context& ctx, const lock::LeaseLock& semaphore, int slot,
     case lock::Status::State::held:
       break;
   }
-  const std::int64_t left = status.expires_at - status.now_seconds + 1;
+  const std::int64_t left = status.expires_at - status.now_seconds;
   ctx.out.line(name + "held until " + util::format_local_time(status.expires_at) + " (" +
                std::to_string(left) + "s left), value " + lock::slot_value(slot, status.value) +
                fence_text);
@@ -157,7 +157,7 @@ void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& ar
   } else {
     const lock::Status& first = status_of(held.front());
     ctx.out.field("held_until", first.expires_at);
-    ctx.out.field("seconds_left", first.expires_at - first.now_seconds + 1);
+    ctx.out.field("seconds_left", first.expires_at - first.now_seconds);
   }
 }
 

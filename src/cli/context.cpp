@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "store/default_store.hpp"
+#include "store/file/access_advice.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
@@ -130,6 +131,19 @@ store::Store& Context::store() {
   const auto [url, options] = prepare(urls.empty() ? std::string() : urls.front());
   m_store = store::make_store(url, options);
   return *m_store;
+}
+
+util::Error Context::with_advice(const util::Error& error) const {
+  const auto urls = url_list();
+  if (urls.size() > 1) {
+    return error;
+  }
+  try {
+    return store::with_access_advice(
+        urls.empty() ? store::default_store_url() : store::parse_url(urls.front()), error);
+  } catch (const Error&) {
+    return error;  // no URL to advise about: the error says what it says
+  }
 }
 
 std::vector<lock::QuorumServer> Context::quorum_servers() {

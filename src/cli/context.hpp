@@ -11,6 +11,7 @@
 #include "lock/quorum/quorum.hpp"
 #include "store/make_store.hpp"
 #include "store/store.hpp"
+#include "util/error.hpp"
 
 namespace nxlock::cli {
 
@@ -70,6 +71,10 @@ class Context {
   // knows (URL, file and environment passwords) and every password-like
   // pattern replaced by "***".
   std::string redact(std::string_view text) const;
+
+  // `error` with the backend's advice for it: the embedded store's refusal
+  // names the store and what to do, not the file that refused (access_advice.hpp).
+  util::Error with_advice(const util::Error& error) const;
 
   // Parses one URL (empty: the default store) and gathers its connect options.
   std::pair<store::Url, store::ConnectOptions> prepare(const std::string& url_text);

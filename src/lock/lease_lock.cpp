@@ -211,7 +211,8 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   const bool waiting = !policy.wait_for || *policy.wait_for > Micros(0);
   std::optional<QueueTicket> ticket;
   if (store::WaitersQueue* waiters = m_store.queue()) {
-    ticket.emplace(*waiters, m_key, m_queue_key);
+    ticket.emplace(*waiters, m_key, m_queue_key,
+                   m_slots > 0 ? WaiterKind::slots : WaiterKind::shared);
   }
   std::unique_ptr<store::Watcher> watcher;
 

@@ -50,6 +50,16 @@ void add_rows(LockRow&& row, std::vector<store::SharedHolder> shared, std::vecto
   }
 }
 
+// The waiters that `tickets` name, in the queue's order (arrival).
+std::vector<WaiterRow> waiter_rows(const std::vector<std::string>& tickets) {
+  std::vector<WaiterRow> rows;
+  rows.reserve(tickets.size());
+  for (const auto& ticket : tickets) {
+    rows.push_back({ticket, details_of_ticket(ticket)});
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::string prefixed_pattern(std::string_view prefix, std::string_view pattern) {
@@ -94,6 +104,7 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
         }
         row.fence = found.fence;
         row.waiters = found.waiters;
+        row.waiting = waiter_rows(found.queued);
         add_rows(std::move(row), std::move(found.shared), rows);
       }
     });
@@ -136,6 +147,9 @@ std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
     row.held_on = held.size();
     for (auto& other : held) {
       row.fence = std::max(row.fence, other.fence);
+      if (other.waiting.size() > row.waiting.size()) {
+        row.waiting = std::move(other.waiting);  // as the most waiters
+      }
       row.waiters = std::max(row.waiters, other.waiters);
       row.shared_holders = std::max(row.shared_holders, other.shared_holders);
       if (!row.holder && other.holder) {

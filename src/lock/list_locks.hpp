@@ -8,10 +8,18 @@
 #include <vector>
 
 #include "lock/holder.hpp"
+#include "lock/queue_ticket.hpp"
 #include "lock/quorum/quorum.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::lock {
+
+// One live waiter of a lock, as its ticket tells of it (details_of_ticket):
+// no details for a waiter of an older nxlock.
+struct WaiterRow {
+  std::string ticket;
+  std::optional<WaiterDetails> details;
+};
 
 // One lock as a listing found it.
 struct LockRow {
@@ -23,6 +31,9 @@ struct LockRow {
   std::optional<Holder> holder;         // the holder record, when it describes `value`
   std::optional<std::int64_t> fence;    // the latest token issued for the lock
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
+  // Those waiters, in the order they came (list --waiters): for a slot,
+  // its semaphore's, as they wait for any of its slots.
+  std::vector<WaiterRow> waiting;
   // Live --shared holders of the lock (0: exclusive). Each has its own row:
   // `value` its lease's ("EXPIRY:ID"), `expires_at` its lease's expiry, `fence`
   // its token and `holder` its details (when it recorded them).

@@ -63,11 +63,15 @@ std::string default_store_hint() {
 }
 
 Url default_store_url() {
+  const DefaultStore found = find_default_store();
   Url url;
   url.scheme = Url::Scheme::file;
-  url.path = default_store_path();
+  url.path = found.path;
   url.redacted = util::escape(url.path);
-  url.is_default_store = true;
+  url.no_url = true;
+  // NXLOCK_STORE names a path as file:// does: made as the umask says, so that
+  // a group may share it (man page, "URLS").
+  url.is_default_store = found.origin != "NXLOCK_STORE";
   if (url.path.empty() || url.path[0] != '/') {
     throw util::Error(util::ErrorKind::usage, "store '" + util::escape(url.path) + "'",
                       "NXLOCK_STORE must be absolute");

@@ -17,6 +17,10 @@ Check Check::fail(std::string name, std::string detail, std::string advice) {
   return {std::move(name), Verdict::fail, std::move(detail), std::move(advice), std::nullopt};
 }
 
+Check Check::skip(std::string name, std::string why) {
+  return {std::move(name), Verdict::skip, std::move(why), {}, std::nullopt};
+}
+
 Check Check::stopping(util::ErrorKind kind, std::string name, std::string detail,
                       std::string advice) {
   return {std::move(name), Verdict::fail, std::move(detail), std::move(advice), kind};
@@ -39,6 +43,8 @@ std::string_view verdict_name(Check::Verdict verdict) {
       return "ok";
     case Check::Verdict::warn:
       return "warn";
+    case Check::Verdict::skip:
+      return "skip";
     case Check::Verdict::fail:
       break;
   }

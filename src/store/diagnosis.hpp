@@ -13,7 +13,8 @@
 namespace nxlock::store {
 
 struct Check {
-  enum class Verdict { ok, warn, fail };
+  // skip: the check could not be made (`detail` says why); it neither passes nor fails.
+  enum class Verdict { ok, warn, fail, skip };
 
   std::string name;  // what was checked: "server version", "free space"
   Verdict verdict = Verdict::ok;
@@ -26,6 +27,7 @@ struct Check {
   static Check ok(std::string name, std::string detail);
   static Check warn(std::string name, std::string detail, std::string advice);
   static Check fail(std::string name, std::string detail, std::string advice);
+  static Check skip(std::string name, std::string why);
   // A fail that stops the diagnosis: nothing further can be checked.
   static Check stopping(util::ErrorKind kind, std::string name, std::string detail,
                         std::string advice);
@@ -41,7 +43,7 @@ struct Diagnosis {
   const Check* stopped() const;
 };
 
-// "ok", "warn", "fail".
+// "ok", "warn", "fail", "skip".
 std::string_view verdict_name(Check::Verdict verdict);
 
 // Checks the backend `url` names, reading only: nothing is written to it and

@@ -116,6 +116,13 @@ std::string queue_key(std::string_view key) {
   return companion_key(key, "queue");
 }
 
+std::string waiters_queue_of(std::string_view key) {
+  if (const auto slot = slot_of(key)) {
+    return queue_key(slot->key);
+  }
+  return queue_key(key);
+}
+
 std::string slot_key(std::string_view key, int slot) {
   return companion_key(key, std::string(k_slot_prefix) + std::to_string(slot));
 }

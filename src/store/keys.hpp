@@ -62,6 +62,10 @@ struct SlotOf {
 };
 std::optional<SlotOf> slot_of(std::string_view name);
 
+// The waiters' queue that the waiters for lock `key` stand in: queue_key(key),
+// or for a slot (slot_key()) its semaphore's, shared by all its slots.
+std::string waiters_queue_of(std::string_view key);
+
 // Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared",
 // "slot<digits>") of some key, or of a companion: a lock must not be named so,
 // or taking it would write another lock's counter, details, queue or slot.

@@ -21,6 +21,9 @@ struct ListedLock {
   std::optional<std::string> holder;    // the text of its holder record (store::holder_key)
   std::optional<std::int64_t> fence;    // the latest token issued for it
   std::optional<std::int64_t> waiters;  // live waiters queued; nullopt: the backend keeps none
+  // Their tickets, in arrival order (lock/queue_ticket.hpp: what each tells of
+  // its waiter); a slot's are its semaphore's, whose waiters wait for any slot.
+  std::vector<std::string> queued;
   std::vector<SharedHolder> shared;     // live --shared leases (store::shared_key); none: exclusive
   // The embedded store: a live run-locked owns it, so it is held whatever its
   // timestamp says (man page, URLS AND BACKENDS).

@@ -26,7 +26,7 @@ std::unique_ptr<Store> make_backend(const Url& url, const ConnectOptions& option
   FileStore::Options file_options;
   file_options.durable = url.durable;
   file_options.require_owner = url.is_default_store;
-  if (url.is_default_store) {
+  if (url.no_url) {
     file_options.create_hint = default_store_hint();  // a cron job's HOME may not exist
   }
   file_options.record_owner = options.renews_while_alive;

@@ -30,7 +30,10 @@ struct Url {
                                   // etcd: the cluster's members
   std::string master;             // redis_sentinel: the master's name
   bool durable = false;           // file: ?sync=1 fsyncs every write
-  bool is_default_store = false;  // file: no URL given, the per-user default
+  bool no_url = false;            // file: no URL given (NXLOCK_STORE, or the default)
+  // file: no URL and no NXLOCK_STORE: the per-user default, private to its user.
+  // A path named explicitly (file://, NXLOCK_STORE) honours the umask instead.
+  bool is_default_store = false;
 
   // The URL as given, with any password replaced by "***": safe to print.
   std::string redacted;

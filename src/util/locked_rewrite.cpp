@@ -74,7 +74,12 @@ void write_whole(int fd, const std::string& path, const std::string& content) {
 void locked_rewrite(const std::string& dir, const std::string& name, const std::string& lock_name,
                     const Rewrite& rewrite) {
   const std::string lock_path = dir + "/" + lock_name;
-  const UniqueFd lock = open_or_fail(lock_path, O_RDWR | O_CREAT, 0644);
+  // The lock file is ours, not the user's: a directory that is missing or
+  // refuses us is told as the directory's failure.
+  const UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!lock) {
+    fail(dir, errno);
+  }
   while (::flock(lock.get(), LOCK_EX) != 0) {
     if (errno != EINTR) {
       fail(lock_path, errno);

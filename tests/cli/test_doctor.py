@@ -12,7 +12,7 @@ import test_tls
 from harness import NxlockTestCase
 from sentinel_harness import Deployment
 
-LINE = re.compile(r"^(ok  |warn|FAIL) (\S.*)$")
+LINE = re.compile(r"^(ok  |warn|FAIL|skip) (\S.*)$")
 
 
 def closed_ports(count):
@@ -53,7 +53,7 @@ class DoctorCase(NxlockTestCase):
 
 
 KNOWN = ["reachable", "TLS", "auth", "server version", "maxmemory-policy", "persistence",
-         "replication", "cluster", "clock", "round trip", "INFO", "path", "owner", "mode",
+         "replication", "failover", "cluster", "clock", "round trip", "INFO", "path", "owner", "mode",
          "free space", "file system", "records"]
 
 
@@ -195,6 +195,30 @@ class DoctorSentinel(DoctorCase):
         self.assertIn("1 replica online", checks["replication"][1])
         self.assertEqual(checks["auth"][0], "ok", out)
 
+    def test_a_failover_that_can_split_a_lock_is_a_warning_with_the_two_ways_out(self):
+        # No --replicas, and a master that takes writes no replica has: a
+        # failover can promote a replica that never saw the lock.
+        master = self.deployment.master
+        master.cli("CONFIG", "SET", "min-replicas-to-write", "0")
+        checks, out = self.doctor("-u", self.deployment.url(), status=0)
+        verdict, text = checks["failover"]
+        self.assertEqual(verdict, "warn", out)
+        self.assertIn("can split a lock in two", text)
+        self.assertIn("--replicas 1", text)
+        self.assertIn("min-replicas-to-write 1", text)
+        # Either way out is ok.
+        checks, out = self.doctor("-u", self.deployment.url(), "--replicas", "1", status=0)
+        self.assertEqual(checks["failover"][0], "ok", out)
+        master.cli("CONFIG", "SET", "min-replicas-to-write", "1")
+        self.addCleanup(master.cli, "CONFIG", "SET", "min-replicas-to-write", "0")
+        checks, out = self.doctor("-u", self.deployment.url(), status=0)
+        self.assertEqual(checks["failover"][0], "ok", out)
+        self.assertIn("min-replicas-to-write", checks["failover"][1])
+        # A server named directly has no Sentinel to fail it over.
+        master.cli("CONFIG", "SET", "min-replicas-to-write", "0")
+        checks, out = self.doctor("-u", "redis://127.0.0.1:%d" % master.port, status=0)
+        self.assertNotIn("failover", checks)
+
     def test_an_unknown_master_or_no_sentinel(self):
         url = self.deployment.url().replace("/mymaster", "/nosuchmaster")
         r = self.nx("-u", url, "doctor")
@@ -265,13 +289,41 @@ class DoctorStore(DoctorCase):
         self.assertIn("chmod o-w", checks["mode"][1])
 
     def test_the_default_store_owned_by_another_user_is_77(self):
-        if os.geteuid() != 0:
-            self.skipTest("needs root to chown")
-        os.mkdir(self.store_path, 0o700)
-        os.chown(self.store_path, 65534, 65534)
-        r = self.nx("doctor")
+        # The per-user default (no NXLOCK_STORE), as nobody: its HOME's store is root's.
+        home = os.path.join(self.tmp, "home")
+        store = os.path.join(home, ".local", "state", "nxlock")
+        os.makedirs(store, 0o755)
+        os.chmod(store, 0o755)
+        env = {k: v for k, v in self.env.items() if k not in ("NXLOCK_STORE", "XDG_STATE_HOME")}
+        env["HOME"] = home
+        r = self.nx_as_nobody("doctor", env=env)
         self.assertEqual(r.returncode, 77, r.stdout.decode() + r.stderr.decode())
-        self.assertRegex(r.stdout.decode(), r"(?m)^FAIL owner ")
+        self.assertRegex(r.stdout.decode(), r"(?m)^FAIL owner root:root, not nobody")
+
+    def test_what_a_user_who_cannot_use_the_store_cannot_check_is_skipped(self):
+        # Root's store of 4 records, private (umask 077), checked by nobody.
+        old = os.umask(0o077)
+        try:
+            for key in ("a", "b", "c", "d"):
+                self.assertEqual(self.nx("lock", "-t", "300", key).returncode, 0)
+        finally:
+            os.umask(old)
+        for args in ((), ("-u", "file://" + self.store_path)):
+            with self.subTest(args=args):
+                r = self.nx_as_nobody(*args, "doctor")
+                out = r.stdout.decode()
+                self.assertEqual(r.returncode, 77, out + r.stderr.decode())
+                lines = {LINE.match(l).group(2).split(" ")[0]: l for l in out.splitlines()}
+                self.assertRegex(lines["path"], r"^FAIL path .*not readable and writable by nobody")
+                # Not "ok owner root:root (shared with nobody)": it is not shared with nobody.
+                self.assertRegex(lines["owner"], r"^skip owner root:root")
+                self.assertNotIn("shared with", lines["owner"])
+                # Not "ok records 0 in the store": they could not be counted.
+                self.assertRegex(lines["records"], r"^skip records .*Permission denied")
+                self.assertEqual(lines["mode"], "ok   mode 0700")
+                r = self.nx_as_nobody(*args, "--json", "doctor")
+                statuses = {c["name"]: c["status"] for c in json.loads(r.stdout)["checks"]}
+                self.assertEqual((statuses["owner"], statuses["records"]), ("skip", "skip"))
 
     def test_a_foreign_directory_fails(self):
         os.mkdir(self.store_path)

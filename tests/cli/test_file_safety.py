@@ -294,5 +294,76 @@ class TestMissingStore(FileSafetyCase):
         self.assertNotIn(b"default store", r.stderr)
 
 
+class TestStoreAccess(FileSafetyCase):
+    """Who may use a store: an explicit path is made as the umask says, the per-user
+    default is private, and a user it refuses is told so in one line about the store."""
+
+    def make_store(self, umask):
+        old = os.umask(umask)
+        try:
+            for key in ("a", "b", "c"):
+                r = self.nx("-u", "file://" + self.store_path, "lock", "-t", "300", key)
+                self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            os.umask(old)
+
+    @unittest.skipUnless(os.geteuid() == 0, "runs nxlock as nobody through setpriv")
+    def test_a_user_the_store_refuses_is_told_about_the_store_not_its_files(self):
+        # Under umask 022 nobody may read root's store but not write it (data/XY,
+        # fence, .tmp files refused); under 077 not even open it.
+        for umask in (0o022, 0o077):
+            shutil.rmtree(self.store_path, ignore_errors=True)
+            self.make_store(umask)
+            for args in (("lock", "a"), ("lock", "other"), ("setnx", "k", "v"),
+                         ("unlock", "--force", "a"), ("run-locked", "b", "true"),
+                         ("-u", "file://" + self.store_path, "lock", "new")):
+                with self.subTest(umask=oct(umask), args=args):
+                    r = self.nx_as_nobody(*args)
+                    self.assertOneLineError(
+                        r, 77, "nxlock: store %s: permission denied to nobody; " % self.store_path,
+                        "run as its owner (root), or share it with a group (chgrp -R GROUP ",
+                        "nxlock doctor")
+                    for internal in (b"/data", b"/fence", b".tmp", b"nxlock-store"):
+                        self.assertNotIn(internal, r.stderr)
+
+    def test_a_store_named_by_nxlock_store_honours_the_umask_and_the_setgid_group(self):
+        # As file:// does: a group can share it.
+        for how in ("NXLOCK_STORE", "file://"):
+            with self.subTest(how=how):
+                parent = os.path.join(self.tmp, how.strip(":/").lower())
+                os.mkdir(parent)
+                os.chmod(parent, 0o2775)
+                os.chown(parent, -1, 65534)
+                store = os.path.join(parent, "store")
+                old = os.umask(0o022)
+                try:
+                    if how == "NXLOCK_STORE":
+                        r = self.nx("setnx", "k", "v", env=dict(self.env, NXLOCK_STORE=store))
+                    else:
+                        r = self.nx("-u", "file://" + store, "setnx", "k", "v")
+                finally:
+                    os.umask(old)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                st = os.stat(store)
+                self.assertEqual(stat.S_IMODE(st.st_mode), 0o2755)
+                self.assertEqual(st.st_gid, 65534)
+
+    @unittest.skipUnless(os.geteuid() == 0, "runs nxlock as nobody through setpriv")
+    def test_the_per_user_default_store_stays_private(self):
+        home = os.path.join(self.tmp, "home")
+        os.mkdir(home)
+        os.chown(home, 65534, 65534)
+        env = {k: v for k, v in self.env.items() if k not in ("NXLOCK_STORE", "XDG_STATE_HOME")}
+        env["HOME"] = home
+        old = os.umask(0o022)
+        try:
+            r = self.nx_as_nobody("setnx", "k", "v", env=env)
+        finally:
+            os.umask(old)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        store = os.path.join(home, ".local", "state", "nxlock")
+        self.assertEqual(stat.S_IMODE(os.stat(store).st_mode), 0o700)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,6 +1,7 @@
 """nxlock list [PATTERN]: the locks held now, on the embedded store, Redis and a Redis Cluster."""
 import json
 import os
+import socket
 import subprocess
 import time
 import unittest
@@ -242,6 +243,73 @@ class TestList(ListCase):
                 self.assertTrue(wait_for(lambda: self.listed(url)[0]["waiters"] == 1, 20))
                 waiter.kill()
                 waiter.wait()
+
+    def test_waiters_lists_each_waiter(self):
+        # Who waits: pid, host, since when and kind, in the order they came;
+        # a waiter of an older nxlock (its ticket "q" + 16 hex digits) is listed
+        # as one that tells nothing more.
+        host = socket.gethostname()
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                self.lock(url, "busy")
+                self.assertEqual(self.nx(*url, "lock", "--slots", "1", "sem").returncode, 0)
+                started = int(time.time())
+                waiters = []
+                for args, key, count in ((("-w", "60"), "busy", 1),
+                                         (("--shared", "-w", "60"), "busy", 2),
+                                         (("--slots", "1", "-w", "60"), "sem", 1)):
+                    w = self.popen(*url, "lock", *args, key,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    self.addCleanup(lambda w=w: w.poll() is None and (w.kill(), w.wait()))
+                    waiters.append(w)
+                    queue = side_key(key, "queue")
+                    self.assertTrue(wait_for(lambda: self.queued(backend, queue) == count, 20))
+                self.plant_old_waiter(backend, side_key("busy", "queue"))
+                rows = {row["key"]: row for row in self.listed(url, "--waiters")}
+                self.assertEqual(rows["busy"]["waiters"], 3, rows)
+                listed = rows["busy"]["waiting"]
+                self.assertEqual([(w["pid"], w["host"], w["kind"]) for w in listed],
+                                 [(waiters[0].pid, host, "exclusive"),
+                                  (waiters[1].pid, host, "shared"), (None, None, None)])
+                for w in listed[:2]:
+                    self.assertTrue(started - 1 <= w["since"] <= time.time() + 1, w)
+                self.assertEqual([(w["pid"], w["kind"]) for w in rows["sem"]["waiting"]],
+                                 [(waiters[2].pid, "slots")])
+                # Without --waiters, the count alone, as before.
+                self.assertNotIn("waiting", self.listed(url)[0])
+                text = self.nx(*url, "list", "--waiters").stdout.decode()
+                lines = text.splitlines()
+                busy = next(i for i, l in enumerate(lines) if l.startswith("busy "))
+                self.assertRegex(lines[busy + 1], r"^  waiter 1: pid %d on %s, exclusive, waiting "
+                                 r"since .* \(\d+s\)$" % (waiters[0].pid, host))
+                self.assertRegex(lines[busy + 2], r"^  waiter 2: pid %d on %s, shared, "
+                                 % (waiters[1].pid, host))
+                self.assertRegex(lines[busy + 3], r"^  waiter 3: a waiter of an older nxlock")
+                sem = next(i for i, l in enumerate(lines) if l.startswith("sem "))
+                self.assertRegex(lines[sem + 1], r"^  waiter 1: pid %d on %s, slots, "
+                                 % (waiters[2].pid, host))
+                for w in waiters:
+                    w.kill()
+                    w.wait()
+
+    def plant_old_waiter(self, backend, queue):
+        """Puts a waiter of an older nxlock in line, as its steps wrote it: a ticket of
+        "q" and 16 hex digits, with the arrival and the live lease of the last waiter."""
+        old = "q0123456789abcdef"
+        if backend.name == "file":
+            text = self.nx("get", queue).stdout.decode()[:-1]  # get adds a newline
+            line = text.splitlines()[-1].split(" ")  # ticket arrival lease boot
+            line[2] = str(int(line[2]) + 60_000_000)  # a lease that outlasts the test
+            text += " ".join([old] + line[1:]) + "\n"
+            self.assertEqual(self.nx("getset", queue, text).returncode, 0)
+            return
+        db = "1" if backend.name == "redis" else "2"
+        leases = side_key(queue, "lease")
+        seconds, micros = (int(x) for x in self.redis.cli("TIME").split())
+        now = seconds * 1_000_000 + micros
+        self.redis.cli("-n", db, "ZADD", queue, str(now), old)
+        self.redis.cli("-n", db, "ZADD", leases, str(now + 60_000_000), old)
 
     def test_a_live_run_locked_keeps_its_lock_held_whatever_the_clock(self):
         # The embedded store: a live owner keeps its lock held past a timestamp

@@ -3,10 +3,12 @@ message stays on one line whatever bytes a key, value or path holds."""
 import json
 import os
 import re
+import socket
 import subprocess
+import threading
 import unittest
 
-from harness import BIN, NxlockTestCase, side_key, wait_for
+from harness import BIN, NxlockTestCase, RedisServer, side_key, wait_for
 
 # A trace line of a store step: "nxlock: SETNX key value → 1".
 STEP = re.compile(r"^nxlock: (TIME|SETNX|GET|GETSET|SET|DEL|DEL-IF-EQUAL|SET-IF-EQUAL)( |$)")
@@ -227,6 +229,164 @@ class BusyMessages(NxlockTestCase):
                     self.nx(*url, "--json", "status", "alive").stdout)["holder"])
                 live.kill()
                 live.wait()
+
+    def test_a_lock_held_shared_names_its_holders(self):
+        # A shared lock has no holder record of its own: its holders' are named.
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                for _ in range(2):
+                    self.assertEqual(self.nx(*url, "lock", "--shared", "-t", "60", "sh").returncode, 0)
+                for args in (("lock", "-n", "sh"), ("run-locked", "-n", "sh", "true"),
+                             ("lock", "-w", "0.2", "sh")):
+                    r = self.nx(*url, *args)
+                    self.assertOneLineError(r, 75, "busy, held until ",
+                                            " by 2 shared holders: pid %d on " % os.getpid())
+                out = json.loads(self.nx(*url, "--json", "lock", "-n", "sh").stdout)
+                self.assertEqual([h["holder"]["pid"] for h in out["shared"]], [os.getpid()] * 2)
+
+    def test_an_interrupted_wait_names_its_key(self):
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                self.assertEqual(self.nx(*url, "lock", "-t", "60", "waited").returncode, 0)
+                for command in (("lock",), ("run-locked",)):
+                    args = [*url, "--json", *command, "-w", "30", "waited"]
+                    if command == ("run-locked",):
+                        args.append("true")
+                    waiter = self.popen(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    self.addCleanup(lambda: waiter.poll() is None and (waiter.kill(), waiter.wait()))
+                    queue = side_key("waited", "queue")
+                    self.assertTrue(wait_for(lambda: self.queued(backend, queue) == 1, 20))
+                    waiter.terminate()
+                    out, _ = waiter.communicate(timeout=30)
+                    self.assertEqual(waiter.returncode, 143)
+                    got = json.loads(out)
+                    self.assertEqual((got["key"], got["interrupted_by"], got["acquired"]),
+                                     ("waited", "SIGTERM", False), got)
+
+    def test_seconds_left_is_what_surely_remains_not_two_more_than_the_ttl(self):
+        # A lock's value is now + ttl + 1, held through that second: -t 60 leaves
+        # between 61 and 62 seconds, of which 61 are sure. Never "62s left".
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                url = ["-u", backend.url]
+                for take, look in ((("-t", "60"), ()), (("--slots", "1", "-t", "60"), ("--slots", "1")),
+                                   (("--shared", "-t", "60"), ())):
+                    key = take[0].strip("-")
+                    self.assertEqual(self.nx(*url, "lock", *take, key).returncode, 0)
+                    status = json.loads(self.nx(*url, "--json", "status", *look, key).stdout)
+                    for seen in status.get("slots", [status]):
+                        if seen.get("state") == "held":
+                            self.assertEqual(seen["seconds_left"],
+                                             seen["expires_at"] - status["now"], status)
+                            self.assertIn(seen["seconds_left"], (60, 61), status)
+                    text = self.nx(*url, "status", *look, key).stdout.decode()
+                    self.assertRegex(text, r"\((60|61)s left\)")
+                    self.assertNotIn("62s", text)
+                    busy = json.loads(self.nx(*url, "--json", "lock", "-n", *look, key).stdout)
+                    self.assertEqual(busy["exit_status"], 75, busy)
+                    if "seconds_left" in busy:
+                        self.assertIn(busy["seconds_left"], (60, 61), busy)
+                listed = json.loads(self.nx(*url, "--json", "list").stdout)
+                self.assertTrue(listed["locks"])
+                for row in listed["locks"]:
+                    self.assertEqual(row["seconds_left"], row["expires_at"] - listed["now"], row)
+                    self.assertIn(row["seconds_left"], (60, 61), row)
+                table = self.nx(*url, "list").stdout.decode()
+                self.assertNotIn("in 62s", table)
+                self.assertRegex(table, r"(?m)^t .* in (60|61)s ")
+
+
+class HttpServer:
+    """A server that answers every connection as an HTTP server answers a request it
+    cannot parse, on a free loopback port and on a unix socket; stopped by close()."""
+
+    ANSWER = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n"
+              b"Connection: close\r\n\r\nBad Request")
+
+    def __init__(self, directory):
+        self.tcp = socket.socket()
+        self.tcp.bind(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.unix_path = os.path.join(directory, "http.sock")
+        self.unix = socket.socket(socket.AF_UNIX)
+        self.unix.bind(self.unix_path)
+        self.stopped = False
+        self.threads = []
+        for listener in (self.tcp, self.unix):
+            listener.listen(16)
+            listener.settimeout(0.2)
+            thread = threading.Thread(target=self.serve, args=(listener,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def serve(self, listener):
+        while not self.stopped:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(self.ANSWER)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stopped = True
+        for thread in self.threads:
+            thread.join()
+        self.tcp.close()
+        self.unix.close()
+
+
+class WhatTheServerSays(NxlockTestCase):
+    """A Redis that wants a password, and a port where something else listens:
+    one line saying so, from the lock commands and from doctor."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.locked = RedisServer(password="s3cret")
+        cls.addClassCleanup(cls.locked.stop)
+
+    COMMANDS = (("lock", "k"), ("status", "k"), ("get", "k"), ("setnx", "k", "v"), ("list",),
+                ("unlock", "--force", "k"), ("run-locked", "k", "true"), ("lock", "--shared", "k"),
+                ("lock", "--slots", "2", "k"))
+
+    def test_a_server_that_wants_a_password_none_was_given(self):
+        for url in ("redis://127.0.0.1:%d" % self.locked.port, self.locked.unix_url):
+            for args in self.COMMANDS:
+                with self.subTest(url=url, args=args):
+                    r = self.nx("-u", url, *args)
+                    self.assertOneLineError(
+                        r, 77, "authentication required; give --password-file FILE or "
+                        "NXLOCK_PASSWORD")
+                    self.assertNotIn(b"INFO", r.stderr)
+            r = self.nx("-u", url, "doctor")
+            self.assertEqual(r.returncode, 77, r.stdout + r.stderr)
+            self.assertRegex(r.stdout.decode(), r"(?m)^FAIL auth the server requires a password, "
+                             r"and none was given \u2014 .*--password-file FILE or NXLOCK_PASSWORD$")
+        # A wrong one is still told as a failure, not a missing password.
+        r = self.nx("-u", "redis://:wrong@127.0.0.1:%d" % self.locked.port, "lock", "k")
+        self.assertOneLineError(r, 77, "authentication failed")
+
+    def test_an_http_server_on_the_port_is_not_redis(self):
+        http = HttpServer(self.tmp)
+        self.addCleanup(http.close)
+        said = "not a Redis server (it answered `HTTP/1.1 400 Bad Request`)"
+        for url in ("redis://127.0.0.1:%d" % http.port, "unix://" + http.unix_path):
+            for args in self.COMMANDS:
+                with self.subTest(url=url, args=args):
+                    self.assertOneLineError(self.nx("-u", url, *args), 69, said)
+            r = self.nx("-u", url, "doctor")
+            out = r.stdout.decode()
+            self.assertEqual(r.returncode, 69, out + r.stderr.decode())
+            self.assertRegex(out, r"(?m)^FAIL protocol %s \u2014 .*host and port$" % re.escape(said))
+            self.assertNotIn("database", out)
+            self.assertOneLineError(r, 69, said)
 
 
 if __name__ == "__main__":

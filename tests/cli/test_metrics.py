@@ -265,7 +265,8 @@ class Metrics(NxlockTestCase):
                                  'touch "$0"; exit 5', marker)
                 self.assertTrue(os.path.exists(marker))
                 os.unlink(marker)
-                self.assertOneLineError(result, 5, "metrics", where)
+                self.assertOneLineError(result, 5, "metrics not written: %s: " % where)
+                self.assertNotIn(b".nxlock_metrics.lock", result.stderr)  # ours, not the user's
 
     def test_keys_that_need_escaping(self):
         key = 'a"b\nc/d\\e f'

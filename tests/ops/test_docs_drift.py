@@ -1,6 +1,7 @@
 # Keeps the man page and the completions in step with the binary: every command that
 # `nxlock --help` reports, and every option of the option table the binary is built from
 # (`nxlock --dump-options`, src/cli/option_table.cpp), must be documented and completed.
+import os
 import re
 import unittest
 
@@ -147,6 +148,13 @@ class DocsDriftTest(unittest.TestCase):
                 self.assertRegex(section, rf"(?m)^\.B {status}$")
         for child_status in ("126", "127", "128+N"):
             self.assertTrue(names(section, child_status), child_status)
+
+    def test_readme_has_every_exit_status_the_man_page_has(self):
+        # The README's table is a newcomer's; it must not miss one (124 once was).
+        man = set(re.findall(r"(?m)^\.B (\d+)$", self.sections["EXIT STATUS"]))
+        readme = set(re.findall(r"(?m)^\| (\d+) \|", read(os.path.join(support.ROOT, "README.md"))))
+        self.assertIn("124", man)
+        self.assertEqual(sorted(man - readme, key=int), [])
 
     def test_man_page_has_no_groff_warnings(self):
         result = support.run(["groff", "-man", "-ww", "-z", support.MAN_PAGE])

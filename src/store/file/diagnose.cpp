@@ -105,7 +105,7 @@ Check marker_check(const std::string& path, const std::string& shown) {
                      "a newer nxlock made it, or it is damaged: use that nxlock, or another path");
 }
 
-Check owner_check(const struct stat& status, const Url& url) {
+Check owner_check(const struct stat& status, const Url& url, bool usable) {
   const std::string owner = user_name(status.st_uid) + ":" + group_name(status.st_gid);
   if (status.st_uid == geteuid()) {
     return Check::ok("owner", owner);
@@ -116,6 +116,11 @@ Check owner_check(const struct stat& status, const Url& url) {
                     "the default store must be your own: remove it, or set NXLOCK_STORE");
     refused.stop = util::ErrorKind::permission;
     return refused;
+  }
+  if (!usable) {
+    // Not shared with this user after all: the path check said why.
+    return Check::skip("owner", owner + ": whether " + user_name(geteuid()) +
+                                    " may share it was not checked, as it cannot use the store");
   }
   return Check::ok("owner", owner + " (shared with " + user_name(geteuid()) + ")");
 }
@@ -179,14 +184,29 @@ Check records_check(const std::string& path) {
   std::size_t records = 0;
   std::size_t leftovers = 0;
   const std::string data = path + "/data";
-  if (DIR* stripes = opendir(data.c_str())) {
+  // A directory that cannot be read makes the count unknown, not zero.
+  const auto unreadable = [](const std::string& directory) {
+    return Check::skip("records", "not counted: " + util::escape(directory) + ": " +
+                                      std::strerror(errno));
+  };
+  DIR* stripes = opendir(data.c_str());
+  if (stripes == nullptr && errno != ENOENT) {
+    return unreadable(data);
+  }
+  if (stripes != nullptr) {
     while (const dirent* stripe = readdir(stripes)) {
       if (stripe->d_name[0] == '.') {
         continue;
       }
-      DIR* files = opendir((data + "/" + stripe->d_name).c_str());
+      const std::string stripe_path = data + "/" + stripe->d_name;
+      DIR* files = opendir(stripe_path.c_str());
       if (files == nullptr) {
-        continue;
+        if (errno == ENOENT) {
+          continue;  // emptied and removed meanwhile
+        }
+        Check skipped = unreadable(stripe_path);
+        closedir(stripes);
+        return skipped;
       }
       while (const dirent* file = readdir(files)) {
         const std::string_view name = file->d_name;
@@ -299,7 +319,8 @@ Diagnosis diagnose_file(const Url& url) {
                                  "give a directory's path (or one that does not exist yet)"));
     return diagnosis;
   } else {
-    if (access(path.c_str(), R_OK | W_OK | X_OK) != 0) {
+    const bool usable = access(path.c_str(), R_OK | W_OK | X_OK) == 0;
+    if (!usable) {
       Check refused =
           Check::fail("path", shown + ": not readable and writable by " + user_name(geteuid()),
                       "run as its owner, or give this user access (chgrp, chmod g+rwx)");
@@ -308,7 +329,7 @@ Diagnosis diagnose_file(const Url& url) {
     } else {
       checks.push_back(marker_check(path, shown));
     }
-    checks.push_back(owner_check(status, url));
+    checks.push_back(owner_check(status, url, usable));
     checks.push_back(mode_check(status, url, shown));
   }
   checks.push_back(space_check(measured));

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "store/file/bucket.hpp"
 #include "store/file/record.hpp"
@@ -91,8 +92,9 @@ class FileStore final : public Store,
   // LockListing (listing.cpp): every bucket read once, without a lock (each
   // is replaced whole by rename, so a read sees an old or a new bucket).
   void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
-  // How many waiters of a queue entry's text still hold a lease (waiters_queue.cpp).
-  static std::int64_t live_waiters(const std::string& queue_text);
+  // The tickets of a queue entry's waiters that still hold a lease, in arrival
+  // order (waiters_queue.cpp).
+  static std::vector<std::string> live_tickets(const std::string& queue_text);
 
   // A plain write of the details nxlock keeps beside a lock this process holds
   // (run-locked's holder record names the lock's value): tagged with the

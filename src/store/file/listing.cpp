@@ -64,8 +64,11 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
       lock.holder = holder->second.value;
     }
     lock.owner_alive = owner::keeps_held(entry);
-    const auto queue = entries.find(store::queue_key(key));
-    lock.waiters = queue == entries.end() ? 0 : live_waiters(queue->second.value);
+    const auto queue = entries.find(store::waiters_queue_of(key));
+    if (queue != entries.end()) {
+      lock.queued = live_tickets(queue->second.value);
+    }
+    lock.waiters = static_cast<std::int64_t>(lock.queued.size());
     if (const auto leases = entries.find(store::shared_key(key)); leases != entries.end()) {
       LeaseBook book(leases->second.value);
       book.prune(now_seconds);

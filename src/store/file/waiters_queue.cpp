@@ -89,12 +89,14 @@ std::string encode_queue(const std::vector<QueuedWaiter>& waiters) {
   return text;
 }
 
-// A ticket as a file name: what make_ticket() makes, and nothing that could
-// name another path.
+// A ticket as a file name: what make_ticket() makes (lock/queue_ticket.hpp),
+// and nothing that could name another path ("q" first: never "." or "..").
 bool ticket_name_ok(std::string_view ticket) {
-  return !ticket.empty() && ticket.size() < 64 &&
-         std::all_of(ticket.begin(), ticket.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'); });
+  return !ticket.empty() && ticket.size() < 64 && ticket.front() == 'q' &&
+         std::all_of(ticket.begin(), ticket.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  c == '.' || c == '_' || c == '-';
+         });
 }
 
 const std::string* value_of(const Entry* entry) {
@@ -103,11 +105,15 @@ const std::string* value_of(const Entry* entry) {
 
 }  // namespace
 
-std::int64_t FileStore::live_waiters(const std::string& queue_text) {
+std::vector<std::string> FileStore::live_tickets(const std::string& queue_text) {
   const std::int64_t now = queue_now();
-  const auto waiters = parse_queue(&queue_text);
-  return std::count_if(waiters.begin(), waiters.end(),
-                       [now](const QueuedWaiter& w) { return w.lease_until >= now; });
+  std::vector<std::string> live;
+  for (auto& waiter : parse_queue(&queue_text)) {
+    if (waiter.lease_until >= now) {
+      live.push_back(std::move(waiter.ticket));
+    }
+  }
+  return live;
 }
 
 util::UniqueFd FileStore::make_fifo(const std::string& ticket) {

@@ -25,6 +25,8 @@ using util::Micros;
 constexpr std::string_view k_redacted_secret = "***";
 
 constexpr std::size_t k_read_chunk = 16 * 1024;
+// The bytes of a reply kept to quote, should they not be RESP (parsed_reply).
+constexpr std::size_t k_first_bytes_kept = 80;
 
 struct ReaderDeleter {
   void operator()(redisReader* reader) const { redisReaderFree(reader); }
@@ -66,6 +68,9 @@ struct Connection::Socket {
   // Nothing but the setup has run on it yet: just connected, it needs no
   // check for having been closed while idle (one syscall less per invocation).
   bool fresh = true;
+  // The first bytes the server sent, to quote when they are not RESP: the
+  // reader empties its buffer on a protocol error.
+  std::string first_bytes;
 };
 
 Connection::Connection(Endpoint endpoint, std::vector<std::vector<std::string>> setup)
@@ -202,6 +207,15 @@ void Connection::send_all(const std::string& bytes, const Deadline& deadline) {
 Reply Connection::parsed_reply() {
   void* raw = nullptr;
   if (redisReaderGetReply(m_socket->reader.get(), &raw) != REDIS_OK) {
+    // A reply that does not even start as RESP does: another service (an
+    // HTTP server) listens there. Its first line says which.
+    const std::string& first = m_socket->first_bytes;
+    if (!first.empty() && std::string_view("+-:$*_,#!=(%~>|").find(first[0]) == std::string::npos) {
+      fail(ErrorKind::unavailable,
+           "not a Redis server (it answered `" +
+               util::escape(std::string_view(first).substr(0, first.find_first_of("\r\n")), 60) +
+               "`)");
+    }
     fail(ErrorKind::unavailable, std::string("protocol error: ") + m_socket->reader->errstr);
   }
   return Reply(static_cast<redisReply*>(raw));
@@ -212,6 +226,10 @@ IoStatus Connection::read_more() {
   const IoResult result = m_socket->transport->read(buffer, sizeof buffer);
   switch (result.status) {
     case IoStatus::done:
+      if (m_socket->first_bytes.size() < k_first_bytes_kept) {
+        m_socket->first_bytes.append(
+            buffer, std::min(result.bytes, k_first_bytes_kept - m_socket->first_bytes.size()));
+      }
       if (redisReaderFeed(m_socket->reader.get(), buffer, result.bytes) != REDIS_OK) {
         fail(ErrorKind::internal, "out of memory");
       }

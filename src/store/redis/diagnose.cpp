@@ -121,8 +121,10 @@ class ServerDiagnosis {
   // Everything after the login, on the logged-in connection.
   void examine() {
     round_trip();
-    const auto replies = m_connection->exchange(
-        {{{"INFO"}, {}}, {{"CONFIG", "GET", "save"}, {}}, {{"CONFIG", "GET", "appendonly"}, {}}});
+    const auto replies = m_connection->exchange({{{"INFO"}, {}},
+                                                 {{"CONFIG", "GET", "save"}, {}},
+                                                 {{"CONFIG", "GET", "appendonly"}, {}},
+                                                 {{"CONFIG", "GET", "min-replicas-to-write"}, {}}});
     const std::optional<Error> refused = reply_error(*replies[0], {{"INFO"}, {}}, name());
     if (refused) {
       m_checks.push_back(Check::warn("INFO", refused->reason(),
@@ -135,6 +137,9 @@ class ServerDiagnosis {
       persistence(info, *replies[1], *replies[2]);
       replication(info);
       cluster(info);
+    }
+    if (m_url.scheme == Url::Scheme::redis_sentinel) {
+      m_checks.push_back(redis::doctor::failover_check(m_options.replicas, *replies[3]));
     }
     clock();
   }
@@ -223,9 +228,14 @@ class ServerDiagnosis {
     }
     if (failed->kind() == ErrorKind::permission) {
       m_checks.push_back(Check::stopping(
-          ErrorKind::permission, "auth", failed->reason(),
+          ErrorKind::permission, "auth",
+          password ? failed->reason() : "the server requires a password, and none was given",
           password ? "check the password (--password-file, NXLOCK_PASSWORD) and the ACL user"
                    : "the server wants a password: --password-file FILE or NXLOCK_PASSWORD"));
+    } else if (failed->reason().starts_with("not a Redis server")) {
+      m_checks.push_back(Check::stopping(
+          ErrorKind::unavailable, "protocol", failed->reason(),
+          "another service listens there: check the URL's host and port"));
     } else {
       m_checks.push_back(Check::stopping(
           failed->kind() == ErrorKind::usage ? ErrorKind::usage : ErrorKind::unavailable, "auth",

@@ -30,4 +30,9 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
                                       const std::shared_ptr<TlsContext>& tls,
                                       std::vector<Check>& checks);
 
+// Whether a failover of a Sentinel-watched master can split a lock in two:
+// not with --replicas (`replicas`), nor when the master refuses writes that no
+// replica can get (min-replicas-to-write, `min_replicas_reply` its CONFIG GET).
+Check failover_check(int replicas, const redisReply& min_replicas_reply);
+
 }  // namespace nxlock::store::redis::doctor

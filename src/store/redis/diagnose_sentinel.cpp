@@ -109,4 +109,32 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
   return master;
 }
 
+Check failover_check(int replicas, const redisReply& min_replicas_reply) {
+  if (replicas > 0) {
+    return Check::ok("failover", "each lock write waits for " + std::to_string(replicas) +
+                                     (replicas == 1 ? " replica" : " replicas") + " (--replicas)");
+  }
+  // CONFIG GET's [name, value]; refused or absent: cannot tell.
+  const bool answered = min_replicas_reply.type == REDIS_REPLY_ARRAY &&
+                        min_replicas_reply.elements >= 2;
+  const long min_replicas =
+      answered ? std::strtol(std::string(text_of(*min_replicas_reply.element[1])).c_str(),
+                             nullptr, 10)
+               : 0;
+  if (min_replicas > 0) {
+    return Check::ok("failover", "the master refuses writes with fewer than " +
+                                     std::to_string(min_replicas) +
+                                     " replicas connected (min-replicas-to-write)");
+  }
+  // Man page, --replicas: the promoted replica may never have seen the lock,
+  // and the old master takes the holder's renewals until it is demoted.
+  return Check::warn(
+      "failover",
+      std::string("a failover can split a lock in two: no --replicas, and the master's "
+                  "min-replicas-to-write is ") +
+          (answered ? "0" : "unknown (CONFIG GET refused)"),
+      "give --replicas 1 (each lock write waits for a replica), or set "
+      "min-replicas-to-write 1 and min-replicas-max-lag on every master");
+}
+
 }  // namespace nxlock::store::redis::doctor

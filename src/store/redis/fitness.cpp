@@ -48,7 +48,9 @@ bool refused(const redisReply& reply, const std::string& name,
   if (reply.type != REDIS_REPLY_ERROR) {
     return false;
   }
-  if (!warned && warn) {
+  // Refused for want of a password: the login's own check says so, alone.
+  const bool needs_password = std::string_view(reply.str, reply.len).starts_with("NOAUTH");
+  if (!warned && warn && !needs_password) {
     warned = true;
     warn("warning: " + name + ": INFO refused (" +
          util::escape(std::string_view(reply.str, reply.len), 80) +

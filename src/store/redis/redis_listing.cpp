@@ -25,7 +25,7 @@ using redis::Reply;
 constexpr std::string_view k_scan_count = "1000";
 
 // What is read for each key of a batch, in this order.
-constexpr std::size_t k_reads_per_key = 6;
+constexpr std::size_t k_reads_per_key = 7;
 
 std::string address_of(const redis::Endpoint& endpoint) {
   return endpoint.host + ":" + std::to_string(endpoint.port);
@@ -62,6 +62,25 @@ std::vector<SharedHolder> shared_holders(const redisReply& leases, const redisRe
     }
   }
   return found;
+}
+
+// The queue's tickets (ZRANGE, arrival order) whose lease is live (ZRANGEBYSCORE
+// of the leases from now): the waiters list --waiters shows, in the order they came.
+std::vector<std::string> live_in_arrival_order(const redisReply& live, const redisReply& queue) {
+  std::set<std::string> alive;
+  for (std::size_t i = 0; live.type == REDIS_REPLY_ARRAY && i < live.elements; ++i) {
+    if (auto ticket = string_reply(*live.element[i])) {
+      alive.insert(std::move(*ticket));
+    }
+  }
+  std::vector<std::string> tickets;
+  for (std::size_t i = 0; queue.type == REDIS_REPLY_ARRAY && i < queue.elements; ++i) {
+    auto ticket = string_reply(*queue.element[i]);
+    if (ticket && alive.contains(*ticket)) {
+      tickets.push_back(std::move(*ticket));
+    }
+  }
+  return tickets;
 }
 
 }  // namespace
@@ -145,20 +164,23 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
     }
     // The names beside each key, kept alive for the commands that point at them.
     std::vector<std::string> beside;
-    beside.reserve(5 * keys.size());
+    beside.reserve(6 * keys.size());
     std::vector<Command> reads;
     reads.reserve(k_reads_per_key * keys.size());
     for (const auto& key : keys) {
       const auto& holder = beside.emplace_back(store::companion_key(key, "holder"));
       const auto& fence = beside.emplace_back(store::fence_key(key));
-      const auto& leases = beside.emplace_back(store::companion_key(store::queue_key(key), "lease"));
+      const auto& queue = beside.emplace_back(store::waiters_queue_of(key));
+      const auto& leases = beside.emplace_back(store::companion_key(queue, "lease"));
       const auto& shared = beside.emplace_back(store::shared_key(key));
       const auto& details = beside.emplace_back(store::details_key(shared));
       reads.push_back({{"GET", key}, key});
       reads.push_back({{"GET", holder}, key});
       reads.push_back({{"GET", fence}, key});
-      // A waiter is live while its lease has not lapsed (k_queue_prelude's head()).
-      reads.push_back({{"ZCOUNT", leases, now, "+inf"}, key});
+      // A waiter is live while its lease has not lapsed (k_queue_prelude's head());
+      // the queue has them in arrival order.
+      reads.push_back({{"ZRANGEBYSCORE", leases, now, "+inf"}, key});
+      reads.push_back({{"ZRANGE", queue, "0", "-1"}, key});
       // A shared lease is live through the second its score names (k_shared_prelude's
       // prune()); its holder's details are beside it.
       reads.push_back({{"ZRANGEBYSCORE", shared, now_seconds, "+inf", "WITHSCORES"}, key});
@@ -180,10 +202,9 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       if (const auto counter = string_reply(*read[2])) {
         lock.fence = parse_fence(*counter);
       }
-      if (read[3]->type == REDIS_REPLY_INTEGER) {
-        lock.waiters = read[3]->integer;
-      }
-      lock.shared = shared_holders(*read[4], *read[5]);
+      lock.queued = live_in_arrival_order(*read[3], *read[4]);
+      lock.waiters = static_cast<std::int64_t>(lock.queued.size());
+      lock.shared = shared_holders(*read[5], *read[6]);
     }
     visit(std::move(batch));
   } while (cursor != "0");

@@ -189,7 +189,13 @@ std::optional<Redirect> parse_redirect(const redisReply& reply) {
   if (code == "WRONGTYPE") {
     throw ServerError(ErrorKind::data, what, message, code);
   }
-  if (code == "NOAUTH" || code == "WRONGPASS") {
+  if (code == "NOAUTH") {
+    // Asked of a client that gave no password (one it gave was WRONGPASS at AUTH).
+    throw ServerError(ErrorKind::permission, name,
+                      "authentication required; give --password-file FILE or NXLOCK_PASSWORD",
+                      code);
+  }
+  if (code == "WRONGPASS") {
     // The server's own text never contains the password; it says which case it is.
     throw ServerError(ErrorKind::permission, name, "authentication failed (" + message + ")", code);
   }
