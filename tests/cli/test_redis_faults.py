@@ -145,7 +145,7 @@ class RedisFaults(NxlockTestCase):
 
     def test_idle_client_timeout_shorter_than_the_renewal_interval(self):
         # The server drops clients idle for 2 s; renewals come every 3 s (-t 9).
-        server = self.server("--io-timeout", "2")
+        server = self.server("--timeout", "2")  # redis.conf timeout: idle clients closed after 2 s
         job = self.run_locked(server.url, "-t", "9", "idle", "sleep", "8")
         status = job.wait()
         self.assertKept(job, status, 0)

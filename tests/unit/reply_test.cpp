@@ -53,7 +53,8 @@ TEST(Reply, ErrorKindsOfTheContract) {
                           "Operation against a key holding the wrong kind of value\r\n"),
             ErrorKind::data);
   EXPECT_EQ(kind_of_error("-NOAUTH Authentication required.\r\n", &message), ErrorKind::permission);
-  EXPECT_EQ(message, "redis://h: authentication failed (NOAUTH Authentication required.)");
+  EXPECT_EQ(message,
+            "redis://h: authentication required; give --password-file FILE or NXLOCK_PASSWORD");
   EXPECT_EQ(kind_of_error("-WRONGPASS invalid username-password pair or user is disabled.\r\n"),
             ErrorKind::permission);
   EXPECT_EQ(kind_of_error("-NOPERM this user has no permissions to run the 'eval' command\r\n"),
