@@ -117,8 +117,9 @@ class QuorumLock final : public Lockable {
   // True if a majority's counters hold it for us before the window ends.
   bool raise_fences(QuorumRound& round, const std::vector<bool>& acquired, std::int64_t ttl);
   // Compare-and-deletes `value` on every server but those `keep` marks, under
-  // the token our acquisition took there (none: nothing there is ours).
-  void undo(const std::string& value, const std::vector<bool>& keep);
+  // the token our acquisition took there; where it took none, only unless
+  // `under_token_only` (an acquisition's round: nothing there is ours).
+  void undo(const std::string& value, const std::vector<bool>& keep, bool under_token_only);
   // The verdict of a majority, or throws: unavailable when the servers that did
   // not answer could change it, the first other error as it is.
   Verdict tally(const std::vector<std::optional<Verdict>>& verdicts,

@@ -149,7 +149,7 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
     for (std::size_t i = 0; i < keep.size(); ++i) {
       keep[i] = verdicts[i] && verdicts[i] != Verdict::done;
     }
-    undo(next, keep);
+    undo(next, keep, false);  // a shell's renew has no token: its own writes go
   }
   return verdict;
 }

@@ -25,7 +25,8 @@ std::string millis_text(Micros duration) {
 
 }  // namespace
 
-void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep) {
+void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep,
+                      bool under_token_only) {
   // Best effort, and briefly: a server that did not answer the steps will not
   // answer this either, and our value expires there on its own. Queued behind
   // the step it undoes on each server, so it runs after it even there.
@@ -37,20 +38,21 @@ void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep) {
   const std::string key = m_key;
   const auto replies = ask<bool>(
       m_channels,
-      [value, key](QuorumChannel& channel) {
+      [value, key, under_token_only](QuorumChannel& channel) {
         if (!channel.store) {
           return false;
         }
-        // Only under our token there: two takers in the same second write the
-        // same value, and an unguarded delete of ours would take the other's
-        // lock from under it. A server where we hold no token holds none of ours.
+        // Under our token there, where we took one: two takers in the same
+        // second write the same value, and an unguarded delete of ours would
+        // take the other's lock from under it.
         const std::int64_t token = channel.open().fence();
-        if (token == 0) {
-          return false;
+        if (token == 0 && under_token_only) {
+          return false;  // an acquisition's round: a server where we hold no token holds none of ours
         }
         const std::string counter = store::fence_key(key);
-        const bool deleted =
-            channel.store->compare_and_delete(key, value, store::Fence{counter, token});
+        const bool deleted = channel.store->compare_and_delete(
+            key, value,
+            token == 0 ? std::nullopt : std::optional(store::Fence{counter, token}));
         if (deleted && util::tracing()) {
           util::trace("quorum: undone on " + channel.spec.name + ": DEL-IF-EQUAL " + key + " " +
                       value);
@@ -171,7 +173,7 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
     // Undo wherever we took it, and wherever no reply came: the write may have
     // been made even so.
     if (round.acquired_on > 0 || round.answered < n) {
-      undo(round.value, keep);
+      undo(round.value, keep, true);
     }
     if (hard_error) {
       throw *hard_error;
