@@ -18,7 +18,7 @@ using util::Error;
 using util::ErrorKind;
 using util::Micros;
 
-std::int64_t wall_seconds() {
+std::int64_t wall_seconds_now() {
   return util::wall_now().count() / 1'000'000;
 }
 
@@ -65,7 +65,7 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
   std::string details;
   if (m_holder) {
     Holder finished = *m_holder;
-    finished.finished_at = wall_seconds();
+    finished.finished_at = wall_seconds_now();
     details = finished.to_json();
   }
   const std::string mine = key_of(lease);
@@ -216,7 +216,7 @@ bool EtcdMutex::force_release(std::optional<std::string>& holder_problem) {
 
 Status EtcdMutex::status() {
   Status status;
-  status.now_seconds = wall_seconds();
+  status.now_seconds = wall_seconds_now();
   const auto holder = owner();
   if (!holder) {
     status.state = Status::State::free;

@@ -35,7 +35,7 @@ std::string mode_text(mode_t mode) {
   return text;
 }
 
-std::string user_name(uid_t uid) {
+std::string user_name_of(uid_t uid) {
   const passwd* entry = getpwuid(uid);
   return entry != nullptr ? entry->pw_name : std::to_string(uid);
 }
@@ -106,23 +106,23 @@ Check marker_check(const std::string& path, const std::string& shown) {
 }
 
 Check owner_check(const struct stat& status, const Url& url, bool usable) {
-  const std::string owner = user_name(status.st_uid) + ":" + group_name(status.st_gid);
+  const std::string owner = user_name_of(status.st_uid) + ":" + group_name(status.st_gid);
   if (status.st_uid == geteuid()) {
     return Check::ok("owner", owner);
   }
   if (url.is_default_store) {
     Check refused =
-        Check::fail("owner", owner + ", not " + user_name(geteuid()),
+        Check::fail("owner", owner + ", not " + user_name_of(geteuid()),
                     "the default store must be your own: remove it, or set NXLOCK_STORE");
     refused.stop = util::ErrorKind::permission;
     return refused;
   }
   if (!usable) {
     // Not shared with this user after all: the path check said why.
-    return Check::skip("owner", owner + ": whether " + user_name(geteuid()) +
+    return Check::skip("owner", owner + ": whether " + user_name_of(geteuid()) +
                                     " may share it was not checked, as it cannot use the store");
   }
-  return Check::ok("owner", owner + " (shared with " + user_name(geteuid()) + ")");
+  return Check::ok("owner", owner + " (shared with " + user_name_of(geteuid()) + ")");
 }
 
 Check mode_check(const struct stat& status, const Url& url, const std::string& shown) {
@@ -302,7 +302,7 @@ Diagnosis diagnose_file(const Url& url) {
       Check refused =
           Check::fail("path",
                       shown + ": does not exist, and " + util::escape(measured) +
-                          " is not writable by " + user_name(geteuid()),
+                          " is not writable by " + user_name_of(geteuid()),
                       "create it for this user, or give a path under a writable directory");
       refused.stop = util::ErrorKind::permission;
       checks.push_back(std::move(refused));
@@ -322,7 +322,7 @@ Diagnosis diagnose_file(const Url& url) {
     const bool usable = access(path.c_str(), R_OK | W_OK | X_OK) == 0;
     if (!usable) {
       Check refused =
-          Check::fail("path", shown + ": not readable and writable by " + user_name(geteuid()),
+          Check::fail("path", shown + ": not readable and writable by " + user_name_of(geteuid()),
                       "run as its owner, or give this user access (chgrp, chmod g+rwx)");
       refused.stop = util::ErrorKind::permission;
       checks.push_back(std::move(refused));

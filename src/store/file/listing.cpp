@@ -16,7 +16,7 @@ namespace {
 
 using record::Entry;
 
-constexpr const char* k_data_name = "data";
+constexpr const char* k_listed_data_name = "data";
 
 }  // namespace
 
@@ -29,7 +29,7 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
   // buckets, anywhere in the store. No stripe lock is taken: each bucket is
   // replaced whole by rename, so this reads an old or a new one, never a mix.
   std::map<std::string, Entry, std::less<>> entries;
-  const std::string data_path = m_directory.path() + "/" + k_data_name;
+  const std::string data_path = m_directory.path() + "/" + k_listed_data_name;
   for (const auto& stripe_name : posix::hex_names(data, 2)) {
     Stripe stripe;
     stripe.path = data_path + "/" + stripe_name;

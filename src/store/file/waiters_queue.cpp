@@ -99,7 +99,7 @@ bool ticket_name_ok(std::string_view ticket) {
          });
 }
 
-const std::string* value_of(const Entry* entry) {
+const std::string* queue_value_of(const Entry* entry) {
   return entry == nullptr ? nullptr : &entry->value;
 }
 
@@ -150,7 +150,7 @@ void FileStore::remove_fifo(const std::string& ticket) {
 void FileStore::drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets) {
   std::string encoded;
   mutate(queue, false, [&](const Entry* current) {
-    auto waiters = parse_queue(value_of(current));
+    auto waiters = parse_queue(queue_value_of(current));
     const auto before = waiters.size();
     std::erase_if(waiters, [&](const QueuedWaiter& w) {
       return std::find(tickets.begin(), tickets.end(), w.ticket) != tickets.end();
@@ -260,7 +260,7 @@ std::string FileStore::keep_in_line(std::string_view queue, std::string_view tic
   std::vector<std::string> lapsed;
   const std::int64_t now = queue_now();
   mutate(queue, waiting, [&](const Entry* current) {
-    auto waiters = parse_queue(value_of(current));
+    auto waiters = parse_queue(queue_value_of(current));
     const auto before = waiters.size();
     std::erase_if(waiters, [&](const QueuedWaiter& w) {
       const bool gone = w.lease_until < now && w.ticket != ticket;

@@ -17,7 +17,7 @@ using redis::Reply;
 using redis::string_of;
 using redis::throw_unexpected;
 
-bool said_one(const redisReply& reply) {
+bool said_one_added(const redisReply& reply) {
   return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
 }
 
@@ -75,7 +75,7 @@ bool RedisStore::renew(const Keys& keys, std::string_view id,
   const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "3", keys.lock, keys.leases,
                               details, id, expiry_text, lock_keep, if_text},
                              keys.lock},
-                            said_one, [](const redisReply&) {});
+                            said_one_added, [](const redisReply&) {});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
@@ -96,7 +96,7 @@ bool RedisStore::describe(std::string_view leases, std::string_view id, std::str
   const std::string details_key = store::details_key(leases);
   const Reply reply = run(
       {{"EVAL", redis::k_describe_shared_script, "2", leases, details_key, id, details}, leases});
-  return said_one(*reply);
+  return said_one_added(*reply);
 }
 
 std::vector<SharedHolder> RedisStore::holders(std::string_view leases) {
