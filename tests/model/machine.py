@@ -346,8 +346,8 @@ class LockModelMachine(RuleBasedStateMachine):
             if value in self.taken:
                 return 1, 'j["reason"] in ("held_by_other", "taken_over")', None
             if expiry_of(value) < time.time() - 1:
-                # A value past its expiry while another value holds the key: the man
-                # page's LOCK KINDS says taken_over, MODEL.md's rule 4 expired.
+                # A value past its expiry while another value holds the key: taken_over
+                # (the man page's LOCK KINDS) and expired are both true.
                 return 1, 'j["reason"] in ("taken_over", "expired")', None
             return 1, 'j["reason"] == "held_by_other"', None
         if not k.existed:
@@ -356,8 +356,8 @@ class LockModelMachine(RuleBasedStateMachine):
             # Its hold was taken away by a page client's write: that reason is true.
             return 1, 'j["reason"] in ("expired", "absent", "held_by_other", "taken_over")', None
         if k.stale:
-            # The key still holds an expired value that is not this one: neither MODEL.md
-            # nor LOCK KINDS names the reason for a value that never held it there.
+            # The key still holds an expired value that is not this one: LOCK KINDS
+            # names no reason for a value that never held it there.
             return 1, 'j["reason"] in ("expired", "absent", "held_by_other", "taken_over")', None
         return 1, 'j["reason"] in ("expired", "absent")', None
 
@@ -464,7 +464,7 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.drop_hold(k, h, taken=True)
             k.holds, k.garbage, k.stale = [], None, False
         if written:
-            k.existed = True  # a lock key was made (MODEL.md: "no lock key and no counter")
+            k.existed = True  # a lock key was made: "absent" is for no lock key and no counter
             if what == "future":
                 h = Hold("exclusive", text, page=True)
                 h.born = self.steps

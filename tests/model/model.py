@@ -1,4 +1,4 @@
-"""The model of lock kinds (issue 33, the man page's section on kinds of hold): what a key
+"""The model of lock kinds (the man page's LOCK KINDS, docs/DESIGN.md): what a key
 holds, and what each command on it must answer.
 
 A key holds one exclusive hold, or up to N slot holds, or any number of shared holds;
