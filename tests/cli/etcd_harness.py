@@ -46,6 +46,7 @@ class Member:
     def start(self, initial_cluster, tls=None, hosts=()):
         """`tls`: (certificate, key, CA) for the client port (https), else plain.
         `hosts`: addresses to serve clients on besides loopback (a test's veth pair)."""
+        self.initial, self.tls, self.hosts = initial_cluster, tls, hosts
         scheme = "https" if tls else "http"
         extra = ["--cert-file", tls[0], "--key-file", tls[1]] if tls else []
         listen = ",".join("%s://%s:%d" % (scheme, host, self.client_port)
@@ -62,6 +63,11 @@ class Member:
              "--log-level", "warn", *extra],
             stdout=log, stderr=log, preexec_fn=die_with_parent)
         log.close()
+
+    def restart(self):
+        """Starts a stopped member again on its ports and data (the cluster's flags of a
+        new cluster are ignored when the data dir is there)."""
+        self.start(self.initial, self.tls, self.hosts)
 
     def status(self):
         return post(self.client_port, "/v3/maintenance/status", {}, timeout=1.0)

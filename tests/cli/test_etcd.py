@@ -124,6 +124,18 @@ class EtcdSingleTest(NxlockTestCase):
         self.assertEqual(len(self.etcd.keys("gu/")), 1)
         self.assertEqual(self.nx("unlock", "gu", held).returncode, 0)
 
+    def test_unlock_with_another_locks_value_leaves_that_lock_alone(self):
+        # A value names a lease; revoking it would free every key on it, another lock's too.
+        other = self.nx("lock", "-n", "-t", "60", "ul-b").stdout.decode().strip()
+        r = self.nx("--json", "unlock", "ul-a", other)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(self.nx("status", "ul-b").returncode, 0)
+        self.assertEqual(len(self.etcd.keys("ul-b/")), 1)
+        # Nor a lease whose key `unlock --force` deleted: nothing is released then.
+        self.assertEqual(self.nx("unlock", "--force", "ul-b").returncode, 0)
+        r = self.nx("--json", "unlock", "ul-b", other)
+        self.assertEqual(r.returncode, 1, r.stderr)
+
     def test_holder_key_deleted_stops_the_job(self):
         log = os.path.join(self.tmp, "log")
         job = self.nx_lock("dk", log, "J", "30", "-t", "30", "--kill-after", "1")
