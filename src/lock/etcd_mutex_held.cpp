@@ -116,6 +116,13 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
                       " s, and a lease's TTL cannot change (use -t " +
                       std::to_string(ttl_now->second) + ")");
     }
+    // A lease with no key under this lock's is another lock's (or its key was deleted):
+    // not ours to keep alive. (Looked at again after the keepalive, below.)
+    const json own = m_client.call("/v3/kv/range",
+                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+    if (own.value("kvs", json::array()).empty()) {
+      return Verdict::absent;
+    }
   }
   const std::int64_t granted = keep_alive(lease);
   if (granted <= 0) {

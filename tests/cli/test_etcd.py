@@ -136,6 +136,16 @@ class EtcdSingleTest(NxlockTestCase):
         r = self.nx("--json", "unlock", "ul-b", other)
         self.assertEqual(r.returncode, 1, r.stderr)
 
+    def test_renew_with_another_locks_value_does_not_keep_that_lease_alive(self):
+        other = self.nx("lock", "-n", "-t", "10", "rn-b").stdout.decode().strip()
+        lease = self.etcd.keys("rn-b/")[0].split("/")[1]
+        time.sleep(3)
+        r = self.nx("--json", "renew", "-t", "10", "rn-a", other)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        left = self.etcd.ctl("lease", "timetolive", lease).stdout
+        # Granted 10 s, 3 s ago: a keepalive would have made it 10 again.
+        self.assertLessEqual(int(re.search(r"remaining\((-?[0-9]+)s\)", left).group(1)), 8, left)
+
     def test_holder_key_deleted_stops_the_job(self):
         log = os.path.join(self.tmp, "log")
         job = self.nx_lock("dk", log, "J", "30", "-t", "30", "--kill-after", "1")
