@@ -880,6 +880,14 @@ class LockModelMachine(RuleBasedStateMachine):
         """Reads each server's value of the key: what the model knows exactly must be
         there; a job's entry is its (renewed) timestamp; what it cannot know is taken."""
         observed = self.backend.raw(k.name)
+        # A majority decides an acquisition: the last server's SETNX may land a moment
+        # after the job started (a loaded host), so a running job's entry gets a second.
+        settle = time.monotonic() + 1
+        while time.monotonic() < settle and any(
+                got is None and h is not None and h.value is None and h.job.process.poll() is None
+                and not h.job.lost for h, got in zip(k.raw, observed)):
+            time.sleep(0.02)
+            observed = self.backend.raw(k.name)
         for i, (h, got) in enumerate(zip(k.raw, observed)):
             if h is None:
                 if got is not None:
