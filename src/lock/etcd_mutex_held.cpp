@@ -42,6 +42,15 @@ Verdict EtcdMutex::release(std::string_view value) {
   const std::int64_t lease = lease_or_throw(m_key, value);
   if (lease == m_lease) {
     m_watch.reset();  // our own revoke is no news
+  } else {
+    // A shell's value names a lease, and revoking it lets go of every key on it: only
+    // a lease with its key under this lock's is ours to revoke here, not another
+    // lock's (a value of `nxlock lock OTHER`), nor one whose key was deleted.
+    const json own = m_client.call("/v3/kv/range",
+                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+    if (own.value("kvs", json::array()).empty()) {
+      return owner() ? Verdict::held_by_other : Verdict::expired;
+    }
   }
   // Revoking deletes every key attached to the lease: ours, at once, and the
   // next in line sees its DELETE.
@@ -106,6 +115,13 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
                   "the lease's TTL is " + std::to_string(ttl_now->second) +
                       " s, and a lease's TTL cannot change (use -t " +
                       std::to_string(ttl_now->second) + ")");
+    }
+    // A lease with no key under this lock's is another lock's (or its key was deleted):
+    // not ours to keep alive. (Looked at again after the keepalive, below.)
+    const json own = m_client.call("/v3/kv/range",
+                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+    if (own.value("kvs", json::array()).empty()) {
+      return Verdict::absent;
     }
   }
   const std::int64_t granted = keep_alive(lease);
