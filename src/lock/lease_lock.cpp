@@ -299,11 +299,14 @@ std::optional<Holder> LeaseLock::holder_of(std::string_view value) {
 }
 
 Verdict LeaseLock::why_not(const LeaseRef& ref) {
-  if (ref.named_expiry < now_seconds()) {
-    return Verdict::expired;
-  }
   const store::LeaseSet set = m_shared.read(keys());
   const auto& current = set.lock_value;
+  if (ref.named_expiry < now_seconds()) {
+    // Its time has passed: expired if a lock was ever taken here (the key, or
+    // its counter), as Lock::why_not; never there otherwise.
+    return current || m_fence != 0 || m_store.get(m_fence_key) ? Verdict::expired
+                                                                 : Verdict::absent;
+  }
   if (!current) {
     return Verdict::absent;
   }
