@@ -115,6 +115,9 @@ def build(results):
               med["guard floor, vs flock"], med["flock -n, vs guard floor"], ms)
     ratio_row("2. a peer: `run-locked -n K true` on Redis vs `etcdctl lock K true` (etcd on "
               "loopback)", med["nxlock run-locked -n Redis, vs etcd"], med["etcdctl lock"], ms, 0.12)
+    ratio_row("2. the same lock on the same etcd: `-u etcd://… run-locked -n K true` vs "
+              "`etcdctl lock K true`", med["nxlock run-locked -n etcd, vs etcdctl"],
+              med["etcdctl lock, vs nxlock on etcd"], ms, 0.25)
     ratio_row("2. the metrics file: `run-locked -n --metrics-dir DIR K true` vs without "
               "(embedded)", med["run-locked -n --metrics-dir"], med["run-locked -n, no metrics"],
               ms)

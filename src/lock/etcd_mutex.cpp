@@ -46,7 +46,15 @@ std::optional<std::int64_t> etcd_value_lease(std::string_view value) {
 EtcdMutex::EtcdMutex(store::EtcdStore& store, std::string key)
     : m_store(store), m_client(store.client()), m_key(std::move(key)), m_prefix(m_key + "/") {}
 
-EtcdMutex::~EtcdMutex() = default;
+EtcdMutex::~EtcdMutex() {
+  // Still held as the process ends (`lock`): its details go now (the client
+  // waits for the answer before it closes).
+  try {
+    send_holder();
+  } catch (const Error& e) {
+    util::trace(std::string("etcd: holder details not recorded: ") + e.what());
+  }
+}
 
 std::string EtcdMutex::key_of(std::int64_t lease) const {
   return m_prefix + store::etcd::lease_hex(lease);

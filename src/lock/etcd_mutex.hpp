@@ -54,7 +54,10 @@ class EtcdMutex final : public Lockable {
   // a DELETE of the key seen on its watch, or the key not found, is absent.
   // Throws util::Error(usage) when `ttl` is not the lease's: a lease's TTL cannot change.
   Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
-  // The details go in the key's own value (a txn, not waited for).
+  // The details go in the key's own value (a txn, not waited for), with the
+  // holder's next step: its watch (loss_fd), a renewal, or its end while it
+  // holds (`lock`). A job that ends at once never sends them: its release
+  // follows, and each write waits for a quorum's fsync.
   void record_holder(Holder holder) override;
   std::optional<Holder> holder_of(std::string_view value) override;
   // Deletes the holder's key (the lowest create revision): the next in line goes.
@@ -65,8 +68,12 @@ class EtcdMutex final : public Lockable {
   }
   int loss_fd() override;
   bool loss_news() override;
+  void job_settled() override { send_holder(); }
 
  private:
+  // Sends what record_holder() kept, if the lock is still ours.
+  void send_holder();
+
   struct Owner {
     store::EtcdKeyValue kv;
     std::int64_t revision = 0;  // the revision the range was read at
@@ -103,6 +110,7 @@ class EtcdMutex final : public Lockable {
   bool m_deleted = false;           // the watch saw our key's DELETE
   bool m_watch_tried = false;       // loss_fd() opened (or tried) the first watch
   std::optional<Holder> m_holder;   // what record_holder() wrote
+  bool m_holder_unsent = false;     // ... and has not sent yet (send_holder())
 };
 
 }  // namespace nxlock::lock

@@ -41,7 +41,17 @@ std::int64_t lease_or_throw(std::string_view key, std::string_view value) {
 Verdict EtcdMutex::release(std::string_view value) {
   const std::int64_t lease = lease_or_throw(m_key, value);
   if (lease == m_lease) {
+    m_holder_unsent = false;  // nobody will read them now
     m_watch.reset();  // our own revoke is no news
+  } else {
+    // A shell's value names a lease, and revoking it lets go of every key on it: only
+    // a lease with its key under this lock's is ours to revoke here, not another
+    // lock's (a value of `nxlock lock OTHER`), nor one whose key was deleted.
+    const json own = m_client.call("/v3/kv/range",
+                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+    if (own.value("kvs", json::array()).empty()) {
+      return owner() ? Verdict::held_by_other : Verdict::expired;
+    }
   }
   // Revoking deletes every key attached to the lease: ours, at once, and the
   // next in line sees its DELETE.
@@ -60,6 +70,7 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
   // lasts until the hold's end; a put keeps its create revision, so it keeps
   // its place (and its fencing token).
   const std::int64_t seconds = (left.count() + 999'999) / 1'000'000;
+  m_holder_unsent = false;  // the put below writes them, finished
   const json grant = m_client.call("/v3/lease/grant", {{"TTL", seconds}});
   const std::int64_t held = int_field(grant, "ID", m_key);
   std::string details;
@@ -95,6 +106,7 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
   if (lease == m_lease && m_deleted) {
     return Verdict::absent;
   }
+  send_holder();
   if (lease != m_lease) {
     // `nxlock renew` from a shell: the lease of an earlier `lock`.
     const auto ttl_now = time_to_live(lease);
@@ -106,6 +118,13 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
                   "the lease's TTL is " + std::to_string(ttl_now->second) +
                       " s, and a lease's TTL cannot change (use -t " +
                       std::to_string(ttl_now->second) + ")");
+    }
+    // A lease with no key under this lock's is another lock's (or its key was deleted):
+    // not ours to keep alive. (Looked at again after the keepalive, below.)
+    const json own = m_client.call("/v3/kv/range",
+                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+    if (own.value("kvs", json::array()).empty()) {
+      return Verdict::absent;
     }
   }
   const std::int64_t granted = keep_alive(lease);
@@ -138,6 +157,7 @@ int EtcdMutex::loss_fd() {
   if (m_fence == 0 || m_deleted) {
     return -1;
   }
+  send_holder();
   if (!m_watch && !m_watch_tried) {
     m_watch_tried = true;  // later ones come with renew(), after a look at the key
     try {
@@ -168,10 +188,15 @@ bool EtcdMutex::loss_news() {
 }
 
 void EtcdMutex::record_holder(Holder holder) {
-  if (m_lease == 0 || m_rev == 0) {
+  m_holder = std::move(holder);
+  m_holder_unsent = true;
+}
+
+void EtcdMutex::send_holder() {
+  if (!m_holder_unsent || !m_holder || m_lease == 0 || m_rev == 0) {
     return;
   }
-  m_holder = holder;
+  m_holder_unsent = false;
   // Only on our own key (a txn on its create revision), never one made since;
   // nobody waits for the answer: the details are advisory.
   const std::string mine = key_of(m_lease);
@@ -183,7 +208,7 @@ void EtcdMutex::record_holder(Holder holder) {
                                  {"create_revision", std::to_string(m_rev)}}})},
        {"success", json::array({{{"request_put",
                                   {{"key", base64_encode(mine)},
-                                   {"value", base64_encode(holder.to_json())},
+                                   {"value", base64_encode(m_holder->to_json())},
                                    {"lease", std::to_string(m_lease)}}}}})}});
 }
 

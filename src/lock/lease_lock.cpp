@@ -286,7 +286,7 @@ void LeaseLock::record_holder(Holder holder) {
 std::optional<Holder> LeaseLock::holder_of(std::string_view value) {
   if (m_slots > 0) {
     const auto expiry = store::parse_lock_timestamp(value);
-    for (const auto& lease : m_shared.holders(m_leases_key)) {
+    for (const auto& lease : m_shared.read(keys()).leases) {
       const bool named = m_slot != 0 ? lease.id == m_id : store::is_slot_lease(lease.id);
       if (named && expiry && lease.expiry == *expiry) {
         if (auto holder = view_shared_holder(lease).holder) {
@@ -299,10 +299,14 @@ std::optional<Holder> LeaseLock::holder_of(std::string_view value) {
 }
 
 Verdict LeaseLock::why_not(const LeaseRef& ref) {
+  const store::LeaseSet set = m_shared.read(keys());
+  const auto& current = set.lock_value;
   if (ref.named_expiry < now_seconds()) {
-    return Verdict::expired;
+    // Its time has passed: expired if a lock was ever taken here (the key, or
+    // its counter), as Lock::why_not; never there otherwise.
+    return current || m_fence != 0 || m_store.get(m_fence_key) ? Verdict::expired
+                                                                 : Verdict::absent;
   }
-  const auto current = m_store.get(m_key);
   if (!current) {
     return Verdict::absent;
   }
@@ -314,12 +318,9 @@ Verdict LeaseLock::why_not(const LeaseRef& ref) {
   // Held by the set this lease was in, which lost the key since: taken over.
   // Held by a live set without it, or by a lease this key never had: another
   // holder's value.
-  const auto leases = m_shared.holders(m_leases_key);
-  const bool ours_was_here = std::any_of(leases.begin(), leases.end(), [&](const auto& lease) {
-    return lease.id == ref.id;
-  });
-  return ours_was_here && !store::leases_hold(leases, *current) ? Verdict::taken_over
-                                                                : Verdict::held_by_other;
+  const bool ours_was_here = std::any_of(set.leases.begin(), set.leases.end(),
+                                         [&](const auto& lease) { return lease.id == ref.id; });
+  return ours_was_here && !set.holding ? Verdict::taken_over : Verdict::held_by_other;
 }
 
 Verdict LeaseLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep,

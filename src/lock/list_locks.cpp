@@ -28,11 +28,8 @@ bool by_key_and_slot(const LockRow& a, const LockRow& b) {
 
 // One row per live leased holder of the lock `row` (its lease's value, expiry,
 // slot, token and details); the lock's own row when it has none. Leases whose
-// set no longer holds the key's value were lost, and are not holders.
+// set lost the key are no holders: the store lists none.
 void add_rows(LockRow&& row, std::vector<store::SharedHolder> shared, std::vector<LockRow>& rows) {
-  if (!store::leases_hold(shared, row.value)) {
-    shared.clear();
-  }
   row.shared_holders = shared.size();
   for (const auto& lease : shared) {
     SharedHolderView view = view_shared_holder(lease);

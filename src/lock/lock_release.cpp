@@ -50,14 +50,13 @@ void Lock::refuse_leased() {
   if (m_fence != 0 || shared == nullptr) {
     return;  // a token of ours guards every step: no leased taker's step leaves it
   }
-  const auto current = m_store.get(m_key);
-  if (!current) {
+  const std::string leases_key = store::shared_key(m_key);
+  const store::LeaseSet set =
+      shared->read({.lock = m_key, .counter = m_fence_key, .leases = leases_key, .queue = {}});
+  if (!set.holding) {
     return;
   }
-  const auto leases = shared->holders(store::shared_key(m_key));
-  if (!store::leases_hold(leases, *current)) {
-    return;
-  }
+  const auto& leases = set.leases;
   const bool slots = store::is_slot_lease(leases.front().id);
   std::string why = "held by " + std::to_string(leases.size()) +
                     (slots ? " slot holder" : " shared holder") + (leases.size() == 1 ? "" : "s");
@@ -221,7 +220,26 @@ Status Lock::status() {
   if (const auto counter = m_store.get(m_fence_key)) {
     status.fence = store::parse_fence(*counter);
   }
-  const auto current = m_store.get(m_key);
+  // The key and its leases as one read: apart, a renewal between the two
+  // reads would make a live set of leases look lost.
+  std::optional<std::string> current;
+  store::LeaseSet set;
+  store::SharedLeases* const shared = m_store.shared();
+  const std::string leases_key = store::shared_key(m_key);
+  bool leases_read = false;
+  if (shared != nullptr) {
+    try {
+      set = shared->read({.lock = m_key, .counter = m_fence_key, .leases = leases_key, .queue = {}});
+      current = set.lock_value;
+      leases_read = true;
+    } catch (const util::Error& e) {
+      // Advice beside the lock's state (an ACL may refuse the script): not a failure.
+      util::trace(std::string("shared holders not counted: ") + e.what());
+    }
+  }
+  if (!leases_read) {
+    current = m_store.get(m_key);
+  }
   if (!current) {
     return status;
   }
@@ -231,17 +249,9 @@ Status Lock::status() {
       status.expires_at < status.now_seconds ? Status::State::expired : Status::State::held;
   status.holder = read_holder(m_store, m_key, *current);
   // Leased holders keep the key held, as long as their set holds its value.
-  if (status.state == Status::State::held && m_store.shared() != nullptr) {
-    try {
-      status.shared = m_store.shared()->holders(store::shared_key(m_key));
-      if (!store::leases_hold(status.shared, *current)) {
-        status.shared.clear();  // lost to whoever wrote the key since
-      }
-      status.shared_holders = status.shared.size();
-    } catch (const util::Error& e) {
-      // Advice beside the lock's state (an ACL may refuse the script): not a failure.
-      util::trace(std::string("shared holders not counted: ") + e.what());
-    }
+  if (status.state == Status::State::held && set.holding) {
+    status.shared = std::move(set.leases);
+    status.shared_holders = status.shared.size();
   }
   return status;
 }

@@ -90,6 +90,10 @@ class Lockable {
   // Reads what loss_fd() has; true when the lock may be lost.
   virtual bool loss_news() { return false; }
 
+  // The held lock's job has run a moment (run-locked): what a job that ends at
+  // once would not need may go now (etcd: the holder's details).
+  virtual void job_settled() {}
+
   // Each server's answer to the last status(); empty for a single server.
   virtual std::vector<ServerView> server_views() const { return {}; }
 };

@@ -13,6 +13,13 @@ namespace nxlock::run {
 
 using util::Micros;
 
+// How long a job runs before the lock is told it settled (Lockable::job_settled)
+// and its news of a loss is watched (Lockable::loss_fd): on etcd the holder's
+// details and the watch are requests of their own, which a job that ends at
+// once never needs. The watch starts from the acquisition's revision, so a
+// loss in this moment is still reported, only this much later.
+constexpr Micros k_job_settles_after{50'000};
+
 Supervised supervise(LockedRun& run, const Job& job) {
   const RunOptions& options = run.options;
   const StopSchedule& schedule = run.schedule;
@@ -61,6 +68,8 @@ Supervised supervise(LockedRun& run, const Job& job) {
     return outcome.timed_out || (outcome.lost && options.on_lost != OnLost::ignore);
   };
 
+  const Micros settled_at = util::mono_now() + k_job_settles_after;
+  bool settled = false;
   for (;;) {
     // Not renewed, the lock is lost when it could expire: wake up then to act.
     // A lost lock has nothing left to wake up for but the job's end.
@@ -78,7 +87,16 @@ Supervised supervise(LockedRun& run, const Job& job) {
     // stopped: its job's end waits for the report, which decides what is left
     // to stop.
     const int exit_fd = outcome.lost || outcome.timed_out ? -1 : watchdog.exit_fd();
-    const int loss_fd = options.renew && !outcome.lost ? run.lock.loss_fd() : -1;
+    if (!settled && !outcome.lost && util::mono_now() >= settled_at) {
+      settled = true;
+      run.lock.job_settled();
+    }
+    int loss_fd = -1;
+    if (!settled && !outcome.lost) {
+      wake_at = std::min(wake_at, settled_at);
+    } else if (options.renew && !outcome.lost) {
+      loss_fd = run.lock.loss_fd();
+    }
     pollfd fds[4] = {{run.signals.fd(), POLLIN, 0},
                      {watchdog.status_fd(), POLLIN, 0},
                      {exit_fd, POLLIN, 0},

@@ -19,6 +19,10 @@ LeaseBook::LeaseBook(const std::optional<std::string>& text) {
     }
     const std::string_view line = std::string_view(*text).substr(at, end - at);
     at = end + 1;
+    if (line.starts_with('@')) {
+      m_token = parse_fence(line.substr(1));
+      continue;
+    }
     const auto space = line.find(' ');
     if (space == std::string_view::npos || space == 0) {
       continue;
@@ -95,6 +99,9 @@ std::vector<SharedHolder> LeaseBook::holders() const {
 
 std::string LeaseBook::encode() const {
   std::string text;
+  if (m_token) {
+    text += "@" + std::to_string(*m_token) + "\n";
+  }
   for (const auto& lease : m_leases) {
     text += lease.id + " " + std::to_string(lease.expiry);
     text += lease.details.empty() ? "\n" : " " + lease.details + "\n";
@@ -117,19 +124,14 @@ std::string LeaseBook::free_slot(int slots) const {
   return {};
 }
 
-bool LeaseBook::holds(const std::optional<std::string>& current) const {
-  return !empty() && current && *current == std::to_string(latest());
+bool LeaseBook::holds(const std::optional<std::string>& current,
+                      std::optional<std::int64_t> key_token) const {
+  return !empty() && current && *current == std::to_string(latest()) &&
+         (!m_token || key_token == m_token);
 }
 
-bool leases_hold(const std::vector<SharedHolder>& leases, std::string_view value) {
-  std::int64_t latest = 0;
-  for (const auto& lease : leases) {
-    latest = std::max(latest, lease.expiry);
-  }
-  return !leases.empty() && value == std::to_string(latest);
-}
-
-LeaseGate lease_gate(const std::optional<std::string>& current, const LeaseBook& book, int slots,
+LeaseGate lease_gate(const std::optional<std::string>& current,
+                     std::optional<std::int64_t> key_token, const LeaseBook& book, int slots,
                      std::int64_t now_seconds) {
   if (!current) {
     return LeaseGate::fresh;
@@ -138,7 +140,7 @@ LeaseGate lease_gate(const std::optional<std::string>& current, const LeaseBook&
   if (!expiry) {
     return LeaseGate::not_lock;
   }
-  if (!book.holds(current)) {
+  if (!book.holds(current, key_token)) {
     // A held key that no live set holds is an exclusive holder's (or a page
     // client's); an expired one is free, and any leases left are lost.
     return *expiry < now_seconds ? LeaseGate::fresh : LeaseGate::held;

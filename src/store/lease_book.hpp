@@ -13,9 +13,11 @@
 
 namespace nxlock::store {
 
-// A lease set's value: one line "ID EXPIRY" per leased holder, EXPIRY a lock
-// value (Unix seconds, expired when older than now), then " DETAILS" once the
-// holder recorded who it is (SharedLeases::describe: one line of text).
+// A lease set's value: a line "@TOKEN", the token of the set's latest take,
+// then one line "ID EXPIRY" per leased holder, EXPIRY a lock value (Unix
+// seconds, expired when older than now), then " DETAILS" once the holder
+// recorded who it is (SharedLeases::describe: one line of text). A set written
+// before sets had tokens has no "@" line.
 class LeaseBook {
  public:
   struct Lease {
@@ -50,23 +52,33 @@ class LeaseBook {
   std::size_t size() const { return m_leases.size(); }
   // The latest expiry: what the lock key holds while leases live.
   std::int64_t latest() const;
-  // Whether these (pruned) leases hold the lock key holding `current` (leases_hold).
-  bool holds(const std::optional<std::string>& current) const;
+  // The token of the set's latest take, which the lock key keeps while the set holds it.
+  std::optional<std::int64_t> token() const { return m_token; }
+  void set_token(std::int64_t token) { m_token = token; }
+  // Whether these (pruned) leases hold the lock key, which holds `current` and
+  // whose latest take issued `key_token`: the key holds their latest expiry,
+  // and no other holder took it since (a timestamp alone can be another
+  // holder's that expires in the same second). docs/DESIGN.md, "Lock kinds".
+  bool holds(const std::optional<std::string>& current,
+             std::optional<std::int64_t> key_token) const;
   std::string encode() const;
 
  private:
   std::vector<Lease> m_leases;
+  std::optional<std::int64_t> m_token;
 };
 
-// What a taker of a lease finds in the lock key `current` beside the pruned
-// `book`, for a shared lease (slots 0) or a slot of `slots`.
+// What a taker of a lease finds in the lock key `current` (whose latest take
+// issued `key_token`) beside the pruned `book`, for a shared lease (slots 0)
+// or a slot of `slots`.
 enum class LeaseGate {
   fresh,  // absent or expired: the leases left in `book` are lost; a new set begins
   join,   // held by a live set of the same kind with room: the lease joins it
   held,   // an exclusive holder, the other kind, or every slot: wait
   not_lock,  // not a lock value: never broken
 };
-LeaseGate lease_gate(const std::optional<std::string>& current, const LeaseBook& book, int slots,
+LeaseGate lease_gate(const std::optional<std::string>& current,
+                     std::optional<std::int64_t> key_token, const LeaseBook& book, int slots,
                      std::int64_t now_seconds);
 
 }  // namespace nxlock::store

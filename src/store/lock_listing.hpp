@@ -24,7 +24,9 @@ struct ListedLock {
   // Their tickets, in arrival order (lock/queue_ticket.hpp: what each tells of
   // its waiter); a slot's are its semaphore's, whose waiters wait for any slot.
   std::vector<std::string> queued;
-  std::vector<SharedHolder> shared;     // live --shared leases (store::shared_key); none: exclusive
+  // The live leases (store::shared_key) of the set that holds the key (LeaseSet::holding);
+  // none: exclusive.
+  std::vector<SharedHolder> shared;
   // The embedded store: a live run-locked owns it, so it is held whatever its
   // timestamp says (man page, URLS AND BACKENDS).
   bool owner_alive = false;

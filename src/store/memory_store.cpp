@@ -143,7 +143,8 @@ SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& reques
   book.prune(now);
   Take result;
   result.current = get(keys.lock);
-  const LeaseGate gate = lease_gate(result.current, book, request.slots, now);
+  const auto last = token_of(keys.counter);
+  const LeaseGate gate = lease_gate(result.current, last, book, request.slots, now);
   if (gate == LeaseGate::held || gate == LeaseGate::not_lock) {
     result.outcome = Take::Outcome::held;
     return result;
@@ -151,12 +152,12 @@ SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& reques
   if (gate == LeaseGate::fresh) {
     book.clear();
   }
-  const auto last = token_of(keys.counter);
   result.id = request.slots > 0 ? book.free_slot(request.slots) : std::string(request.id);
   book.put(result.id, request.expiry);
-  store_leases(keys.lock, keys.leases, book);
   result.outcome = Take::Outcome::taken;
   result.fence = issue(keys.counter, last);
+  book.set_token(*result.fence);
+  store_leases(keys.lock, keys.leases, book);
   return result;
 }
 
@@ -165,7 +166,7 @@ bool MemoryStore::renew(const Keys& keys, std::string_view id,
   const std::int64_t now = util::whole_seconds(m_clock());
   LeaseBook book(get(keys.leases));
   book.prune(now);
-  if (!book.holds(get(keys.lock)) || !book.has(id, if_expiry)) {
+  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(id, if_expiry)) {
     return false;
   }
   book.put(id, expiry);
@@ -178,7 +179,7 @@ bool MemoryStore::release(const Keys& keys, std::string_view id,
   const std::int64_t now = util::whole_seconds(m_clock());
   LeaseBook book(get(keys.leases));
   book.prune(now);
-  if (!book.holds(get(keys.lock)) || !book.has(id, if_expiry)) {
+  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(id, if_expiry)) {
     return false;
   }
   book.remove(id);
@@ -196,10 +197,14 @@ bool MemoryStore::describe(std::string_view leases, std::string_view id, std::st
   return true;
 }
 
-std::vector<SharedHolder> MemoryStore::holders(std::string_view leases) {
-  LeaseBook book(get(leases));
+LeaseSet MemoryStore::read(const Keys& keys) {
+  LeaseBook book(get(keys.leases));
   book.prune(util::whole_seconds(m_clock()));
-  return book.holders();
+  LeaseSet set;
+  set.lock_value = get(keys.lock);
+  set.leases = book.holders();
+  set.holding = book.holds(set.lock_value, token_of(keys.counter));
+  return set;
 }
 
 void MemoryStore::store_leases(std::string_view key, std::string_view leases,
@@ -222,9 +227,13 @@ void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Vis
     lock.key = key;
     lock.value = value;
     lock.holder = get(store::companion_key(key, "holder"));
-    lock.shared = holders(store::shared_key(key));
-    if (const auto counter = get(store::fence_key(key))) {
-      lock.fence = parse_fence(*counter);
+    const std::string leases = store::shared_key(key);
+    const std::string counter = store::fence_key(key);
+    if (LeaseSet set = read({.lock = key, .counter = counter, .leases = leases, .queue = {}}); set.holding) {
+      lock.shared = std::move(set.leases);
+    }
+    if (const auto token = get(counter)) {
+      lock.fence = parse_fence(*token);
     }
   }
   visit(std::move(batch));

@@ -54,7 +54,7 @@ class MemoryStore final : public Store, private SharedLeases, private LockListin
   bool release(const Keys& keys, std::string_view id,
                std::optional<std::int64_t> if_expiry) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
-  std::vector<SharedHolder> holders(std::string_view leases) override;
+  LeaseSet read(const Keys& keys) override;
   // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).
   void store_leases(std::string_view key, std::string_view leases, const LeaseBook& book);
   // LockListing: one batch of every matching key; no queue, so no waiters.

@@ -90,9 +90,14 @@ struct SharedHolder {
   std::optional<std::string> details;  // what SharedLeases::describe recorded, if it did
 };
 
-// Whether the live `leases` hold the lock whose key holds `value`: while
-// they do, it holds the latest one's expiry (SharedLeases).
-bool leases_hold(const std::vector<SharedHolder>& leases, std::string_view value);
+// A lock's key and its live leases, read at one instant (SharedLeases::read).
+struct LeaseSet {
+  std::optional<std::string> lock_value;  // the lock key's value, if it exists
+  std::vector<SharedHolder> leases;       // the live leases
+  // Whether they hold the key: it holds the latest one's expiry, and no other
+  // holder took it since. Leases of a set that lost the key are no holders.
+  bool holding = false;
+};
 
 // Whether a lease id is a slot's ("#N") rather than a shared holder's.
 inline bool is_slot_lease(std::string_view id) {
@@ -341,10 +346,10 @@ class SharedLeases {
   // False (nothing written) if the lease is gone.
   virtual bool describe(std::string_view leases, std::string_view id, std::string_view details) = 0;
 
-  // The live leases, each with its details if its holder recorded them. Read
-  // apart from the lock key: they hold the lock only if it holds the latest
-  // one's expiry (leases_hold).
-  virtual std::vector<SharedHolder> holders(std::string_view leases) = 0;
+  // The lock key's value and its live leases (each with its details if its
+  // holder recorded them), read in one atomic step: read apart, a renewal
+  // between the two reads would make a live set look as if it lost the key.
+  virtual LeaseSet read(const Keys& keys) = 0;
 };
 
 }  // namespace nxlock::store

@@ -177,10 +177,12 @@ class TracingShared final : public SharedLeases {
         [&] { return m_inner.describe(leases, id, details); }, flag_text);
   }
 
-  std::vector<SharedHolder> holders(std::string_view leases) override {
+  LeaseSet read(const Keys& keys) override {
     return traced(
-        step_text("SHARED-HOLDERS", {leases}), [&] { return m_inner.holders(leases); },
-        [](const std::vector<SharedHolder>& r) { return std::to_string(r.size()); });
+        step_text("READ-LEASES", {keys.lock, keys.leases}), [&] { return m_inner.read(keys); },
+        [](const LeaseSet& r) {
+          return std::to_string(r.leases.size()) + (r.holding ? " holding" : " not holding");
+        });
   }
 
  private:

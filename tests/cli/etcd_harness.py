@@ -43,14 +43,18 @@ class Member:
     def peer_url(self):
         return "http://127.0.0.1:%d" % self.peer_port
 
-    def start(self, initial_cluster, tls=None):
-        """`tls`: (certificate, key, CA) for the client port (https), else plain."""
+    def start(self, initial_cluster, tls=None, hosts=()):
+        """`tls`: (certificate, key, CA) for the client port (https), else plain.
+        `hosts`: addresses to serve clients on besides loopback (a test's veth pair)."""
+        self.initial, self.tls, self.hosts = initial_cluster, tls, hosts
         scheme = "https" if tls else "http"
         extra = ["--cert-file", tls[0], "--key-file", tls[1]] if tls else []
+        listen = ",".join("%s://%s:%d" % (scheme, host, self.client_port)
+                          for host in ("127.0.0.1", *hosts))
         log = open(self.dir + ".log", "ab")
         self.process = subprocess.Popen(
             [ETCD, "--name", self.name, "--data-dir", self.dir,
-             "--listen-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
+             "--listen-client-urls", listen,
              "--advertise-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
              "--listen-peer-urls", self.peer_url,
              "--initial-advertise-peer-urls", self.peer_url,
@@ -59,6 +63,11 @@ class Member:
              "--log-level", "warn", *extra],
             stdout=log, stderr=log, preexec_fn=die_with_parent)
         log.close()
+
+    def restart(self):
+        """Starts a stopped member again on its ports and data (the cluster's flags of a
+        new cluster are ignored when the data dir is there)."""
+        self.start(self.initial, self.tls, self.hosts)
 
     def status(self):
         return post(self.client_port, "/v3/maintenance/status", {}, timeout=1.0)
@@ -76,12 +85,12 @@ class Member:
 class EtcdCluster:
     """`size` members of one cluster, each with its data in the cluster's temp dir."""
 
-    def __init__(self, size=1, tls=None):
+    def __init__(self, size=1, tls=None, hosts=()):
         self.dir = tempfile.mkdtemp(prefix="nxlock-etcd-")
         self.members = [Member("m%d" % i, self.dir) for i in range(size)]
         initial = ",".join("%s=%s" % (m.name, m.peer_url) for m in self.members)
         for member in self.members:
-            member.start(initial, tls)
+            member.start(initial, tls, hosts)
         if tls:
             # The plain probes of wait_leader() cannot reach it: etcdctl can.
             self.tls = tls
@@ -109,9 +118,9 @@ class EtcdCluster:
             time.sleep(0.05)
         raise AssertionError("etcd: no leader within %.0f s (logs in %s)" % (timeout, self.dir))
 
-    def url(self, members=None):
+    def url(self, members=None, host="127.0.0.1"):
         chosen = self.members if members is None else members
-        return "etcd://" + ",".join("127.0.0.1:%d" % m.client_port for m in chosen)
+        return "etcd://" + ",".join("%s:%d" % (host, m.client_port) for m in chosen)
 
     def endpoints(self):
         return ",".join("127.0.0.1:%d" % m.client_port for m in self.members if m.running())

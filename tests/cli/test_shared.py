@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import unittest
 
@@ -184,6 +185,79 @@ class TestShared(SharedCase):
                     # Its renewal never wrote over what the page client left.
                     self.assertEqual(self.nx("-u", url, "get", KEY).stdout, value_after)
                     self.nx("-u", url, "del", KEY)
+
+    def test_a_set_that_lost_its_key_never_holds_a_later_holders(self):
+        # A page client deletes the key under live leases; an exclusive holder then
+        # writes the same timestamp (same second of expiry). The key is the exclusive
+        # holder's: the old leases are no holders, and cannot renew or release it.
+        for backend in self.shared_backends():
+            for kind in (("--shared",), ("--slots", "2")):
+                with self.subTest(backend=backend.name, kind=kind[0]):
+                    url = backend.url
+                    key = "orphan" + kind[0]
+                    orphan = self.lock(url, "-n", *kind, "-t", "40", key=key)
+                    self.assertEqual(orphan.returncode, 0, orphan.stderr)
+                    old = json.loads(orphan.stdout)
+                    expiry = old["expires_at"]
+                    self.assertEqual(self.nx("-u", url, "del", key).returncode, 0)
+                    value = None
+                    for _ in range(5):  # a second may turn between reading the clock and the take
+                        r = self.lock(url, "-n", "-t", str(expiry - int(time.time()) - 1), key=key)
+                        self.assertEqual(r.returncode, 0, r.stderr)
+                        value = json.loads(r.stdout)["value"]
+                        if value == str(expiry):
+                            break
+                        self.nx("-u", url, "unlock", key, value)
+                    self.assertEqual(value, str(expiry))
+                    self.addCleanup(self.nx, "-u", url, "unlock", "--force", key)
+                    got = json.loads(self.nx("-u", url, "--json", "status", key).stdout)
+                    self.assertEqual((got["kind"], got["shared_holders"]), ("exclusive", 0), got)
+                    listed = json.loads(self.nx("-u", url, "--json", "list", key).stdout)
+                    self.assertEqual([lock["value"] for lock in listed["locks"]], [value], listed)
+                    for command in (("renew", "-t", "60"), ("unlock",)):
+                        r = self.nx("-u", url, *command, key, old["value"])
+                        self.assertNotEqual(r.returncode, 0, (command, r.stdout, r.stderr))
+                        self.assertEqual(self.nx("-u", url, "get", key).stdout.decode().strip(), value)
+
+    def test_status_and_list_see_the_leases_renewed_under_them(self):
+        # The key and its leases are read as one step: read apart, a renewal between
+        # the two reads made a live set look lost, and `status` call it exclusive.
+        for backend in self.shared_backends():
+            with self.subTest(backend=backend.name):
+                url = backend.url
+                self.hold(url, "--shared", "-t", "50")
+                mine = self.hold(url, "--shared", "-t", "100")["value"]
+                stop = threading.Event()
+                renewed = []
+
+                def renew_all_the_time(value=mine):
+                    # Each renewal moves the latest lease, and so the key.
+                    while not stop.is_set():
+                        ttl = "100" if len(renewed) % 2 else "200"
+                        r = self.nx("-u", url, "--json", "renew", "-t", ttl, KEY, value)
+                        if r.returncode != 0:
+                            renewed.append(r.stderr)
+                            return
+                        value = json.loads(r.stdout)["value"]
+                        renewed.append(value)
+                    self.nx("-u", url, "unlock", KEY, value)
+
+                renewer = threading.Thread(target=renew_all_the_time)
+                renewer.start()
+                seen = []
+                try:
+                    deadline = time.monotonic() + 3
+                    while time.monotonic() < deadline:
+                        got = json.loads(self.nx("-u", url, "--json", "status", KEY).stdout)
+                        seen.append((got.get("kind"), got.get("shared_holders")))
+                        listed = json.loads(self.nx("-u", url, "--json", "list", KEY).stdout)
+                        seen.append(("list", len(listed["locks"])))
+                finally:
+                    stop.set()
+                    renewer.join(timeout=30)
+                self.assertGreater(len(renewed), 20, renewed[-1:])
+                wrong = [s for s in seen if s not in (("shared", 2), ("list", 2))]
+                self.assertEqual(wrong, [], "%d of %d reads" % (len(wrong), len(seen)))
 
     def test_run_locked_contention(self):
         """Shared sections overlap one another; no exclusive section overlaps any."""

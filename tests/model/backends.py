@@ -1,7 +1,10 @@
-"""The four backends the model checker drives: each starts its servers (tests/cli/harness.py,
-test_cluster.py), gives nxlock's global arguments, resets itself between examples, and runs
-a SETNX-page client's steps on the lock key (nxlock's own key/value commands on one server,
-redis-cli on one server of a quorum, since nxlock refuses them with several URLs).
+"""The five backends the model checker drives: each starts its servers (tests/cli/harness.py,
+test_cluster.py, etcd_harness.py), gives nxlock's global arguments, resets itself between
+examples, and runs a SETNX-page client's steps on the lock key (nxlock's own key/value
+commands on one server, redis-cli on one server of a quorum, since nxlock refuses them
+with several URLs). On etcd the lock is keys under KEY/ named by leases (etcd's own
+recipe), and nxlock's key/value commands act on the plain key KEY: the page steps there
+are a separate key the lock must leave alone (machine.py, e_page).
 """
 import os
 import shutil
@@ -23,6 +26,7 @@ class Backend:
 
     name = "?"
     quorum = False
+    etcd = False
     page_targets = 1
 
     def __init__(self):
@@ -129,6 +133,43 @@ class Cluster(Backend):
         super().stop()
 
 
+class Etcd(Backend):
+    """One etcd member on loopback (Debian's etcd, tests/cli/etcd_harness.py). Exclusive
+    holds only: --shared and --slots are refused (64), as the man page's ETCD says."""
+
+    name = "etcd"
+    etcd = True
+
+    def __init__(self):
+        super().__init__()
+        from etcd_harness import EtcdCluster
+        self.etcd = EtcdCluster(1)
+
+    def args(self):
+        return ["-u", self.etcd.url()]
+
+    def reset(self):
+        # Every key (a lease left without keys expires or is never named again).
+        self.etcd.wipe()
+
+    def script_setup(self):
+        return ['PORT=$(shuf -i 20000-40000 -n 1); PEER=$((PORT + 1))',
+                'etcd --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$PORT" '
+                '--advertise-client-urls "http://127.0.0.1:$PORT" '
+                '--listen-peer-urls "http://127.0.0.1:$PEER" '
+                '--initial-advertise-peer-urls "http://127.0.0.1:$PEER" '
+                '--initial-cluster "default=http://127.0.0.1:$PEER" --log-level error '
+                '>"$T/etcd.log" 2>&1 & EPID=$!',
+                'trap \'kill "$EPID"\' EXIT',
+                'until etcdctl --endpoints "127.0.0.1:$PORT" endpoint health >/dev/null 2>&1; '
+                'do sleep 0.1; done',
+                'URLS="-u etcd://127.0.0.1:$PORT"']
+
+    def stop(self):
+        self.etcd.stop()
+        super().stop()
+
+
 class Quorum(Backend):
     name = "quorum"
     quorum = True
@@ -201,4 +242,5 @@ class Quorum(Backend):
         super().stop()
 
 
-BACKENDS = {"embedded": Embedded, "redis": Redis, "cluster": Cluster, "quorum": Quorum}
+BACKENDS = {"embedded": Embedded, "redis": Redis, "cluster": Cluster, "quorum": Quorum,
+            "etcd": Etcd}

@@ -15,7 +15,7 @@ from hypothesis import reject, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import harness
-from model import SHARED, SLOT, TS, Hold, Job, KeyModel, bare, expiry_of, form, now
+from model import ETCD, SHARED, SLOT, TS, Hold, Job, KeyModel, bare, expiry_of, form, lease_of, now
 from script import Script
 
 KEYS = ["k1", "k2"]
@@ -71,6 +71,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.waits_left = Config.waits
         self.steps = 0
         self.took = set()      # keys a step took a hold on (their token must rise)
+        self.leases = {}       # etcd: lease (hex) -> [ttl asked, expiry printed] while alive
         self.script = Script(self.backend, Config.header)
         self.tmp = os.path.join(self.backend.tmp, "jobs")
         os.makedirs(self.tmp, exist_ok=True)
@@ -176,10 +177,17 @@ class LockModelMachine(RuleBasedStateMachine):
         """Sleeps until every short hold has expired by the server's clock (it is expired
         once the second after its timestamp has begun), then forgets them."""
         latest = max(h.expiry for h in self.short_holds())
-        seconds = max(0.0, latest + 1.05 - time.time())
-        self.script.raw("until_expired %s  # every short hold (%.1f s in the run)"
-                        % (" ".join(self.script.var(h.value) for h in self.short_holds()), seconds))
+        # etcd's leader revokes a lapsed lease on its next check (every 0.5 s), and the
+        # printed expiry is the grant's second plus the TTL: a second more there.
+        slack = 1.0 if self.backend.etcd else 0.0
+        seconds = max(0.0, latest + 1.05 + slack - time.time())
+        self.script.raw("until_expired %s%s  # every short hold (%.1f s in the run)"
+                        % (" ".join(self.script.var(h.value) for h in self.short_holds()),
+                           "; sleep 1" if slack else "", seconds))
         time.sleep(seconds)
+        for lease, (ttl, _) in list(self.leases.items()):
+            if ttl == SHORT:
+                del self.leases[lease]
         for k in self.keys.values():
             if self.backend.quorum:
                 # An expired timestamp stays on the servers, free to take (q_expired).
@@ -226,6 +234,8 @@ class LockModelMachine(RuleBasedStateMachine):
         hold.born = self.steps
         self.add_hold(k, hold)
         self.values.append((key, value))
+        if self.backend.etcd:
+            self.leases[lease_of(value)] = [SHORT if short else LONG, expiry_of(value)]
 
     def kind_of(self, k):
         """The key's kind for a mismatch's tag: free, exclusive, shared, slots, page, junk."""
@@ -247,6 +257,9 @@ class LockModelMachine(RuleBasedStateMachine):
 
     def predict_take(self, k, kind):
         """The exit status of a take (-n) of `kind` on key `k`: 0, 75, 64 or 65."""
+        if self.backend.etcd:
+            # Exclusive holds only on etcd (the man page's ETCD); no page value is a lock.
+            return 64 if kind != "exclusive" else (75 if k.holds else 0)
         if self.backend.quorum:
             if kind != "exclusive":
                 return 64
@@ -267,7 +280,10 @@ class LockModelMachine(RuleBasedStateMachine):
 
     def check_printed(self, k, kind, value):
         """A printed value has its kind's form; a slot's number is free and at most N."""
-        if kind == "exclusive" and not TS.match(value):
+        if kind == "exclusive" and self.backend.etcd:
+            if not ETCD.match(value):
+                self.fail("lock printed %r on etcd, not EXPIRY@LEASE" % value)
+        elif kind == "exclusive" and not TS.match(value):
             self.fail("lock printed %r, not a timestamp" % value)
         if kind == "shared" and not SHARED.match(value):
             self.fail("lock --shared printed %r, not EXPIRY:sID" % value)
@@ -315,15 +331,17 @@ class LockModelMachine(RuleBasedStateMachine):
             return ("value", pick(data, own, "own"))
         if how == "bare":
             source = pick(data, own or printed, "bare of")
-            suffix = {"ts": "", "shared": "%%:*", "slot": "#*:"}[form(source)]
+            suffix = {"ts": "", "shared": "%%:*", "slot": "#*:", "etcd": "%%@*"}[form(source)]
             return ("value", bare(source), (source, suffix) if suffix else None)
         return ("value", pick(data, printed, "other"))
 
-    def predict_release(self, k, value):
+    def predict_release(self, k, value, renew=False):
         """(statuses, JSON test, the hold the value names) for unlock/renew KEY VALUE."""
         kind = form(value)
         if kind == "garbage":
             return 64, "", None
+        if self.backend.etcd:
+            return self.e_predict_release(k, value, renew)
         if self.backend.quorum:
             return self.q_predict_release(k, value)
         if k.garbage is not None:
@@ -346,8 +364,8 @@ class LockModelMachine(RuleBasedStateMachine):
             if value in self.taken:
                 return 1, 'j["reason"] in ("held_by_other", "taken_over")', None
             if expiry_of(value) < time.time() - 1:
-                # A value past its expiry while another value holds the key: the man
-                # page's LOCK KINDS says taken_over, MODEL.md's rule 4 expired.
+                # A value past its expiry while another value holds the key: taken_over
+                # (the man page's LOCK KINDS) and expired are both true.
                 return 1, 'j["reason"] in ("taken_over", "expired")', None
             return 1, 'j["reason"] == "held_by_other"', None
         if not k.existed:
@@ -356,8 +374,8 @@ class LockModelMachine(RuleBasedStateMachine):
             # Its hold was taken away by a page client's write: that reason is true.
             return 1, 'j["reason"] in ("expired", "absent", "held_by_other", "taken_over")', None
         if k.stale:
-            # The key still holds an expired value that is not this one: neither MODEL.md
-            # nor LOCK KINDS names the reason for a value that never held it there.
+            # The key still holds an expired value that is not this one: LOCK KINDS
+            # names no reason for a value that never held it there.
             return 1, 'j["reason"] in ("expired", "absent", "held_by_other", "taken_over")', None
         return 1, 'j["reason"] in ("expired", "absent")', None
 
@@ -373,6 +391,7 @@ class LockModelMachine(RuleBasedStateMachine):
                               tag="unlock:%s:%s" % (form(value[1]), self.kind_of(k)))
         if status == 0 and hold is not None:
             self.drop_hold(k, hold)
+            self.leases.pop(lease_of(hold.value), None)  # etcd: revoked
             if self.backend.quorum:
                 self.q_after_release(k, hold)
             elif not k.holds:
@@ -384,7 +403,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.before_step(key)
         k = self.key(key)
         value = self.pick_value(data, k, how)
-        statuses, test, hold = self.predict_release(k, value[1])
+        statuses, test, hold = self.predict_release(k, value[1], renew=True)
         if test:
             test = test.replace('j["reason"]', 'j.get("reason")')
         json_out = json_out and 0 not in predicted(statuses)
@@ -402,6 +421,8 @@ class LockModelMachine(RuleBasedStateMachine):
             self.fail("renew of %r printed %r, another lease" % (hold.value, new))
         if hold.kind == "slots" and new.split(":")[0] != hold.value.split(":")[0]:
             self.fail("renew of %r printed %r, another slot" % (hold.value, new))
+        if self.backend.etcd and lease_of(new) != lease_of(hold.value):
+            self.fail("renew of %r printed %r, another lease" % (hold.value, new))
         if not expiry_of(new) >= now() + LONG - 2:
             self.fail("renew -t %d printed %r" % (LONG, new))
         self.script.name(new)
@@ -441,6 +462,9 @@ class LockModelMachine(RuleBasedStateMachine):
                        "junk": ("junk-value", "junk-value")}[what]
         values = [text] if op in ("setnx", "getset") else []
         line = self.backend.page_script(server, op, key, [shell] if values else [])
+        if self.backend.etcd:
+            self.e_page(k, op, text, line, values)
+            return
         if self.backend.quorum:
             self.script.raw("out=$(%s); echo \"page: $out\"" % line)
             self.q_page(k, server, op, text)
@@ -464,7 +488,7 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.drop_hold(k, h, taken=True)
             k.holds, k.garbage, k.stale = [], None, False
         if written:
-            k.existed = True  # a lock key was made (MODEL.md: "no lock key and no counter")
+            k.existed = True  # a lock key was made: "absent" is for no lock key and no counter
             if what == "future":
                 h = Hold("exclusive", text, page=True)
                 h.born = self.steps
@@ -642,7 +666,7 @@ class LockModelMachine(RuleBasedStateMachine):
             test = 'j.get("kind") == "%s" and j.get("shared_holders") == %d' % (holds[0].kind, len(holds))
         elif holds:
             test = 'j.get("kind") == "exclusive"'
-            if holds[0].value is not None:
+            if holds[0].value is not None and not self.backend.etcd:
                 test += ' and j.get("value") == "%s"' % holds[0].value
         status, out = self.nx(["--json", "status", k.name], statuses, test=test, tag=tag)
         if status not in (0, 1):
@@ -674,7 +698,9 @@ class LockModelMachine(RuleBasedStateMachine):
                       "kind:" + tag)
         if kind == "exclusive":
             h = holds[0]
-            if h.value is not None and j.get("value") != h.value:
+            # (On etcd the expiry is counted again from the lease's TTL left: the lease
+            # names the hold, and differs in a replay, so the script does not check it.)
+            if h.value is not None and not self.same_value(j.get("value"), h.value):
                 self.fail("status %s: value %r, the model: %r" % (k.name, j.get("value"), h.value), tag)
             if h.token is None and not h.page:
                 h.token = fence
@@ -733,8 +759,74 @@ class LockModelMachine(RuleBasedStateMachine):
         values = {e.get("value") for e in live} | {"%s:%s" % (e["slot"], e.get("value"))
                                                   for e in live if e.get("slot") is not None}
         for h in k.holds:
-            if h.value is not None and h.value not in values:
+            if h.value is not None and not any(self.same_value(v, h.value) for v in values):
                 self.fail("list: no entry of %s with value %r (%r)" % (k.name, h.value, live), tag)
+
+    # --- etcd ---------------------------------------------------------------------------------
+
+    def same_value(self, got, value):
+        """`got` (status, list) names the hold `value` names: the same text, or on etcd the
+        same lease (the expiry is counted again from the TTL left)."""
+        if self.backend.etcd:
+            return got is not None and lease_of(got) == lease_of(value)
+        return got == value
+
+    def e_lease_alive(self, lease):
+        """True, False, or None while a short lease may be lapsing (etcd)."""
+        info = self.leases.get(lease)
+        if info is None:
+            return False
+        ttl, expiry = info
+        if ttl == LONG:
+            return True
+        if time.time() < expiry - 0.3:
+            return True
+        return False if time.time() > expiry + 1.6 else None
+
+    def e_predict_release(self, k, value, renew):
+        """unlock/renew KEY VALUE on etcd: VALUE names a lease. Only the lease with its key
+        under KEY is released or renewed; a lease's TTL cannot change (64); another lock's
+        lease is left alone."""
+        if form(value) != "etcd":
+            return 64, "", None  # a bare timestamp, or another backend's form
+        lease = lease_of(value)
+        hold = next((h for h in k.holds if h.value is not None and lease_of(h.value) == lease), None)
+        alive = self.e_lease_alive(lease)
+        if renew:
+            if alive is False:
+                return 1, 'j["reason"] in ("expired", "absent")', None
+            if self.leases[lease][0] != LONG:
+                return (64 if alive else {1, 64}), "", None
+            if hold is not None:
+                return 0, "", hold
+            return 1, 'j["reason"] in ("expired", "absent", "held_by_other")', None
+        if hold is not None:
+            return 0, "", hold
+        return 1, 'j["reason"] == "%s"' % ("held_by_other" if k.holds else "expired"), None
+
+    def e_page(self, k, op, text, line, values):
+        """A page step on etcd: nxlock's kv command on the plain key KEY, which the lock
+        (keys under KEY/) neither reads nor writes: a key/value of its own (k.kv)."""
+        kv = getattr(k, "kv", None)
+        if op == "setnx":
+            statuses, expect = ({0} if kv is None else {1}), None
+        elif op in ("get", "getset"):
+            statuses, expect = ({0} if kv is not None else {1}), kv
+        else:
+            statuses, expect = ({0} if kv is not None else {1}), None
+        self.script.check(statuses, line)
+        tag = "page:%s:etcd" % op
+        status, out = self.backend.page(0, op, k.name, *values)
+        if status not in statuses:
+            self.fail("page client %s %s: exit %d, the model says %s (stdout %r)"
+                      % (op, k.name, status, sorted(statuses), out.strip()), tag)
+        if op in ("get", "getset") and status == 0 and out.strip() != expect:
+            self.fail("page client %s %s printed %r, the model says %r"
+                      % (op, k.name, out.strip(), expect), tag)
+        if op == "getset" or (op == "setnx" and status == 0):
+            k.kv = text
+        elif op == "del":
+            k.kv = None
 
     # --- quorum -------------------------------------------------------------------------------
 
@@ -788,6 +880,14 @@ class LockModelMachine(RuleBasedStateMachine):
         """Reads each server's value of the key: what the model knows exactly must be
         there; a job's entry is its (renewed) timestamp; what it cannot know is taken."""
         observed = self.backend.raw(k.name)
+        # A majority decides an acquisition: the last server's SETNX may land a moment
+        # after the job started (a loaded host), so a running job's entry gets a second.
+        settle = time.monotonic() + 1
+        while time.monotonic() < settle and any(
+                got is None and h is not None and h.value is None and h.job.process.poll() is None
+                and not h.job.lost for h, got in zip(k.raw, observed)):
+            time.sleep(0.02)
+            observed = self.backend.raw(k.name)
         for i, (h, got) in enumerate(zip(k.raw, observed)):
             if h is None:
                 if got is not None:

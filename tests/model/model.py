@@ -1,10 +1,11 @@
-"""The model of lock kinds (issue 33, the man page's section on kinds of hold): what a key
+"""The model of lock kinds (the man page's LOCK KINDS, docs/DESIGN.md): what a key
 holds, and what each command on it must answer.
 
 A key holds one exclusive hold, or up to N slot holds, or any number of shared holds;
 a page client's future timestamp counts as an exclusive hold, its past one as an expired
 lock, anything else as "not a lock" (65). On a quorum the key is three servers' values,
-and a hold lives while a majority of them hold it.
+and a hold lives while a majority of them hold it. On etcd a value is EXPIRY@LEASE (the lease
+in hex): the lease, not the expiry, names the hold.
 """
 import re
 import time
@@ -12,10 +13,14 @@ import time
 TS = re.compile(r"^[0-9]+$")
 SHARED = re.compile(r"^([0-9]+):(s[0-9a-f]{16})$")
 SLOT = re.compile(r"^([0-9]+):([0-9]+)$")
+ETCD = re.compile(r"^([0-9]+)@([0-9a-f]+)$")
 
 
 def form(value):
-    """The value form: "ts" (exclusive), "shared", "slot" or "garbage"."""
+    """The value form: "ts" (exclusive), "shared", "slot", "etcd" (exclusive, on etcd) or
+    "garbage"."""
+    if ETCD.match(value):
+        return "etcd"
     if TS.match(value):
         return "ts"
     if SHARED.match(value):
@@ -34,7 +39,15 @@ def expiry_of(value):
         return int(SHARED.match(value).group(1))
     if kind == "slot":
         return int(SLOT.match(value).group(2))
+    if kind == "etcd":
+        return int(ETCD.match(value).group(1))
     return None
+
+
+def lease_of(value):
+    """The lease an etcd value names (hex), or None for another form."""
+    match = ETCD.match(value or "")
+    return match.group(2) if match else None
 
 
 def bare(value):

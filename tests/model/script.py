@@ -20,12 +20,13 @@ check() {
     echo "MISMATCH: $* -> $out, model: $test"; fails=$((fails + 1))
   fi
 }
-# until_expired VALUE...: sleeps until the second after every VALUE's expiry (TS, TS:ID or
-# I:TS) has begun: the servers then find them expired, as the run did after its wait.
+# until_expired VALUE...: sleeps until the second after every VALUE's expiry (TS, TS:ID,
+# I:TS or etcd's TS@LEASE) has begun: the servers then find them expired, as the run did after its wait.
 until_expired() {
   local v ts latest=0
   for v in "$@"; do
     ts=$v; [[ $ts == *:s* ]] && ts=${ts%%:*}; [[ $ts == *:* ]] && ts=${ts#*:}
+    [[ $ts == *@* ]] && ts=${ts%%@*}
     ((ts > latest)) && latest=$ts
   done
   while (($(date +%s) <= latest)); do sleep 0.1; done

@@ -1,5 +1,6 @@
-"""The ten scenarios: each one fault, made with real parts, against a workload of clients
-that share one lock (clock-skew: one on Redis, one on the embedded store).
+"""The twelve scenarios: each one fault, made with real parts, against a workload of clients
+that share one lock (clock-skew: one on Redis, one on the embedded store; the two on
+etcd are in etcd_scenarios.py).
 
 A pause or cut lasts ttl + 3 s: the lock's value is now+ttl+1 in whole seconds, so by
 then it has expired for every other client and one of them (waiting in line) takes it.
@@ -320,6 +321,9 @@ class TermIgnored(Scenario):
         return True
 
 
+# The etcd scenarios (etcd_scenarios.py) imported here, after what they build on.
+from etcd_scenarios import EtcdLeaderKill, EtcdQuorumLoss  # noqa: E402
+
 ALL = [Partition, PauseNxlock, PauseJob, RestartNopersist, RestartAof, Eviction, Failover,
-       QuorumRestart, ClockSkew, TermIgnored]
+       QuorumRestart, ClockSkew, TermIgnored, EtcdLeaderKill, EtcdQuorumLoss]
 BY_NAME = {s.name: s for s in ALL}

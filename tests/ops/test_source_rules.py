@@ -52,5 +52,46 @@ class Layers(unittest.TestCase):
         self.assertEqual(found, [])
 
 
+ROOT = os.path.normpath(os.path.join(SRC, ".."))
+
+
+class Citations(unittest.TestCase):
+    """Comments, tests and docs cite only what the repository holds: a document
+    they name (*.md) exists in it, and none names an issue number."""
+
+    FOLDERS = ("src", "tests", "docs", "scripts", "bench", "fuzz", "man", "completions")
+
+    def files(self):
+        for top in self.FOLDERS:
+            for folder, _, names in os.walk(os.path.join(ROOT, top)):
+                for name in names:
+                    if not name.endswith((".patch", ".o", ".a")):
+                        yield os.path.join(folder, name)
+        for name in ("README.md", "BENCHMARKS.md", "CMakeLists.txt"):
+            yield os.path.join(ROOT, name)
+
+    def test_every_document_cited_is_in_the_repository(self):
+        held = set()
+        for folder, dirs, names in os.walk(ROOT):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "build"))]
+            held.update(name for name in names if name.endswith(".md"))
+        found = []
+        for path in self.files():
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except (UnicodeDecodeError, FileNotFoundError):
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                # Documents are named in capitals (DESIGN.md); a lowercase *.md is
+                # a file a script writes (bench/'s tables). The man page escapes "-".
+                for cited in re.findall(r"\b([A-Z][A-Z0-9_-]*\.md)\b", line.replace("\\-", "-")):
+                    if cited not in held:
+                        found.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number, cited))
+                if re.search(r"\bissue (#|[0-9])", line, re.IGNORECASE):
+                    found.append("%s:%d: names an issue" % (os.path.relpath(path, ROOT), number))
+        self.assertEqual(found, [])
+
+
 if __name__ == "__main__":
     unittest.main()

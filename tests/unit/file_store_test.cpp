@@ -1317,7 +1317,10 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
     ASSERT_EQ(b.outcome, store::SharedLeases::Take::Outcome::taken) << key;
     EXPECT_GT(*b.fence, *a.fence);
     EXPECT_EQ(file.get(key), std::to_string(expiry + 5));
-    EXPECT_EQ(shared.holders(leases).size(), 2u);
+    const store::LeaseSet set = shared.read(keys);
+    EXPECT_EQ(set.leases.size(), 2u);
+    EXPECT_TRUE(set.holding);
+    EXPECT_EQ(set.lock_value, std::to_string(expiry + 5));
     EXPECT_TRUE(shared.release(keys, "s2", std::nullopt));
     EXPECT_EQ(file.get(key), std::to_string(expiry));
     EXPECT_TRUE(shared.release(keys, "s1", std::nullopt));

@@ -160,6 +160,23 @@ TEST(LeaseBookTest, ParsesWhatItWritesAndDropsWhatDoesNotParse) {
   EXPECT_EQ(book.encode(), "s2 200\n");
 }
 
+TEST(LeaseBookTest, ASetHoldsItsKeyOnlyUnderItsOwnToken) {
+  store::LeaseBook book(std::string("s1 100\n"));
+  book.set_token(7);
+  const store::LeaseBook read_back(book.encode());
+  EXPECT_EQ(read_back.token(), 7);
+  EXPECT_TRUE(read_back.holds(std::string("100"), 7));
+  // Another holder's take issued a later token, with a timestamp of the same second.
+  EXPECT_FALSE(read_back.holds(std::string("100"), 8));
+  EXPECT_FALSE(read_back.holds(std::string("100"), std::nullopt));  // a page client's write
+  EXPECT_FALSE(read_back.holds(std::string("101"), 7));
+  // A set an older nxlock wrote has no token: its timestamp alone decides.
+  const store::LeaseBook older(std::string("s1 100\n"));
+  EXPECT_TRUE(older.holds(std::string("100"), 8));
+  EXPECT_EQ(store::lease_gate(std::string("100"), 8, read_back, 0, 50), store::LeaseGate::held);
+  EXPECT_EQ(store::lease_gate(std::string("100"), 7, read_back, 0, 50), store::LeaseGate::join);
+}
+
 TEST(LeaseBookTest, DetailsStayWithTheirLeaseAndGoWithIt) {
   store::LeaseBook book(std::string("s1 100 7 {\"pid\": 1}\ns2 200\n"));
   ASSERT_EQ(book.holders().size(), 2u);

@@ -123,11 +123,22 @@ class Connection final : public store::Store {
   FakeServer& m_server;
 };
 
+// A clock stopped at one reading: every value computed from it is the same, as the
+// values of takers in the same second are.
+class StoppedClock final : public lock::Clock {
+ public:
+  Micros now() override { return m_reading; }
+
+ private:
+  Micros m_reading = util::wall_now();
+};
+
 class QuorumTest : public ::testing::Test {
  protected:
   QuorumTest() : servers(3) {}
 
-  std::unique_ptr<lock::QuorumLock> make_lock() {
+  // With `with` for its clock, or the host's.
+  std::unique_ptr<lock::QuorumLock> make_lock(lock::Clock* with = nullptr) {
     std::vector<lock::QuorumServer> specs;
     for (std::size_t i = 0; i < servers.size(); ++i) {
       FakeServer* server = &servers[i];
@@ -138,7 +149,7 @@ class QuorumTest : public ::testing::Test {
                          return std::make_unique<Connection>(*server);
                        }});
     }
-    auto quorum = std::make_unique<lock::QuorumLock>(std::move(specs), clock, "k");
+    auto quorum = std::make_unique<lock::QuorumLock>(std::move(specs), with ? *with : clock, "k");
     last = quorum.get();
     return quorum;
   }
@@ -260,6 +271,52 @@ TEST_F(QuorumTest, ARenewalThatLosesTheMajorityIsUndoneOnTheMinority) {
   std::string renewed;
   EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::taken_over);
   EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, std::nullopt}));
+}
+
+TEST_F(QuorumTest, AServerOurAcquisitionDidNotTakeIsNotOursThoughItHoldsOurValue) {
+  // The third server is held by another when we take the first two; then a waiter
+  // takes it in the same second, so with our very value (a whole second, now +
+  // ttl + 1). Renewed and released by value alone there, its lock was taken for
+  // ours and deleted while the waiter's next round could take a majority.
+  StoppedClock stopped;
+  servers[2].data.set("k", std::to_string(util::whole_seconds(stopped.now()) + 30));
+  auto quorum = make_lock(&stopped);
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  servers[2].data.del({"k"});
+  Connection connection(servers[2]);
+  lock::Lock waiter(connection, stopped, "k");
+  const auto taken = waiter.try_once(60);
+  ASSERT_EQ(taken.outcome, lock::Attempt::Outcome::acquired);
+  ASSERT_EQ(taken.value, result.value);
+  std::string renewed;
+  EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::done);
+  EXPECT_EQ(quorum->release(renewed), Verdict::done);
+  EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{std::nullopt, std::nullopt,
+                                                               taken.value}))
+      << "the waiter's lock on the third server is left alone";
+  std::string kept;
+  EXPECT_EQ(waiter.renew(taken.value, 60, kept), Verdict::done) << "still the waiter's";
+}
+
+TEST_F(QuorumTest, ALostRenewalLeavesAServerOurAcquisitionDidNotTake) {
+  // As above, and the renewal then finds the first two taken over: it neither
+  // counts the third as renewed nor undoes the waiter's lock there.
+  StoppedClock stopped;
+  servers[2].data.set("k", std::to_string(util::whole_seconds(stopped.now()) + 30));
+  auto quorum = make_lock(&stopped);
+  const auto result = try_once(*quorum);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  servers[2].data.del({"k"});
+  Connection connection(servers[2]);
+  lock::Lock waiter(connection, stopped, "k");
+  ASSERT_EQ(waiter.try_once(60).value, result.value);
+  const std::string other = std::to_string(std::stoll(result.value) + 7);
+  servers[0].data.set("k", other);
+  servers[1].data.set("k", other);
+  std::string renewed;
+  EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::taken_over);
+  EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, result.value}));
 }
 
 TEST_F(QuorumTest, AReleaseTheMissingServersCouldDecideIsUnavailable) {

@@ -73,11 +73,18 @@ Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
   // Copies for the jobs: one may run after this call returns.
   const std::string first(value);
   const std::vector<std::string> written = m_written;
+  const bool acquired = m_fence != 0;
   const auto replies = ask<Verdict>(
       m_channels,
-      [first, written, reading, step](QuorumChannel& channel) {
+      [first, written, reading, step, acquired](QuorumChannel& channel) {
         channel.clock.set(reading);
         Lock& lock = channel.open();
+        if (acquired && lock.fence() == 0) {
+          // Our acquisition took no token here, so nothing here is ours. Unfenced,
+          // the step would match by value alone, and a taker in the same second
+          // writes the same value: we would renew its lock as ours, then delete it.
+          return Verdict::held_by_other;
+        }
         return on_value_or_earlier(
             first, written, [&](const std::string& candidate) { return step(lock, candidate); });
       },
@@ -149,7 +156,8 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
     for (std::size_t i = 0; i < keep.size(); ++i) {
       keep[i] = verdicts[i] && verdicts[i] != Verdict::done;
     }
-    undo(next, keep, false);  // a shell's renew has no token: its own writes go
+    // A shell's renew has no token: its own writes go. A holder's go only under its token.
+    undo(next, keep, m_fence != 0);
   }
   return verdict;
 }

@@ -59,11 +59,11 @@ std::optional<std::string> read_record(const Stripe& stripe) {
   return posix::read_all(fd, stripe.record_path, static_cast<std::size_t>(st.st_size));
 }
 
-void lock_stripe(const Stripe& stripe) {
+void lock_stripe(const Stripe& stripe, int how = LOCK_EX) {
   // The stripe lock makes read-decide-write one atomic step against every other
   // writer of the 1/256 of keys in this stripe. Held for microseconds; released
   // by closing `stripe`, so also when this process dies.
-  while (::flock(stripe.fd.get(), LOCK_EX) != 0) {
+  while (::flock(stripe.fd.get(), how) != 0) {
     if (errno != EINTR) {
       fail(errno, stripe.path, "lock");
     }
@@ -147,6 +147,22 @@ void Buckets::update(std::string_view key, bool may_insert, const Decide& decide
     // Under the stripe lock we hold anyway: an abandoned lock beside ours goes.
     sweep_abandoned(*this, stripe);
   }
+}
+
+std::pair<std::vector<Entry>, std::vector<Entry>> Buckets::read_pair(std::string_view first,
+                                                                     std::string_view second) {
+  const Stripe a = open(first, false);
+  const Stripe b = open(second, false);
+  const bool one_stripe = a.bucket.stripe == b.bucket.stripe;
+  const Stripe& low = a.bucket.stripe < b.bucket.stripe ? a : b;
+  const Stripe& high = &low == &a ? b : a;
+  if (low.fd) {
+    lock_stripe(low, LOCK_SH);
+  }
+  if (!one_stripe && high.fd) {
+    lock_stripe(high, LOCK_SH);
+  }
+  return {a.fd ? load(a) : std::vector<Entry>{}, b.fd ? load(b) : std::vector<Entry>{}};
 }
 
 void Buckets::update_pair(std::string_view first, std::string_view second, bool second_first,

@@ -69,6 +69,11 @@ class Buckets {
   void update_pair(std::string_view first, std::string_view second, bool second_first,
                    const DecidePair& decide);
 
+  // The buckets of two keys as one step: read under both stripe locks, shared
+  // (a reader needs no write access), taken in update_pair's order.
+  std::pair<std::vector<record::Entry>, std::vector<record::Entry>> read_pair(
+      std::string_view first, std::string_view second);
+
   // The stripe's bucket, whose stripe lock the caller holds (or which it reads
   // whole). Throws util::Error(data) for a corrupt record, naming the file, the
   // key and what removing the file would drop.

@@ -86,7 +86,7 @@ class FileStore final : public Store,
   bool release(const Keys& keys, std::string_view id,
                std::optional<std::int64_t> if_expiry) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
-  std::vector<SharedHolder> holders(std::string_view leases) override;
+  LeaseSet read(const Keys& keys) override;
   // take()'s lease step alone, without the queue.
   Take take_lease(const Keys& keys, const TakeRequest& request);
   // LockListing (listing.cpp): every bucket read once, without a lock (each

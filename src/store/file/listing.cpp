@@ -72,7 +72,16 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
     if (const auto leases = entries.find(store::shared_key(key)); leases != entries.end()) {
       LeaseBook book(leases->second.value);
       book.prune(now_seconds);
-      lock.shared = book.holders();
+      if (book.holds(lock.value, lock.fence)) {
+        lock.shared = book.holders();
+      } else if (!book.empty()) {
+        // The two buckets were read apart: a renewal between the reads moves both.
+        const std::string leases_key = store::shared_key(key);
+        if (LeaseSet set = read({.lock = key, .counter = {}, .leases = leases_key, .queue = {}}); set.holding && set.lock_value) {
+          lock.value = *set.lock_value;
+          lock.shared = std::move(set.leases);
+        }
+      }
     }
   }
   visit(std::move(batch));

@@ -46,7 +46,8 @@ SharedLeases::Take FileStore::take_lease(const Keys& keys, const TakeRequest& re
     LeaseBook book(value_of(current));
     book.prune(now);
     result.current = value_of(lock);
-    LeaseGate gate = lease_gate(result.current, book, request.slots, now);
+    const auto key_token = lock != nullptr ? lock->fence : std::nullopt;
+    LeaseGate gate = lease_gate(result.current, key_token, book, request.slots, now);
     if (gate == LeaseGate::fresh && lock != nullptr && owner::keeps_held(*lock)) {
       gate = LeaseGate::held;  // expired by our clock, but its owner runs and renews it
     }
@@ -62,6 +63,7 @@ SharedLeases::Take FileStore::take_lease(const Keys& keys, const TakeRequest& re
     // Above the old lock's own token too, whatever the counter says.
     result.fence = issue_fence(lock != nullptr && lock->fence ? *lock->fence + 1 : 0);
     result.outcome = Take::Outcome::taken;
+    book.set_token(*result.fence);
     lock_value = std::to_string(book.latest());
     encoded = book.encode();
     Change lock_change{Change::Kind::put, lock_value};
@@ -119,7 +121,8 @@ bool FileStore::renew(const Keys& keys, std::string_view id, std::optional<std::
     LeaseBook book(value_of(current));
     book.prune(now);
     // A set whose key another client wrote or deleted holds nothing: never write over it.
-    if (!book.holds(value_of(lock)) || !book.has(id, if_expiry)) {
+    if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
+        !book.has(id, if_expiry)) {
       return std::pair{Change{}, Change{}};
     }
     renewed = true;
@@ -147,7 +150,8 @@ bool FileStore::release(const Keys& keys, std::string_view id,
                                                            const Entry* current) {
     LeaseBook book(value_of(current));
     book.prune(now);
-    if (!book.holds(value_of(lock)) || !book.has(id, if_expiry)) {
+    if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
+        !book.has(id, if_expiry)) {
       return std::pair{Change{}, Change{}};
     }
     released = true;
@@ -188,10 +192,24 @@ bool FileStore::describe(std::string_view leases, std::string_view id, std::stri
   return described;
 }
 
-std::vector<SharedHolder> FileStore::holders(std::string_view leases) {
-  LeaseBook book(get_entry_value(leases));
+LeaseSet FileStore::read(const Keys& keys) {
+  const auto [lock_bucket, leases_bucket] = m_buckets.read_pair(keys.lock, keys.leases);
+  const auto find = [](const std::vector<Entry>& entries, std::string_view key) -> const Entry* {
+    for (const auto& entry : entries) {
+      if (entry.key == key) {
+        return &entry;
+      }
+    }
+    return nullptr;
+  };
+  const Entry* lock = find(lock_bucket, keys.lock);
+  LeaseBook book(value_of(find(leases_bucket, keys.leases)));
   book.prune(now_seconds());
-  return book.holders();
+  LeaseSet set;
+  set.lock_value = value_of(lock);
+  set.leases = book.holders();
+  set.holding = book.holds(set.lock_value, lock != nullptr ? lock->fence : std::nullopt);
+  return set;
 }
 
 }  // namespace nxlock::store

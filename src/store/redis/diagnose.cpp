@@ -74,18 +74,6 @@ using util::Micros;
 // timestamp is whole seconds.
 constexpr Micros k_clock_tolerance{1'000'000};
 
-long number_or(const std::optional<std::string>& text, long fallback) {
-  return text ? std::strtol(text->c_str(), nullptr, 10) : fallback;
-}
-
-// CONFIG GET's value ([name, value]), or nullopt when refused or absent.
-std::optional<std::string> config_value(const redisReply& reply) {
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 2) {
-    return std::nullopt;
-  }
-  return std::string(text_of(*reply.element[1]));
-}
-
 // "0.21 ms": a round trip on one host is well below seconds_text()'s milliseconds.
 std::string millis_text(Micros duration) {
   char text[32];
@@ -132,10 +120,10 @@ class ServerDiagnosis {
                                      "eviction, persistence and replicas can be checked"));
     } else {
       const std::string_view info = text_of(*replies[0]);
-      version(info);
+      m_checks.push_back(redis::doctor::version_check(info, m_too_old));
       eviction(info);
-      persistence(info, *replies[1], *replies[2]);
-      replication(info);
+      m_checks.push_back(redis::doctor::persistence_check(info, *replies[1], *replies[2]));
+      m_checks.push_back(redis::doctor::replication_check(info, m_options.replicas));
       cluster(info);
     }
     if (m_url.scheme == Url::Scheme::redis_sentinel) {
@@ -262,31 +250,6 @@ class ServerDiagnosis {
     }
   }
 
-  void version(std::string_view info) {
-    const auto version = info_field(info, "redis_version");
-    int major = 0;
-    int minor = 0;
-    if (!version || std::sscanf(version->c_str(), "%d.%d", &major, &minor) != 2) {
-      m_checks.push_back(Check::warn("server version", "not reported",
-                                     "nxlock's locks need Redis " + minimum() + " or later"));
-      return;
-    }
-    const std::string detail = util::escape(*version, 40);
-    if (major < redis::k_min_major || (major == redis::k_min_major && minor < redis::k_min_minor)) {
-      m_too_old = true;
-      m_checks.push_back(Check::fail("server version", detail,
-                                     "upgrade to Redis " + minimum() +
-                                         " or later: the lock "
-                                         "scripts read TIME and then write"));
-    } else {
-      m_checks.push_back(Check::ok("server version", detail));
-    }
-  }
-
-  static std::string minimum() {
-    return std::to_string(redis::k_min_major) + "." + std::to_string(redis::k_min_minor);
-  }
-
   void eviction(std::string_view info) {
     const auto policy = info_field(info, "maxmemory_policy");
     const auto maxmemory = info_field(info, "maxmemory_human");
@@ -310,60 +273,6 @@ class ServerDiagnosis {
                                      "make sure it is noeviction (or maxmemory 0)"));
     } else {
       m_checks.push_back(Check::ok("maxmemory-policy", detail));
-    }
-  }
-
-  void persistence(std::string_view info, const redisReply& save, const redisReply& appendonly) {
-    const auto save_points = config_value(save);
-    const auto aof = config_value(appendonly);
-    const bool aof_on = aof ? *aof == "yes" : info_field(info, "aof_enabled") == "1";
-    if (aof_on) {
-      m_checks.push_back(Check::ok("persistence", "append-only file"));
-    } else if (save_points && !save_points->empty()) {
-      m_checks.push_back(
-          Check::ok("persistence", "RDB snapshots (save " + util::escape(*save_points, 60) + ")"));
-    } else if (!save_points) {
-      m_checks.push_back(
-          Check::warn("persistence", "cannot tell (CONFIG GET refused)",
-                      "make sure appendonly or save is set, or a restart loses every held lock"));
-    } else {
-      m_checks.push_back(Check::warn(
-          "persistence",
-          "none: a restart of the server loses every held lock and stops the "
-          "jobs run-locked runs under them",
-          "set appendonly yes (or save points) if jobs must outlive a restart of the server"));
-    }
-  }
-
-  void replication(std::string_view info) {
-    const auto role = info_field(info, "role");
-    if (role == "slave") {
-      m_checks.push_back(Check::fail(
-          "replication",
-          "a replica of " + util::escape(info_field(info, "master_host").value_or("?"), 60) + ":" +
-              util::escape(info_field(info, "master_port").value_or("?"), 8) +
-              ": it refuses lock writes (READONLY)",
-          "lock on the master: point the URL at it, or use redis+sentinel://"));
-      return;
-    }
-    // slaveN:ip=…,port=…,state=online,…: only those online confirm a WAIT.
-    long online = 0;
-    const long connected = number_or(info_field(info, "connected_slaves"), 0);
-    for (long i = 0; i < connected; ++i) {
-      const auto replica = info_field(info, "slave" + std::to_string(i));
-      online += replica && replica->find("state=online") != std::string::npos ? 1 : 0;
-    }
-    std::string detail = util::escape(role.value_or("master"), 20) + ", " + std::to_string(online) +
-                         (online == 1 ? " replica" : " replicas") + " online";
-    if (m_options.replicas > 0) {
-      detail += ", --replicas " + std::to_string(m_options.replicas);
-    }
-    if (online < m_options.replicas) {
-      m_checks.push_back(Check::fail(
-          "replication", detail,
-          "every lock would be refused (69): bring replicas online, or lower --replicas"));
-    } else {
-      m_checks.push_back(Check::ok("replication", detail));
     }
   }
 

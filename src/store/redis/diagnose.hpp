@@ -1,4 +1,5 @@
-// What the Redis diagnosis's two files share: reply helpers, and asking the Sentinels.
+// What the Redis diagnosis's files share: reply helpers, the checks of INFO, and asking
+// the Sentinels.
 #pragma once
 
 #include <memory>
@@ -34,5 +35,13 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
 // not with --replicas (`replicas`), nor when the master refuses writes that no
 // replica can get (min-replicas-to-write, `min_replicas_reply` its CONFIG GET).
 Check failover_check(int replicas, const redisReply& min_replicas_reply);
+
+// The server's version from INFO; sets `too_old` below fitness.hpp's minimum.
+Check version_check(std::string_view info, bool& too_old);
+// How the server keeps data over a restart: INFO and CONFIG GET save / appendonly.
+Check persistence_check(std::string_view info, const redisReply& save,
+                        const redisReply& appendonly);
+// A master with enough replicas online for --replicas (`replicas`), or a replica.
+Check replication_check(std::string_view info, int replicas);
 
 }  // namespace nxlock::store::redis::doctor

@@ -10,6 +10,7 @@
 #include "store/keys.hpp"
 #include "store/lock_value.hpp"
 #include "store/redis/redis_store.hpp"
+#include "store/redis/scripts.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store {
@@ -81,6 +82,62 @@ std::vector<std::string> live_in_arrival_order(const redisReply& live, const red
     }
   }
   return tickets;
+}
+
+
+// Whether `lock`'s live leases hold its key (k_shared_prelude's held()): its
+// value is their latest expiry, and the counter (`counter`, GET) still holds
+// the token the set recorded (field '@fence' of `details`, HGETALL). No leases: true.
+bool shared_hold(const ListedLock& lock, const redisReply& counter, const redisReply& details) {
+  if (lock.shared.empty()) {
+    return true;
+  }
+  std::int64_t latest = 0;
+  for (const auto& lease : lock.shared) {
+    latest = std::max(latest, lease.expiry);
+  }
+  if (lock.value != std::to_string(latest)) {
+    return false;
+  }
+  const auto token = string_reply(counter);
+  for (std::size_t j = 0; details.type == REDIS_REPLY_ARRAY && j + 1 < details.elements; j += 2) {
+    if (string_reply(*details.element[j]) == "@fence") {
+      return !token || string_reply(*details.element[j + 1]) == token;
+    }
+  }
+  return true;
+}
+
+// The reads of a batch are pipelined, not one step: a lease renewed between a
+// lock's GET and its leases' read moves both. Each lock whose leases seemed to
+// have lost its key is read again in one atomic step, and keeps its leases
+// only if they hold it.
+void reread_leases(redis::Connection& connection, const std::string& name,
+                   std::vector<ListedLock>& batch, const std::vector<std::size_t>& stale) {
+  if (stale.empty()) {
+    return;
+  }
+  std::vector<std::string> names;
+  names.reserve(3 * stale.size());
+  std::vector<Command> reads;
+  for (const std::size_t i : stale) {
+    const std::string& key = batch[i].key;
+    const auto& counter = names.emplace_back(store::fence_key(key));
+    const auto& leases = names.emplace_back(store::shared_key(key));
+    const auto& details = names.emplace_back(store::details_key(leases));
+    reads.push_back({{"EVAL", redis::k_read_leases_script, "4", key, counter, leases, details}, key});
+  }
+  const auto replies = connection.exchange(reads);
+  for (std::size_t n = 0; n < stale.size(); ++n) {
+    ListedLock& lock = batch[stale[n]];
+    LeaseSet set = redis::lease_set_of(*replies[n], name);
+    if (set.holding && set.lock_value) {
+      lock.value = std::move(*set.lock_value);
+      lock.shared = std::move(set.leases);
+    } else {
+      lock.shared.clear();  // lost to whoever wrote the key since
+    }
+  }
 }
 
 }  // namespace
@@ -188,6 +245,7 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
     }
     const auto values = connection.exchange(reads);
     std::vector<ListedLock> batch;
+    std::vector<std::size_t> stale;  // locks whose leases seem to have lost the key
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const Reply* read = &values[k_reads_per_key * i];
       auto value = string_reply(*read[0]);
@@ -205,7 +263,11 @@ void RedisStore::scan(Connection& connection, std::string_view pattern, const Wa
       lock.queued = live_in_arrival_order(*read[3], *read[4]);
       lock.waiters = static_cast<std::int64_t>(lock.queued.size());
       lock.shared = shared_holders(*read[5], *read[6]);
+      if (!shared_hold(lock, *read[2], *read[6])) {
+        stale.push_back(batch.size() - 1);
+      }
     }
+    reread_leases(connection, name, batch, stale);
     visit(std::move(batch));
   } while (cursor != "0");
 }

@@ -1,4 +1,4 @@
-// RedisStore's shared holders' leases (SharedLeases): take, renew, release, describe, holders.
+// RedisStore's shared holders' leases (SharedLeases): take, renew, release, describe, read.
 #include <hiredis/hiredis.h>
 
 #include "store/keys.hpp"
@@ -72,8 +72,8 @@ bool RedisStore::renew(const Keys& keys, std::string_view id,
   const std::string lock_keep = lock_keep_ms();
   // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
   const std::string details = store::details_key(keys.leases);
-  const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "3", keys.lock, keys.leases,
-                              details, id, expiry_text, lock_keep, if_text},
+  const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "4", keys.lock, keys.counter,
+                              keys.leases, details, id, expiry_text, lock_keep, if_text},
                              keys.lock},
                             said_one_added, [](const redisReply&) {});
   return integer_of(*reply, m_url.redacted) == 1;
@@ -86,8 +86,9 @@ bool RedisStore::release(const Keys& keys, std::string_view id,
   const std::string lock_keep = lock_keep_ms();
   const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
   const std::string details = store::details_key(keys.leases);
-  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "5", keys.lock, keys.leases,
-                            keys.queue, queue_leases, details, id, channel, lock_keep, if_text},
+  const Reply reply = run({{"EVAL", redis::k_release_shared_script, "6", keys.lock, keys.counter,
+                            keys.leases, keys.queue, queue_leases, details, id, channel,
+                            lock_keep, if_text},
                            keys.lock});
   return integer_of(*reply, m_url.redacted) == 1;
 }
@@ -99,25 +100,39 @@ bool RedisStore::describe(std::string_view leases, std::string_view id, std::str
   return said_one_added(*reply);
 }
 
-std::vector<SharedHolder> RedisStore::holders(std::string_view leases) {
-  const std::string details = store::details_key(leases);
-  const Reply reply = run({{"EVAL", redis::k_shared_holders_script, "2", leases, details}, leases});
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements % 3 != 0) {
-    throw_unexpected(*reply, m_url.redacted);
+LeaseSet RedisStore::read(const Keys& keys) {
+  const std::string details = store::details_key(keys.leases);
+  const Reply reply = run({{"EVAL", redis::k_read_leases_script, "4", keys.lock, keys.counter,
+                            keys.leases, details},
+                           keys.lock});
+  return redis::lease_set_of(*reply, m_url.redacted);
+}
+
+namespace redis {
+
+LeaseSet lease_set_of(const redisReply& reply, const std::string& name) {
+  constexpr std::size_t k_head = 3;  // the lock's value, whether it exists, whether the set holds it
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < k_head ||
+      (reply.elements - k_head) % 3 != 0) {
+    throw_unexpected(reply, name);
   }
-  std::vector<SharedHolder> found;
-  for (std::size_t i = 0; i < reply->elements; i += 3) {
-    SharedHolder& holder = found.emplace_back();
-    holder.id = string_of(*reply->element[i], m_url.redacted).value_or("");
-    holder.expiry =
-        parse_lock_timestamp(string_of(*reply->element[i + 1], m_url.redacted).value_or(""))
-            .value_or(0);
-    holder.details = string_of(*reply->element[i + 2], m_url.redacted);
-    if (holder.details && holder.details->empty()) {
-      holder.details.reset();
+  const auto text = [&](std::size_t i) { return string_of(*reply.element[i], name).value_or(""); };
+  LeaseSet set;
+  if (text(1) == "1") {
+    set.lock_value = text(0);
+  }
+  set.holding = text(2) == "1";
+  for (std::size_t i = k_head; i < reply.elements; i += 3) {
+    SharedHolder& holder = set.leases.emplace_back();
+    holder.id = text(i);
+    holder.expiry = parse_lock_timestamp(text(i + 1)).value_or(0);
+    if (auto details = text(i + 2); !details.empty()) {
+      holder.details = std::move(details);
     }
   }
-  return found;
+  return set;
 }
+
+}  // namespace redis
 
 }  // namespace nxlock::store

@@ -69,7 +69,7 @@ class RedisStore final : public Store,
   bool release(const Keys& keys, std::string_view id,
                std::optional<std::int64_t> if_expiry) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
-  std::vector<SharedHolder> holders(std::string_view leases) override;
+  LeaseSet read(const Keys& keys) override;
   // The listing (LockListing, redis_listing.cpp): SCAN on every master.
   void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
   // The connections to scan: each master of a cluster, else the one server.

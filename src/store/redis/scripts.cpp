@@ -212,10 +212,14 @@ const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
 // lives, the lock key holds the latest one's expiry: exclusive takers,
 // nxlock's or any page client's, find it held, and their scripts need no
 // change. Every step first drops the lapsed leases (`prune()`, whose `secs` is
-// TIME in seconds); a set holds the lock only while the key holds its latest
-// expiry (`top()`), and every write moves the key with it (`cover()`), so a
-// set whose key another client deleted or wrote is never written over: its
-// leases are lost. Each holder's details (DETAILS, a hash by id:
+// TIME in seconds). A set holds the lock only while the key holds its latest
+// expiry (`top()`) and the counter still holds the token of the set's latest
+// take (field '@fence' of DETAILS; `held()`): a timestamp alone can be an
+// exclusive holder's that expires in the same second. An absent counter
+// (evicted) counts as the set's, as in the fenced scripts; a set of an older
+// nxlock has no '@fence'. Every write moves the key with the set (`cover()`),
+// so a set whose key another client deleted or wrote is never written over:
+// its leases are lost. Each holder's details (DETAILS, a hash by id:
 // store::details_key) go with its lease: dropped when it lapses or is
 // released, kept as long. These are the embedded store's rules too
 // (store/lease_book.hpp).
@@ -228,8 +232,12 @@ const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
   "local function top(l) "                                                              \
   "local s = redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] "                         \
   "if s then return string.format('%.0f', tonumber(s)) end return false end "           \
-  "local function owned(k, l, id, want) "                                               \
+  "local function held(k, c, l, d) "                                                    \
   "local x = top(l) if not x or redis.call('GET', k) ~= x then return false end "       \
+  "local f = redis.call('HGET', d, '@fence') if not f then return true end "            \
+  "local n = redis.call('GET', c) return not n or n == f end "                          \
+  "local function owned(k, c, l, d, id, want) "                                         \
+  "if not held(k, c, l, d) then return false end "                                      \
   "local s = redis.call('ZSCORE', l, id) if not s then return false end "               \
   "return want == '' or string.format('%.0f', tonumber(s)) == want end "                \
   "local function cover(k, l, d, ms) "                                                  \
@@ -259,7 +267,7 @@ const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED
     "local fresh = true "
     "if current then "
     "if not (#current <= 18 and string.match(current, '^%d+$')) then return {1, current} end "
-    "if top(KEYS[3]) == current then fresh = false "
+    "if held(KEYS[1], KEYS[2], KEYS[3], KEYS[6]) then fresh = false "
     "local first = redis.call('ZRANGE', KEYS[3], 0, 0)[1] "
     "if (string.sub(first, 1, 1) == '#') ~= (slots > 0) then join() return {1, current} end "
     "elseif tonumber(current) >= secs then join() return {1, current} end end "
@@ -270,16 +278,19 @@ const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED
     "if not id then join() return {1, current} end end "
     "local token = issue(KEYS[2], ARGV[8]) "
     "if type(token) == 'table' then return token end "
-    "redis.call('ZADD', KEYS[3], ARGV[2], id) cover(KEYS[1], KEYS[3], KEYS[6], ARGV[7]) "
+    "redis.call('ZADD', KEYS[3], ARGV[2], id) "
+    "redis.call('HSET', KEYS[6], '@fence', redis.call('GET', KEYS[2])) "
+    "cover(KEYS[1], KEYS[3], KEYS[6], ARGV[7]) "
     "if h then redis.call('ZREM', KEYS[4], ticket) redis.call('ZREM', KEYS[5], ticket) "
     "local n = head(KEYS[4], KEYS[5]) if n then turn(n) end end "
     "return {2, token, id}";
-// KEYS: lock, leases, details. ARGV: id, expiry, lock keep, the lease's expiry
-// ('' for any). Only a live lease of the set that holds the key is renewed.
+// KEYS: lock, counter, leases, details. ARGV: id, expiry, lock keep, the
+// lease's expiry ('' for any). Only a live lease of the set that holds the key
+// is renewed.
 const std::string_view k_renew_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
-    "prune(KEYS[2], KEYS[3]) "
-    "if not owned(KEYS[1], KEYS[2], ARGV[1], ARGV[4]) then return 0 end "
-    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[2], KEYS[3], ARGV[3]) "
+    "prune(KEYS[3], KEYS[4]) "
+    "if not owned(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[4]) then return 0 end "
+    "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[3], KEYS[4], ARGV[3]) "
     "return 1";
 // KEYS: leases, details. ARGV: id, details. Only a live lease's holder is
 // described, and its details expire with the leases.
@@ -289,25 +300,34 @@ const std::string_view k_describe_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHA
     "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) "
     "local ttl = redis.call('PTTL', KEYS[1]) "
     "if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end return 1";
-// KEYS: lock, leases, queue, queue lease, details. ARGV: id, channel, lock keep,
-// the lease's expiry ('' for any). The last live lease deletes the key; it and
-// any slot's release wake as a release does (k_compare_and_delete_queued_script):
-// the first queued waiter, else every watcher.
+// KEYS: lock, counter, leases, queue, queue lease, details. ARGV: id, channel,
+// lock keep, the lease's expiry ('' for any). The last live lease deletes the
+// key; it and any slot's release wake as a release does
+// (k_compare_and_delete_queued_script): the first queued waiter, else every watcher.
 const std::string_view k_release_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
-    "prune(KEYS[2], KEYS[5]) "
-    "if not owned(KEYS[1], KEYS[2], ARGV[1], ARGV[4]) then return 0 end "
-    "redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('HDEL', KEYS[5], ARGV[1]) "
-    "if cover(KEYS[1], KEYS[2], KEYS[5], ARGV[3]) and string.sub(ARGV[1], 1, 1) ~= '#' then "
+    "prune(KEYS[3], KEYS[6]) "
+    "if not owned(KEYS[1], KEYS[2], KEYS[3], KEYS[6], ARGV[1], ARGV[4]) then return 0 end "
+    "redis.call('ZREM', KEYS[3], ARGV[1]) redis.call('HDEL', KEYS[6], ARGV[1]) "
+    "if cover(KEYS[1], KEYS[3], KEYS[6], ARGV[3]) and string.sub(ARGV[1], 1, 1) ~= '#' then "
     "return 1 end "
-    "local h = head(KEYS[3], KEYS[4]) "
+    "local h = head(KEYS[4], KEYS[5]) "
     "if h then turn(h) else redis.pcall('PUBLISH', ARGV[2], '1') end return 1";
-// KEYS: leases, details. Each live lease: id, expiry, details ('' if none).
-const std::string_view k_shared_holders_script =
-    "local t = redis.call('TIME') local out = {} "
-    "local z = redis.call('ZRANGEBYSCORE', KEYS[1], t[1], '+inf', 'WITHSCORES') "
+// KEYS: lock, counter, leases, details. The lock's value ('' if absent), then
+// '1' if it is there, '1' if the set holds it, then each live lease: id,
+// expiry, details ('' if none). Read only: the lapsed leases are skipped, not dropped.
+const std::string_view k_read_leases_script = NXLOCK_TIME_PRELUDE
+    "local function top(l) "
+    "local z = redis.call('ZRANGEBYSCORE', l, t[1], '+inf', 'WITHSCORES') "
+    "if #z == 0 then return false end return string.format('%.0f', tonumber(z[#z])) end "
+    "local v = redis.call('GET', KEYS[1]) local x = top(KEYS[3]) "
+    "local holding = x ~= false and v == x "
+    "if holding then local f = redis.call('HGET', KEYS[4], '@fence') "
+    "local n = redis.call('GET', KEYS[2]) holding = not f or not n or n == f end "
+    "local out = {v or '', v and '1' or '0', holding and '1' or '0'} "
+    "local z = redis.call('ZRANGEBYSCORE', KEYS[3], t[1], '+inf', 'WITHSCORES') "
     "for i = 1, #z, 2 do out[#out + 1] = z[i] "
     "out[#out + 1] = string.format('%.0f', tonumber(z[i + 1])) "
-    "out[#out + 1] = redis.call('HGET', KEYS[2], z[i]) or '' end return out";
+    "out[#out + 1] = redis.call('HGET', KEYS[4], z[i]) or '' end return out";
 
 std::string wake_channel(std::string_view key) {
   std::string channel(k_wake_prefix);

@@ -5,6 +5,10 @@
 #include <string>
 #include <string_view>
 
+#include <hiredis/hiredis.h>
+
+#include "store/store.hpp"
+
 namespace nxlock::store::redis {
 
 // Each script's reasons, KEYS and ARGV are with its text in scripts.cpp.
@@ -26,7 +30,9 @@ extern const std::string_view k_take_shared_script;
 extern const std::string_view k_renew_shared_script;
 extern const std::string_view k_describe_shared_script;
 extern const std::string_view k_release_shared_script;
-extern const std::string_view k_shared_holders_script;
+extern const std::string_view k_read_leases_script;
+// k_read_leases_script's reply; throws util::Error for another reply (`name`: the server).
+LeaseSet lease_set_of(const redisReply& reply, const std::string& name);
 
 // Queue keys of waiters that all died expire this long after the last step.
 constexpr std::int64_t k_queue_keep_ms = 60'000;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Found on main cb3bcca..9c469c5: `unlock k1 SLOT:TS` (a slot value of another key) on a key
-# held by a page client's timestamp says taken_over; MODEL.md and LOCK KINDS: held_by_other
+# held by a page client's timestamp says taken_over; the man page's LOCK KINDS: held_by_other
 # (the value has not expired and is not the holder's, on a held key).
 # nxlock model checker: backend redis, seed 33
 # run: NXLOCK_BIN=build/dev/nxlock bash THIS-FILE

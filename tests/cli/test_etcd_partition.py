@@ -1,0 +1,104 @@
+"""An etcd:// holder cut off from etcd by a network partition: run-locked stops its job
+(79) before the lease could lapse, and the next holder, with a line to etcd, gets a
+higher fence token. The holder runs in a network namespace made here (the nemesis's
+veth pair and iptables DROP: tests/nemesis/netns.py); etcd serves loopback and the
+pair's host side. Needs root, ip(8) and iptables(8).
+"""
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nemesis"))
+import netns  # noqa: E402  (the nemesis's namespace and its cut)
+import processes  # noqa: E402  (started in the namespace, with PR_SET_PDEATHSIG)
+
+from etcd_harness import ETCD, ETCDCTL, EtcdCluster  # noqa: E402
+from harness import BIN, NxlockTestCase, read  # noqa: E402
+
+HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
+
+# The job: its fence token and the moment it starts, and the moment SIGTERM reaches it
+# (CLOCK_MONOTONIC, the test's own clock), in the log named by its first argument.
+JOB = """\
+import os, signal, sys, time
+def stop(signo, frame):
+    with open(sys.argv[1], "a") as f:
+        f.write("TERM %f\\n" % time.monotonic())
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+with open(sys.argv[1], "a") as f:
+    f.write("START %f %s\\n" % (time.monotonic(), os.environ["NXLOCK_FENCE"]))
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def events(log):
+    """{"START": (time, fence), "TERM": (time,)} from a JOB log."""
+    found = {}
+    for line in read(log).splitlines():
+        word, *rest = line.split()
+        found.setdefault(word, (float(rest[0]), *map(int, rest[1:])))
+    return found
+
+
+@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
+class EtcdPartitionTest(NxlockTestCase):
+    def setUp(self):
+        super().setUp()
+        why = netns.available()
+        if why:
+            self.skipTest(why)
+        netns.remove_stale()
+        self.ns = netns.Namespace()
+        self.addCleanup(self.ns.close)  # the namespace, its veth pair and its iptables rules
+        self.etcd = EtcdCluster(1, hosts=(self.ns.host_address,))
+        self.addCleanup(self.etcd.stop)
+
+    def wait_log(self, log, word, timeout):
+        deadline = time.monotonic() + timeout
+        while word not in events(log):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def test_cut_off_holder_stops_before_the_ttl_and_the_next_fence_is_higher(self):
+        cut_log = os.path.join(self.tmp, "cut.log")
+        err_path = os.path.join(self.tmp, "holder.err")
+        # -t 4 and a short --io-timeout: the lost keepalives are noticed within the lease.
+        with open(err_path, "wb") as err:
+            holder = processes.start(
+                [BIN, "-u", self.etcd.url(host=self.ns.host_address), "--io-timeout", "0.5",
+                 "run-locked", "-t", "4", "--kill-after", "1", "cut", sys.executable, "-c", JOB, cut_log, "30"],
+                netns=self.ns.name, env=self.env, stderr=err)
+        self.addCleanup(lambda: holder.poll() is None and (holder.kill(), holder.wait()))
+        self.assertTrue(self.wait_log(cut_log, "START", 20), read(err_path))
+        # Keepalives every ttl/3 have flowed for a while before the cut.
+        time.sleep(1.5)
+        cut = time.monotonic()
+        self.ns.cut()
+
+        # The next holder, on loopback, queues at once and runs when the lease is gone.
+        next_log = os.path.join(self.tmp, "next.log")
+        taker = self.nx("run-locked", "-w", "20", "cut", sys.executable, "-c", JOB, next_log,
+                        "0", env=dict(self.env, NXLOCK_URL=self.etcd.url()), timeout=30)
+        self.assertEqual(taker.returncode, 0, taker.stderr)
+        try:
+            status = holder.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.fail("the cut-off holder never exited:\n" + read(err_path))
+        self.assertEqual(status, 79, read(err_path))
+
+        first, second = events(cut_log), events(next_log)
+        self.assertIn("TERM", first, "the cut-off job got no SIGTERM:\n" + read(err_path))
+        # Stopped within the lease's 4 s, counted from the last keepalive sent (before the cut).
+        self.assertLess(first["TERM"][0] - cut, 4.0, read(err_path))
+        # ... and before the next holder's job began.
+        self.assertLess(first["TERM"][0], second["START"][0])
+        self.assertGreater(second["START"][1], first["START"][1])
+
+
+if __name__ == "__main__":
+    unittest.main()
