@@ -135,10 +135,11 @@ SharedHolderView view_shared_holder(const store::SharedHolder& lease) {
     view.value = shared_value(lease.expiry, lease.id);
   }
   if (lease.details) {
+    // "TOKEN" as the take wrote it, then "TOKEN HOLDER" once its holder described itself.
     const std::string_view details = *lease.details;
     const auto space = details.find(' ');
+    view.fence = store::parse_fence(details.substr(0, space));
     if (space != std::string_view::npos) {
-      view.fence = store::parse_fence(details.substr(0, space));
       view.holder = Holder::from_json(details.substr(space + 1));
     }
   }
@@ -323,12 +324,20 @@ Verdict LeaseLock::why_not(const LeaseRef& ref) {
   return ours_was_here && !set.holding ? Verdict::taken_over : Verdict::held_by_other;
 }
 
+store::SharedLeases::LeaseMatch LeaseLock::match(const LeaseRef& ref) const {
+  // Our own lease (the one we took) is matched by our token too: a slot's id
+  // and expiry are the next holder's as well, once it took the same slot in
+  // the same second.
+  const bool ours = m_fence != 0 && ref.id == m_id;
+  return {.id = ref.id, .expiry = ref.expiry, .token = ours ? std::optional(m_fence) : std::nullopt};
+}
+
 Verdict LeaseLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep,
                               std::string& new_value) {
   const LeaseRef ref = lease_of(value);
   new_value = value_of(ref, expiry);  // before the write: see Lock::renew
   m_store.keep_keys_for(lifetime_for(keep));
-  if (m_shared.renew(keys(), ref.id, ref.expiry, expiry)) {
+  if (m_shared.renew(keys(), match(ref), expiry)) {
     return Verdict::done;
   }
   return why_not(ref);
@@ -340,7 +349,7 @@ Verdict LeaseLock::renew(std::string_view value, std::int64_t ttl, std::string& 
 
 Verdict LeaseLock::release(std::string_view value) {
   const LeaseRef ref = lease_of(value);
-  if (m_shared.release(keys(), ref.id, ref.expiry)) {
+  if (m_shared.release(keys(), match(ref))) {
     return Verdict::done;
   }
   return why_not(ref);

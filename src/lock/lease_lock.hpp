@@ -58,7 +58,7 @@ struct SharedHolderView {
   std::string value;  // as `lock` printed it: "EXPIRY:ID", or "SLOT:EXPIRY"
   int slot = 0;       // a slot's number; 0 for a shared holder
   std::int64_t expires_at = 0;
-  std::optional<std::int64_t> fence;  // its token, once it recorded its details
+  std::optional<std::int64_t> fence;  // the token of its take (none from an older nxlock)
   std::optional<Holder> holder;
 };
 SharedHolderView view_shared_holder(const store::SharedHolder& lease);
@@ -127,6 +127,8 @@ class LeaseLock final : public Lockable {
     std::int64_t named_expiry = 0;       // the expiry the value names
   };
   LeaseRef lease_of(std::string_view value) const;
+  // What the store matches the lease `ref` by (our token, if we took it).
+  store::SharedLeases::LeaseMatch match(const LeaseRef& ref) const;
   // The value that names lease `ref` at `expiry`, in this lock's form.
   std::string value_of(const LeaseRef& ref, std::int64_t expiry) const;
   store::SharedLeases::Keys keys() const;

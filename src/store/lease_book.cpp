@@ -109,9 +109,22 @@ std::string LeaseBook::encode() const {
   return text;
 }
 
-bool LeaseBook::has(std::string_view id, std::optional<std::int64_t> if_expiry) const {
-  const auto expiry = expiry_of(id);
-  return expiry && (!if_expiry || *if_expiry == *expiry);
+bool LeaseBook::has(const SharedLeases::LeaseMatch& match) const {
+  const auto expiry = expiry_of(match.id);
+  if (!expiry || (match.expiry && *match.expiry != *expiry)) {
+    return false;
+  }
+  const auto token = token_of(match.id);
+  return !match.token || !token || *token == *match.token;
+}
+
+std::optional<std::int64_t> LeaseBook::token_of(std::string_view id) const {
+  for (const auto& lease : m_leases) {
+    if (lease.id == id) {
+      return parse_fence(std::string_view(lease.details).substr(0, lease.details.find(' ')));
+    }
+  }
+  return std::nullopt;
 }
 
 std::string LeaseBook::free_slot(int slots) const {

@@ -35,8 +35,13 @@ class LeaseBook {
   void prune(std::int64_t now_seconds);
   // The expiry of lease `id`, if it is there.
   std::optional<std::int64_t> expiry_of(std::string_view id) const;
-  // Whether lease `id` is there and, with `if_expiry`, expires then.
-  bool has(std::string_view id, std::optional<std::int64_t> if_expiry) const;
+  // Whether the lease `match` names is there: its id, and its expiry and the
+  // token of its take where `match` names them (a lease whose details hold no
+  // token, an older nxlock's, matches any).
+  bool has(const SharedLeases::LeaseMatch& match) const;
+  // The token of lease `id`'s take: the first word of its details (the take
+  // records it, describe() keeps it first).
+  std::optional<std::int64_t> token_of(std::string_view id) const;
   // Adds the lease, or moves its expiry (its details stay).
   void put(std::string_view id, std::int64_t expiry);
   // Records the details of lease `id`; false if it is not there.

@@ -157,32 +157,31 @@ SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& reques
   result.outcome = Take::Outcome::taken;
   result.fence = issue(keys.counter, last);
   book.set_token(*result.fence);
+  book.describe(result.id, std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
   store_leases(keys.lock, keys.leases, book);
   return result;
 }
 
-bool MemoryStore::renew(const Keys& keys, std::string_view id,
-                        std::optional<std::int64_t> if_expiry, std::int64_t expiry) {
+bool MemoryStore::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
   const std::int64_t now = util::whole_seconds(m_clock());
   LeaseBook book(get(keys.leases));
   book.prune(now);
-  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(id, if_expiry)) {
+  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(lease)) {
     return false;
   }
-  book.put(id, expiry);
+  book.put(lease.id, expiry);
   store_leases(keys.lock, keys.leases, book);
   return true;
 }
 
-bool MemoryStore::release(const Keys& keys, std::string_view id,
-                          std::optional<std::int64_t> if_expiry) {
+bool MemoryStore::release(const Keys& keys, const LeaseMatch& lease) {
   const std::int64_t now = util::whole_seconds(m_clock());
   LeaseBook book(get(keys.leases));
   book.prune(now);
-  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(id, if_expiry)) {
+  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(lease)) {
     return false;
   }
-  book.remove(id);
+  book.remove(lease.id);
   store_leases(keys.lock, keys.leases, book);
   return true;
 }

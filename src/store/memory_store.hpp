@@ -49,10 +49,8 @@ class MemoryStore final : public Store, private SharedLeases, private LockListin
  private:
   // SharedLeases (no waiters' queue here: `queue` and the ticket are ignored).
   Take take(const Keys& keys, const TakeRequest& request) override;
-  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
-             std::int64_t expiry) override;
-  bool release(const Keys& keys, std::string_view id,
-               std::optional<std::int64_t> if_expiry) override;
+  bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override;
+  bool release(const Keys& keys, const LeaseMatch& lease) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
   // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).

@@ -328,18 +328,25 @@ class SharedLeases {
   // wakes the next waiter.
   virtual Take take(const Keys& keys, const TakeRequest& request) = 0;
 
-  // Moves the live lease `id` to `expiry` (and the lock key with it), only
-  // while its set still holds the lock key and, with `if_expiry`, the lease's
-  // expiry is that one (a slot's value names its expiry). False otherwise:
-  // the lease is no longer ours.
-  virtual bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
-                     std::int64_t expiry) = 0;
+  // The lease a renewal or a release is for. A value names its lease by id
+  // and expiry; a slot's id ("#N") and expiry are another holder's too once
+  // that holder took the same slot in the same second, so a holder that took
+  // the lease itself (run-locked) also names the token of its take.
+  struct LeaseMatch {
+    std::string_view id;
+    std::optional<std::int64_t> expiry;  // the lease's expiry, if the value names it
+    std::optional<std::int64_t> token;   // the token of its take, if the caller took it
+  };
 
-  // Removes the lease `id` on the same conditions; the last live one deletes
+  // Moves the live lease `lease` names to `expiry` (and the lock key with it),
+  // only while its set still holds the lock key. False otherwise: the lease is
+  // no longer ours. A lease of an older nxlock has no token to match.
+  virtual bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) = 0;
+
+  // Removes the lease on the same conditions; the last live one deletes
   // the lock key. A release wakes the first waiter of `queue` (or every
   // watcher) when it frees room: the last lease, or any slot. True if done.
-  virtual bool release(const Keys& keys, std::string_view id,
-                       std::optional<std::int64_t> if_expiry) = 0;
+  virtual bool release(const Keys& keys, const LeaseMatch& lease) = 0;
 
   // Records `details` (one line: who holds it, as the lock layer writes it)
   // beside the live lease `id`, removed with the lease and expiring with it.

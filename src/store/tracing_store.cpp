@@ -154,21 +154,26 @@ class TracingShared final : public SharedLeases {
         });
   }
 
-  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
-             std::int64_t expiry) override {
-    const std::string expiry_text = std::to_string(expiry);
-    const std::string if_text = if_expiry ? std::to_string(*if_expiry) : "-";
-    return traced(
-        step_text("RENEW-LEASE", {keys.lock, keys.leases, id, if_text, expiry_text}),
-        [&] { return m_inner.renew(keys, id, if_expiry, expiry); }, flag_text);
+  static std::string number_text(std::optional<std::int64_t> number) {
+    return number ? std::to_string(*number) : "-";
   }
 
-  bool release(const Keys& keys, std::string_view id,
-               std::optional<std::int64_t> if_expiry) override {
-    const std::string if_text = if_expiry ? std::to_string(*if_expiry) : "-";
+  bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override {
+    const std::string expiry_text = std::to_string(expiry);
+    const std::string if_text = number_text(lease.expiry);
+    const std::string token_text = number_text(lease.token);
     return traced(
-        step_text("RELEASE-LEASE", {keys.lock, keys.leases, id, if_text}),
-        [&] { return m_inner.release(keys, id, if_expiry); }, flag_text);
+        step_text("RENEW-LEASE",
+                  {keys.lock, keys.leases, lease.id, if_text, token_text, expiry_text}),
+        [&] { return m_inner.renew(keys, lease, expiry); }, flag_text);
+  }
+
+  bool release(const Keys& keys, const LeaseMatch& lease) override {
+    const std::string if_text = number_text(lease.expiry);
+    const std::string token_text = number_text(lease.token);
+    return traced(
+        step_text("RELEASE-LEASE", {keys.lock, keys.leases, lease.id, if_text, token_text}),
+        [&] { return m_inner.release(keys, lease); }, flag_text);
   }
 
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override {

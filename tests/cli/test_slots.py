@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import unittest
 
 from harness import NxlockTestCase, wait_for
@@ -18,6 +19,14 @@ from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay 
 KEY = "dump"
 QUEUE = "{dump}:queue:dump"
 SLOT_VALUE = re.compile(r"^([0-9]+):([0-9]+)$")
+
+
+def read_value(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
 
 
 class SlotsTestCase(NxlockTestCase):
@@ -189,6 +198,46 @@ class TestSlots(SlotsTestCase):
                 # One metrics file for the key, whichever slot ran.
                 self.assertEqual([f for f in os.listdir(metrics) if f.endswith(".prom")],
                                  ["nxlock_dump.prom"])
+
+    def test_a_forced_slot_holder_never_renews_the_next_holder_of_its_slot(self):
+        # Slot values are SLOT:EXPIRY: after --force, the next holder of slot 1 whose
+        # lease expires in the same second has the very value the forced one holds.
+        # The forced job's renewal must not take that lease for its own: it is
+        # stopped (79), and the next holder runs on.
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                key = "same-second-" + backend.name
+                for _ in range(5):  # until both take their slot in one second
+                    values = []
+                    jobs = []
+                    for name in ("forced", "next"):
+                        out = os.path.join(self.tmp, "%s-%s" % (name, backend.name))
+                        job = self.popen(*backend.args(), "run-locked", "-t", "3", "--slots", "1",
+                                         key, "sh", "-c", 'echo "$NXLOCK_VALUE" > "$0"; sleep 30',
+                                         out, stderr=subprocess.PIPE)
+                        self.addCleanup(lambda j=job: j.poll() is None and (j.kill(), j.wait()))
+                        jobs.append(job)
+                        self.assertTrue(wait_for(lambda: read_value(out), 20), name)
+                        values.append(read_value(out))
+                        if name == "forced":
+                            r = self.nx(*backend.args(), "unlock", "--force", key)
+                            self.assertEqual(r.returncode, 0, r.stderr)
+                    if values[0] == values[1]:
+                        break
+                    for job in jobs:
+                        job.kill()
+                        job.communicate()
+                    self.nx(*backend.args(), "unlock", "--force", key)
+                self.assertEqual(values[0], values[1], "never in one second")
+                forced, following = jobs
+                _, err = forced.communicate(timeout=30)
+                self.assertEqual(forced.returncode, 79, err)
+                time.sleep(3)  # a few renewals of the next holder
+                self.assertIsNone(following.poll(), following.stderr.read() if following.poll()
+                                  is not None else "")
+                following.kill()
+                following.communicate()
+                self.nx(*backend.args(), "unlock", "--force", key)
 
     def test_slots_go_to_waiters_in_arrival_order(self):
         for backend in self.backends():

@@ -1321,10 +1321,10 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
     EXPECT_EQ(set.leases.size(), 2u);
     EXPECT_TRUE(set.holding);
     EXPECT_EQ(set.lock_value, std::to_string(expiry + 5));
-    EXPECT_TRUE(shared.release(keys, "s2", std::nullopt));
+    EXPECT_TRUE(shared.release(keys, {.id = "s2", .expiry = {}, .token = *b.fence}));
     EXPECT_EQ(file.get(key), std::to_string(expiry));
-    EXPECT_TRUE(shared.release(keys, "s1", std::nullopt));
-    EXPECT_FALSE(shared.release(keys, "s1", std::nullopt));
+    EXPECT_TRUE(shared.release(keys, {.id = "s1", .expiry = {}, .token = {}}));
+    EXPECT_FALSE(shared.release(keys, {.id = "s1", .expiry = {}, .token = {}}));
     EXPECT_EQ(file.get(key), std::nullopt);
     EXPECT_EQ(file.get(leases), std::nullopt);
   }

@@ -89,7 +89,8 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   const std::string counter = store::fence_key("sh");
   const std::string leases = store::shared_key("sh");
   const std::string queue = store::queue_key("sh");
-  ASSERT_TRUE(shared.release({"sh", counter, leases, queue}, "s0000000000000002", std::nullopt));
+  ASSERT_TRUE(shared.release({"sh", counter, leases, queue},
+                             {.id = "s0000000000000002", .expiry = {}, .token = {}}));
   const auto left = lock::list_locks(m_store, "sh", k_now, false);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_FALSE(left[0].holder.has_value());

@@ -81,10 +81,8 @@ class FileStore final : public Store,
   // an entry beside the lock, changed with the lock's entry in one transaction
   // over both buckets (Buckets::update_pair).
   Take take(const Keys& keys, const TakeRequest& request) override;
-  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
-             std::int64_t expiry) override;
-  bool release(const Keys& keys, std::string_view id,
-               std::optional<std::int64_t> if_expiry) override;
+  bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override;
+  bool release(const Keys& keys, const LeaseMatch& lease) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
   // take()'s lease step alone, without the queue.

@@ -64,6 +64,7 @@ SharedLeases::Take FileStore::take_lease(const Keys& keys, const TakeRequest& re
     result.fence = issue_fence(lock != nullptr && lock->fence ? *lock->fence + 1 : 0);
     result.outcome = Take::Outcome::taken;
     book.set_token(*result.fence);
+    book.describe(result.id, std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
     lock_value = std::to_string(book.latest());
     encoded = book.encode();
     Change lock_change{Change::Kind::put, lock_value};
@@ -110,8 +111,7 @@ SharedLeases::Take FileStore::take(const Keys& keys, const TakeRequest& request)
   return result;
 }
 
-bool FileStore::renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
-                      std::int64_t expiry) {
+bool FileStore::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
   const std::int64_t now = now_seconds();
   bool renewed = false;
   std::string lock_value;
@@ -122,11 +122,11 @@ bool FileStore::renew(const Keys& keys, std::string_view id, std::optional<std::
     book.prune(now);
     // A set whose key another client wrote or deleted holds nothing: never write over it.
     if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
-        !book.has(id, if_expiry)) {
+        !book.has(lease)) {
       return std::pair{Change{}, Change{}};
     }
     renewed = true;
-    book.put(id, expiry);
+    book.put(lease.id, expiry);
     lock_value = std::to_string(book.latest());
     encoded = book.encode();
     Change lock_change{Change::Kind::put, lock_value};
@@ -137,8 +137,7 @@ bool FileStore::renew(const Keys& keys, std::string_view id, std::optional<std::
   return renewed;
 }
 
-bool FileStore::release(const Keys& keys, std::string_view id,
-                        std::optional<std::int64_t> if_expiry) {
+bool FileStore::release(const Keys& keys, const LeaseMatch& lease) {
   const std::int64_t now = now_seconds();
   bool released = false;
   bool room = false;
@@ -151,14 +150,14 @@ bool FileStore::release(const Keys& keys, std::string_view id,
     LeaseBook book(value_of(current));
     book.prune(now);
     if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
-        !book.has(id, if_expiry)) {
+        !book.has(lease)) {
       return std::pair{Change{}, Change{}};
     }
     released = true;
-    book.remove(id);
+    book.remove(lease.id);
     encoded = book.encode();
     const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
-    room = book.empty() || is_slot_lease(id);
+    room = book.empty() || is_slot_lease(lease.id);
     if (book.empty()) {
       return std::pair{Change{Change::Kind::erase, {}}, lease_change(encoded, book, token)};
     }

@@ -46,7 +46,10 @@ SharedLeases::Take RedisStore::take(const Keys& keys, const TakeRequest& request
        keys.lock},
       taken,
       [&](const redisReply& r) {
-        release(keys, string_of(*r.element[2], m_url.redacted).value_or(""), request.expiry);
+        const std::string id = string_of(*r.element[2], m_url.redacted).value_or("");
+        release(keys, {.id = id,
+                       .expiry = request.expiry,
+                       .token = integer_of(*r.element[1], m_url.redacted)});
       });
   if (taken(*reply)) {
     Take result;
@@ -65,30 +68,31 @@ SharedLeases::Take RedisStore::take(const Keys& keys, const TakeRequest& request
   return result;
 }
 
-bool RedisStore::renew(const Keys& keys, std::string_view id,
-                       std::optional<std::int64_t> if_expiry, std::int64_t expiry) {
+bool RedisStore::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
   const std::string expiry_text = std::to_string(expiry);
-  const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
+  const std::string if_text = lease.expiry ? std::to_string(*lease.expiry) : std::string();
+  const std::string token_text = lease.token ? std::to_string(*lease.token) : std::string();
   const std::string lock_keep = lock_keep_ms();
   // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
   const std::string details = store::details_key(keys.leases);
-  const Reply reply = write({{"EVAL", redis::k_renew_shared_script, "4", keys.lock, keys.counter,
-                              keys.leases, details, id, expiry_text, lock_keep, if_text},
-                             keys.lock},
-                            said_one_added, [](const redisReply&) {});
+  const Reply reply =
+      write({{"EVAL", redis::k_renew_shared_script, "4", keys.lock, keys.counter, keys.leases,
+              details, lease.id, expiry_text, lock_keep, if_text, token_text},
+             keys.lock},
+            said_one_added, [](const redisReply&) {});
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
-bool RedisStore::release(const Keys& keys, std::string_view id,
-                         std::optional<std::int64_t> if_expiry) {
+bool RedisStore::release(const Keys& keys, const LeaseMatch& lease) {
   const std::string queue_leases = store::queue_lease_key(keys.queue);
   const std::string channel = redis::wake_channel(keys.lock);
   const std::string lock_keep = lock_keep_ms();
-  const std::string if_text = if_expiry ? std::to_string(*if_expiry) : std::string();
+  const std::string if_text = lease.expiry ? std::to_string(*lease.expiry) : std::string();
+  const std::string token_text = lease.token ? std::to_string(*lease.token) : std::string();
   const std::string details = store::details_key(keys.leases);
   const Reply reply = run({{"EVAL", redis::k_release_shared_script, "6", keys.lock, keys.counter,
-                            keys.leases, keys.queue, queue_leases, details, id, channel,
-                            lock_keep, if_text},
+                            keys.leases, keys.queue, queue_leases, details, lease.id, channel,
+                            lock_keep, if_text, token_text},
                            keys.lock});
   return integer_of(*reply, m_url.redacted) == 1;
 }

@@ -64,10 +64,8 @@ class RedisStore final : public Store,
 
   // The shared leases (SharedLeases), in redis_shared.cpp.
   Take take(const Keys& keys, const TakeRequest& request) override;
-  bool renew(const Keys& keys, std::string_view id, std::optional<std::int64_t> if_expiry,
-             std::int64_t expiry) override;
-  bool release(const Keys& keys, std::string_view id,
-               std::optional<std::int64_t> if_expiry) override;
+  bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override;
+  bool release(const Keys& keys, const LeaseMatch& lease) override;
   bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
   // The listing (LockListing, redis_listing.cpp): SCAN on every master.

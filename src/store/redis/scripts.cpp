@@ -236,10 +236,12 @@ const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
   "local x = top(l) if not x or redis.call('GET', k) ~= x then return false end "       \
   "local f = redis.call('HGET', d, '@fence') if not f then return true end "            \
   "local n = redis.call('GET', c) return not n or n == f end "                          \
-  "local function owned(k, c, l, d, id, want) "                                         \
+  "local function owned(k, c, l, d, id, want, tok) "                                    \
   "if not held(k, c, l, d) then return false end "                                      \
   "local s = redis.call('ZSCORE', l, id) if not s then return false end "               \
-  "return want == '' or string.format('%.0f', tonumber(s)) == want end "                \
+  "if want ~= '' and string.format('%.0f', tonumber(s)) ~= want then return false end " \
+  "local mine = string.match(redis.call('HGET', d, id) or '', '^%d+') "                 \
+  "return tok == '' or not mine or mine == tok end "                                    \
   "local function cover(k, l, d, ms) "                                                  \
   "local x = top(l) "                                                                   \
   "if not x then redis.call('DEL', k, l, d) return false end "                          \
@@ -279,17 +281,18 @@ const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED
     "local token = issue(KEYS[2], ARGV[8]) "
     "if type(token) == 'table' then return token end "
     "redis.call('ZADD', KEYS[3], ARGV[2], id) "
-    "redis.call('HSET', KEYS[6], '@fence', redis.call('GET', KEYS[2])) "
+    "local f = redis.call('GET', KEYS[2]) redis.call('HSET', KEYS[6], '@fence', f, id, f) "
     "cover(KEYS[1], KEYS[3], KEYS[6], ARGV[7]) "
     "if h then redis.call('ZREM', KEYS[4], ticket) redis.call('ZREM', KEYS[5], ticket) "
     "local n = head(KEYS[4], KEYS[5]) if n then turn(n) end end "
     "return {2, token, id}";
 // KEYS: lock, counter, leases, details. ARGV: id, expiry, lock keep, the
-// lease's expiry ('' for any). Only a live lease of the set that holds the key
-// is renewed.
+// lease's expiry ('' for any), the token of its take ('' for any: DETAILS
+// holds it first, as the take wrote it). Only a live lease of the set that
+// holds the key is renewed.
 const std::string_view k_renew_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[3], KEYS[4]) "
-    "if not owned(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[4]) then return 0 end "
+    "if not owned(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[4], ARGV[5]) then return 0 end "
     "redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) cover(KEYS[1], KEYS[3], KEYS[4], ARGV[3]) "
     "return 1";
 // KEYS: leases, details. ARGV: id, details. Only a live lease's holder is
@@ -301,12 +304,13 @@ const std::string_view k_describe_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHA
     "local ttl = redis.call('PTTL', KEYS[1]) "
     "if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end return 1";
 // KEYS: lock, counter, leases, queue, queue lease, details. ARGV: id, channel,
-// lock keep, the lease's expiry ('' for any). The last live lease deletes the
+// lock keep, the lease's expiry ('' for any), the token of its take ('' for any). The last live lease deletes the
 // key; it and any slot's release wake as a release does
 // (k_compare_and_delete_queued_script): the first queued waiter, else every watcher.
 const std::string_view k_release_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[3], KEYS[6]) "
-    "if not owned(KEYS[1], KEYS[2], KEYS[3], KEYS[6], ARGV[1], ARGV[4]) then return 0 end "
+    "if not owned(KEYS[1], KEYS[2], KEYS[3], KEYS[6], ARGV[1], ARGV[4], ARGV[5]) then "
+    "return 0 end "
     "redis.call('ZREM', KEYS[3], ARGV[1]) redis.call('HDEL', KEYS[6], ARGV[1]) "
     "if cover(KEYS[1], KEYS[3], KEYS[6], ARGV[3]) and string.sub(ARGV[1], 1, 1) ~= '#' then "
     "return 1 end "
