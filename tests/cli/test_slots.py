@@ -207,11 +207,11 @@ class TestSlots(SlotsTestCase):
         for backend in self.backends():
             with self.subTest(backend=backend.name):
                 key = "same-second-" + backend.name
-                for _ in range(5):  # until both take their slot in one second
+                for attempt in range(5):  # until both take their slot in one second
                     values = []
                     jobs = []
                     for name in ("forced", "next"):
-                        out = os.path.join(self.tmp, "%s-%s" % (name, backend.name))
+                        out = os.path.join(self.tmp, "%s-%s-%d" % (name, backend.name, attempt))
                         job = self.popen(*backend.args(), "run-locked", "-t", "3", "--slots", "1",
                                          key, "sh", "-c", 'echo "$NXLOCK_VALUE" > "$0"; sleep 30',
                                          out, stderr=subprocess.PIPE)
