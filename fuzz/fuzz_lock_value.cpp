@@ -35,10 +35,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view value = text.substr(split);
   switch (nxlock::lock::value_form(value)) {
     case nxlock::lock::ValueForm::slot: {
-      const auto slot = nxlock::lock::parse_slot_value("k", value, 1 << 30);
-      if (slot.slot < 1 || !nxlock::store::parse_lock_timestamp(slot.value) ||
-          nxlock::lock::slot_value(slot.slot, slot.value) != value) {
-        std::abort();
+      // A slot beyond the lock's count is the user's mistake: a usage error, never a crash.
+      try {
+        const auto slot = nxlock::lock::parse_slot_value("k", value, 1 << 30);
+        if (slot.slot < 1 || !nxlock::store::parse_lock_timestamp(slot.value) ||
+            nxlock::lock::slot_value(slot.slot, slot.value) != value) {
+          std::abort();
+        }
+      } catch (const nxlock::util::Error& error) {
+        if (error.kind() != nxlock::util::ErrorKind::usage) {
+          std::abort();
+        }
       }
       break;
     }
