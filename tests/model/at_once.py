@@ -11,6 +11,7 @@ usage: at_once.py BACKEND [--seconds S] [--clients C] [--seed N]
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,16 +82,20 @@ def main():
             kind = record.get("kind", "exclusive")
             kinds_seen[kind] = kinds_seen.get(kind, 0) + 1
     unexpected = [s for s in statuses if s[1] not in (0, 75)]
-    print("concurrent %s: %d sections %s, %d overlaps, %d fenced violations, exits %s; "
-          "history %s" % (options.backend, counts["sections"], kinds_seen, counts["overlaps"],
-                          counts["fenced_violations"],
-                          sorted({(k, s) for k, s, _ in statuses}), history.path))
+    failed = counts["overlaps"] or counts["fenced_violations"] or unexpected or \
+        counts["sections"] < options.clients
+    print("concurrent %s: %d sections %s, %d overlaps, %d fenced violations, exits %s" % (
+        options.backend, counts["sections"], kinds_seen, counts["overlaps"],
+        counts["fenced_violations"], sorted({(k, s) for k, s, _ in statuses})))
+    # The history is evidence only of a failure: kept then, removed otherwise.
+    if failed:
+        print("history kept: %s" % history.path)
+    else:
+        shutil.rmtree(directory)
     for example in counts["examples"][:10]:
         print("  " + example)
     for kind, status, err in unexpected[:5]:
         print("  %s run-locked exited %d: %s" % (kind, status, err))
-    failed = counts["overlaps"] or counts["fenced_violations"] or unexpected or \
-        counts["sections"] < options.clients
     return 1 if failed else 0
 
 
