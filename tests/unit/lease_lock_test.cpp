@@ -19,10 +19,13 @@
 #include "store/lease_book.hpp"
 #include "store/memory_store.hpp"
 #include "store/redis/cluster.hpp"
+#include "support/test_helpers.hpp"
 #include "util/error.hpp"
 
 namespace nxlock {
 namespace {
+
+using testing::FakeClock;
 
 using lock::AcquireResult;
 using lock::LeaseLock;
@@ -48,15 +51,6 @@ util::ErrorKind error_kind_of(F&& f) {
   }
   return util::ErrorKind::internal;  // nothing thrown: never what a test expects
 }
-
-class FakeClock final : public lock::Clock {
- public:
-  util::Micros now() override { return m_now; }
-  void set(std::int64_t seconds) { m_now = util::Micros(seconds * 1'000'000); }
-
- private:
-  util::Micros m_now{1'000'000'000LL * 1'000'000};
-};
 
 class LeaseLockTest : public ::testing::Test {
  protected:

@@ -11,25 +11,17 @@
 #include "store/keys.hpp"
 #include "lock/lock.hpp"
 #include "store/memory_store.hpp"
+#include "support/test_helpers.hpp"
 #include "util/error.hpp"
 
 namespace nxlock {
 namespace {
 
+using testing::FakeClock;
+
 using lock::Attempt;
 using lock::Lock;
 using lock::Verdict;
-
-class FakeClock final : public lock::Clock {
- public:
-  explicit FakeClock(std::int64_t seconds) : m_now(util::Micros(seconds * 1'000'000)) {}
-  util::Micros now() override { return m_now; }
-  void set(std::int64_t seconds) { m_now = util::Micros(seconds * 1'000'000); }
-  void set(util::Micros now) { m_now = now; }
-
- private:
-  util::Micros m_now;
-};
 
 // A store that logs every operation and can run a hook just before one of them,
 // so a test can slip another client's steps in between ours.
@@ -89,16 +81,16 @@ class ScriptedStore final : public store::Store {
 };
 
 constexpr std::int64_t k_t0 = 1'732'000'000;
-constexpr std::int64_t k_ttl = 10;
+constexpr std::int64_t k_short_ttl = 10;
 const std::string k_key = "lock.foo";
 
 TEST(LockAlgorithm, FreeKeyIsTakenBySetnxAlone) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock c4(store, clock, k_key);
-  const Attempt a = c4.try_once(k_ttl);
+  const Attempt a = c4.try_once(k_short_ttl);
   EXPECT_EQ(a.outcome, Attempt::Outcome::acquired);
-  EXPECT_EQ(a.value, std::to_string(k_t0 + k_ttl + 1));  // now + ttl + 1, the page's format
+  EXPECT_EQ(a.value, std::to_string(k_t0 + k_short_ttl + 1));  // now + ttl + 1, the page's format
   EXPECT_EQ(store.log, std::vector<std::string>{"SETNX"});
 }
 
@@ -107,7 +99,7 @@ TEST(LockAlgorithm, HeldLockIsBusyAndNeverWritten) {
   FakeClock clock(k_t0);
   store.inner.set(k_key, std::to_string(k_t0 + 5));
   Lock c4(store, clock, k_key);
-  const Attempt a = c4.try_once(k_ttl);
+  const Attempt a = c4.try_once(k_short_ttl);
   EXPECT_EQ(a.outcome, Attempt::Outcome::busy);
   EXPECT_EQ(a.held_until, k_t0 + 5);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET"}));
@@ -122,7 +114,7 @@ TEST(LockAlgorithm, ValueEqualToNowIsStillHeld) {
   FakeClock clock(k_t0);
   store.inner.set(k_key, std::to_string(k_t0));
   Lock c4(store, clock, k_key);
-  const Attempt held = c4.try_once(k_ttl);
+  const Attempt held = c4.try_once(k_short_ttl);
   EXPECT_EQ(held.outcome, Attempt::Outcome::busy);
   EXPECT_EQ(held.held_until, k_t0);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET"}));
@@ -130,7 +122,7 @@ TEST(LockAlgorithm, ValueEqualToNowIsStillHeld) {
 
   store.log.clear();
   clock.set(k_t0 + 1);  // now the value is older than now: expired
-  const Attempt taken = c4.try_once(k_ttl);
+  const Attempt taken = c4.try_once(k_short_ttl);
   EXPECT_EQ(taken.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
   EXPECT_EQ(store.inner.get(k_key), taken.value);
@@ -147,7 +139,7 @@ TEST(LockAlgorithm, GetsetReturningAValueEqualToNowIsNotOwned) {
   store.hook_before = "GETSET";
   store.hook = [&] { store.inner.set(k_key, other); };
   Lock c4(store, clock, k_key);
-  const Attempt a = c4.try_once(k_ttl);
+  const Attempt a = c4.try_once(k_short_ttl);
   EXPECT_EQ(a.outcome, Attempt::Outcome::busy);
   EXPECT_EQ(a.held_until, k_t0);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET", "CAS"}));
@@ -159,7 +151,7 @@ TEST(LockAlgorithm, GetsetReturningAValueEqualToNowIsNotOwned) {
   store.inner.set(k_key, std::to_string(k_t0 - 1));
   store.hook_before = "GETSET";
   store.hook = [&] { store.inner.set(k_key, other); };
-  const Attempt b = c4.try_once(k_ttl);
+  const Attempt b = c4.try_once(k_short_ttl);
   EXPECT_EQ(b.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
   EXPECT_EQ(store.inner.get(k_key), b.value);
@@ -178,8 +170,8 @@ TEST(LockAlgorithm, CrashedHolderIsTakenOverByExactlyOneOfTwo) {
   Attempt c2_attempt;
   // C1 has done SETNX → 0 and GET → expired; C2 runs all its steps before C1's GETSET.
   store.hook_before = "GETSET";
-  store.hook = [&] { c2_attempt = c2.try_once(k_ttl); };
-  const Attempt c1_attempt = c1.try_once(k_ttl);
+  store.hook = [&] { c2_attempt = c2.try_once(k_short_ttl); };
+  const Attempt c1_attempt = c1.try_once(k_short_ttl);
 
   EXPECT_EQ(c2_attempt.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(c1_attempt.outcome, Attempt::Outcome::busy);
@@ -203,22 +195,22 @@ TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
 
   Attempt c5_attempt;
   store.hook_before = "GETSET";
-  store.hook = [&] { c5_attempt = c5.try_once(k_ttl); };
-  const Attempt c4_attempt = c4.try_once(k_ttl);
+  store.hook = [&] { c5_attempt = c5.try_once(k_short_ttl); };
+  const Attempt c4_attempt = c4.try_once(k_short_ttl);
 
   ASSERT_EQ(c5_attempt.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(c4_attempt.outcome, Attempt::Outcome::busy);
-  EXPECT_EQ(c4_attempt.held_until, k_t0 + 2 + k_ttl + 1);  // C5's value
+  EXPECT_EQ(c4_attempt.held_until, k_t0 + 2 + k_short_ttl + 1);  // C5's value
   // C4's GETSET overwrote C5's value; C4 put it back by compare-and-set, so the
   // key holds the winner's value again and C4 wrote nothing else.
   EXPECT_EQ(store.inner.get(k_key), c5_attempt.value);
   EXPECT_EQ(store.log,
             (std::vector<std::string>{"SETNX", "GET", "GETSET", "SETNX", "GET", "GETSET", "CAS"}));
   // C4 retrying sees a held lock.
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::busy);
   // The winner still owns its value: it can renew it and release it.
   std::string renewed;
-  EXPECT_EQ(c5.renew(c5_attempt.value, k_ttl, renewed), Verdict::done);
+  EXPECT_EQ(c5.renew(c5_attempt.value, k_short_ttl, renewed), Verdict::done);
   EXPECT_EQ(c5.release(renewed), Verdict::done);
   EXPECT_FALSE(store.inner.get(k_key).has_value());
 }
@@ -229,7 +221,7 @@ TEST(LockAlgorithm, LoserGivesTheValueBackOnlyWhileTheKeyHoldsItsOwn) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   store.inner.set(k_key, std::to_string(k_t0 - 1));
-  const std::string c5_value = std::to_string(k_t0 + 2 + k_ttl + 1);
+  const std::string c5_value = std::to_string(k_t0 + 2 + k_short_ttl + 1);
   store.hook_before = "GETSET";
   store.hook = [&] {
     store.inner.set(k_key, c5_value);  // C5 won the takeover
@@ -237,7 +229,7 @@ TEST(LockAlgorithm, LoserGivesTheValueBackOnlyWhileTheKeyHoldsItsOwn) {
     store.hook = [&] { store.inner.set(k_key, "42"); };  // someone else, before C4's CAS
   };
   Lock c4(store, clock, k_key);
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::busy);
   EXPECT_EQ(store.inner.get(k_key), "42");
 }
 
@@ -248,8 +240,8 @@ TEST(LockAlgorithm, KeyReleasedBetweenSetnxAndGetMeansRetry) {
   store.hook_before = "GET";
   store.hook = [&] { store.inner.del({k_key}); };
   Lock c4(store, clock, k_key);
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::retry);
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::retry);
+  EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::acquired);
 }
 
 TEST(LockAlgorithm, KeyDeletedBeforeGetsetIsOwnedByTheGetset) {
@@ -259,7 +251,7 @@ TEST(LockAlgorithm, KeyDeletedBeforeGetsetIsOwnedByTheGetset) {
   store.hook_before = "GETSET";
   store.hook = [&] { store.inner.del({k_key}); };
   Lock c4(store, clock, k_key);
-  EXPECT_EQ(c4.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::acquired);
 }
 
 TEST(LockAlgorithm, GarbageIsNeverBroken) {
@@ -269,7 +261,7 @@ TEST(LockAlgorithm, GarbageIsNeverBroken) {
     store.inner.set(k_key, garbage);
     Lock c4(store, clock, k_key);
     try {
-      c4.try_once(k_ttl);
+      c4.try_once(k_short_ttl);
       ADD_FAILURE() << "no error for '" << garbage << "'";
     } catch (const util::Error& e) {
       EXPECT_EQ(e.kind(), util::ErrorKind::data);
@@ -285,7 +277,7 @@ TEST(LockAlgorithm, GarbageWrittenBetweenGetAndGetsetIsPutBack) {
   store.hook_before = "GETSET";
   store.hook = [&] { store.inner.set(k_key, "user data"); };
   Lock c4(store, clock, k_key);
-  EXPECT_THROW(c4.try_once(k_ttl), util::Error);
+  EXPECT_THROW(c4.try_once(k_short_ttl), util::Error);
   EXPECT_EQ(store.inner.get(k_key), "user data");
 }
 
@@ -293,7 +285,7 @@ TEST(LockAlgorithm, ReleaseOnlyOwnUnexpiredValue) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
-  const auto value = lock.try_once(k_ttl).value;
+  const auto value = lock.try_once(k_short_ttl).value;
 
   EXPECT_EQ(lock.release(std::to_string(k_t0 + 99)), Verdict::taken_over);
   EXPECT_TRUE(store.inner.get(k_key).has_value());
@@ -302,8 +294,8 @@ TEST(LockAlgorithm, ReleaseOnlyOwnUnexpiredValue) {
   EXPECT_EQ(lock.release(value), Verdict::absent);
 
   // Expired: "check the timeout before DEL" — never deleted, even if still ours.
-  const auto again = lock.try_once(k_ttl).value;
-  clock.set(k_t0 + k_ttl + 2);
+  const auto again = lock.try_once(k_short_ttl).value;
+  clock.set(k_t0 + k_short_ttl + 2);
   EXPECT_EQ(lock.release(again), Verdict::expired);
   EXPECT_EQ(store.inner.get(k_key), again);
   EXPECT_THROW(lock.release("not-a-number"), util::Error);
@@ -315,7 +307,7 @@ TEST(LockAlgorithm, ReleaseLeavesTheNextHoldersDetailsAlone) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock a(store, clock, k_key);
-  const auto a_value = a.try_once(k_ttl).value;
+  const auto a_value = a.try_once(k_short_ttl).value;
   a.record_holder(lock::describe_holder(a_value, 1, "a", k_t0));
 
   FakeClock b_clock(k_t0 + 1);
@@ -325,7 +317,7 @@ TEST(LockAlgorithm, ReleaseLeavesTheNextHoldersDetailsAlone) {
   store.hook = [&] {
     store.hook_before = "CAD";  // ...then, before the one of its details:
     store.hook = [&] {
-      b_value = b.try_once(k_ttl).value;
+      b_value = b.try_once(k_short_ttl).value;
       b.record_holder(lock::describe_holder(b_value, 2, "b", k_t0 + 1));
     };
   };
@@ -379,7 +371,7 @@ TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
-  const auto value = lock.try_once(k_ttl).value;
+  const auto value = lock.try_once(k_short_ttl).value;
   clock.set(k_t0 + 5);
   std::string renewed;
   EXPECT_EQ(lock.renew(value, 30, renewed), Verdict::done);
@@ -395,7 +387,7 @@ TEST(LockAlgorithm, AcquireWithoutWaitingReportsTheHolder) {
   Lock lock(store, clock, k_key);
   lock::WaitPolicy policy;
   policy.wait_for = util::Micros(0);
-  const auto result = lock.acquire(k_ttl, policy);
+  const auto result = lock.acquire(k_short_ttl, policy);
   EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
   EXPECT_EQ(result.held_until, k_t0 + 7);
 }
@@ -405,13 +397,13 @@ TEST(LockAlgorithm, StatusReadsStateAndHolder) {
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
   EXPECT_EQ(lock.status().state, lock::Status::State::free);
-  const auto value = lock.try_once(k_ttl).value;
+  const auto value = lock.try_once(k_short_ttl).value;
   lock::write_holder(store, k_key, lock::describe_holder(value, 42, "backup.sh", k_t0));
   auto status = lock.status();
   EXPECT_EQ(status.state, lock::Status::State::held);
   ASSERT_TRUE(status.holder.has_value());
   EXPECT_EQ(status.holder->pid, 42);
-  clock.set(k_t0 + k_ttl + 2);
+  clock.set(k_t0 + k_short_ttl + 2);
   status = lock.status();
   EXPECT_EQ(status.state, lock::Status::State::expired);
 }
@@ -439,7 +431,7 @@ TEST(LockHold, ReleaseAfterKeepsTheLockUntilTheHoldEnds) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
-  const auto value = lock.try_once(k_ttl).value;
+  const auto value = lock.try_once(k_short_ttl).value;
   lock.record_holder(lock::describe_holder(value, 42, "report", k_t0));
   clock.set(at(k_t0, 500'000));  // the job took half a second
   std::string kept;
@@ -454,19 +446,19 @@ TEST(LockHold, ReleaseAfterKeepsTheLockUntilTheHoldEnds) {
   FakeClock other_clock(k_t0 + 3);
   Lock other(store, other_clock, k_key);
   other_clock.set(at(k_t0 + 3, 999'999));
-  EXPECT_EQ(other.try_once(k_ttl).outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(other.try_once(k_short_ttl).outcome, Attempt::Outcome::busy);
   other_clock.set(at(k_t0 + 4));
-  EXPECT_EQ(other.try_once(k_ttl).outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(other.try_once(k_short_ttl).outcome, Attempt::Outcome::acquired);
 }
 
 TEST(LockHold, AHoldLongerThanTheTtlWins) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
-  const auto value = lock.try_once(k_ttl).value;
+  const auto value = lock.try_once(k_short_ttl).value;
   std::string kept;
-  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3 * k_ttl), kept), Verdict::done);
-  EXPECT_EQ(kept, std::to_string(k_t0 + 3 * k_ttl - 1));
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3 * k_short_ttl), kept), Verdict::done);
+  EXPECT_EQ(kept, std::to_string(k_t0 + 3 * k_short_ttl - 1));
   EXPECT_EQ(store.inner.get(k_key), kept);
 }
 
@@ -474,7 +466,7 @@ TEST(LockHold, AHoldThatHasPassedReleasesAtOnce) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
-  const auto value = lock.try_once(k_ttl).value;
+  const auto value = lock.try_once(k_short_ttl).value;
   lock.record_holder(lock::describe_holder(value, 42, "report", k_t0));
   clock.set(k_t0 + 5);
   std::string kept = "stale";
@@ -489,8 +481,8 @@ TEST(LockHold, NothingIsHeldForALostLock) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
-  const auto value = lock.try_once(k_ttl).value;
-  clock.set(k_t0 + k_ttl + 2);
+  const auto value = lock.try_once(k_short_ttl).value;
+  clock.set(k_t0 + k_short_ttl + 2);
   std::string kept;
   EXPECT_EQ(lock.release_after(value, at(k_t0 + 60), kept), Verdict::expired);
   EXPECT_TRUE(kept.empty());
@@ -508,7 +500,7 @@ TEST(LockHold, ReleaseAfterLeavesTheNextHoldersDetailsAlone) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock a(store, clock, k_key);
-  const auto a_value = a.try_once(k_ttl).value;
+  const auto a_value = a.try_once(k_short_ttl).value;
   a.record_holder(lock::describe_holder(a_value, 1, "a", k_t0));
 
   FakeClock b_clock(k_t0 + 100);
@@ -518,7 +510,7 @@ TEST(LockHold, ReleaseAfterLeavesTheNextHoldersDetailsAlone) {
   store.hook = [&] {
     store.hook_before = "CAS";  // ...then, before the one of its details:
     store.hook = [&] {
-      b_value = b.try_once(k_ttl).value;
+      b_value = b.try_once(k_short_ttl).value;
       b.record_holder(lock::describe_holder(b_value, 2, "b", k_t0 + 100));
     };
   };
@@ -543,7 +535,7 @@ TEST(LockFencing, EveryAcquisitionGetsAHigherToken) {
   std::int64_t last = 0;
   for (int i = 0; i < 5; ++i) {
     Lock lock(store, clock, k_key);
-    const Attempt a = lock.try_once(k_ttl);
+    const Attempt a = lock.try_once(k_short_ttl);
     ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
     EXPECT_GT(a.fence, last);
     EXPECT_EQ(lock.fence(), a.fence);
@@ -566,7 +558,7 @@ TEST(LockFencing, AcquireReportsTheToken) {
   Lock lock(store, clock, k_key);
   lock::WaitPolicy policy;
   policy.wait_for = util::Micros(0);
-  const auto result = lock.acquire(k_ttl, policy);
+  const auto result = lock.acquire(k_short_ttl, policy);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
   EXPECT_EQ(result.fence, 42);
 }
@@ -577,7 +569,7 @@ TEST(LockFencing, ATakeoverGetsItsTokenFromTheGetsetStepItself) {
   store.inner.set(k_key, std::to_string(k_t0 - 1));  // a crashed holder's
   store.inner.set(k_fence_key, "7");
   Lock c4(store, clock, k_key);
-  const Attempt a = c4.try_once(k_ttl);
+  const Attempt a = c4.try_once(k_short_ttl);
   ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
   EXPECT_EQ(a.fence, 8);
@@ -594,15 +586,15 @@ TEST(LockFencing, TheLoserOfATakeoverTakesNoToken) {
   Lock c5(store, c5_clock, k_key);
   Attempt c5_attempt;
   store.hook_before = "GETSET";
-  store.hook = [&] { c5_attempt = c5.try_once(k_ttl); };
-  const Attempt c4_attempt = c4.try_once(k_ttl);
+  store.hook = [&] { c5_attempt = c5.try_once(k_short_ttl); };
+  const Attempt c4_attempt = c4.try_once(k_short_ttl);
   ASSERT_EQ(c5_attempt.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(c4_attempt.outcome, Attempt::Outcome::busy);
   EXPECT_EQ(c4_attempt.fence, 0);
   EXPECT_EQ(c4.fence(), 0);
   EXPECT_EQ(store.inner.get(k_fence_key), std::to_string(c5_attempt.fence));
   std::string renewed;
-  EXPECT_EQ(c5.renew(c5_attempt.value, k_ttl, renewed), Verdict::done);
+  EXPECT_EQ(c5.renew(c5_attempt.value, k_short_ttl, renewed), Verdict::done);
 }
 
 // A holds the lock; it is force-deleted and B takes it in
@@ -613,7 +605,7 @@ TEST(LockFencing, TwoAcquisitionsWithTheSameValueAreNeverConfused) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock a(store, clock, k_key);
-  const Attempt a_attempt = a.try_once(k_ttl);
+  const Attempt a_attempt = a.try_once(k_short_ttl);
   ASSERT_EQ(a_attempt.outcome, Attempt::Outcome::acquired);
 
   Lock forcer(store, clock, k_key);
@@ -622,14 +614,14 @@ TEST(LockFencing, TwoAcquisitionsWithTheSameValueAreNeverConfused) {
   EXPECT_EQ(store.inner.get(k_fence_key), "1");  // unlock --force never resets it
 
   Lock b(store, clock, k_key);
-  const Attempt b_attempt = b.try_once(k_ttl);
+  const Attempt b_attempt = b.try_once(k_short_ttl);
   ASSERT_EQ(b_attempt.outcome, Attempt::Outcome::acquired);
   ASSERT_EQ(b_attempt.value, a_attempt.value);  // the same bytes
   EXPECT_GT(b_attempt.fence, a_attempt.fence);
 
   clock.set(k_t0 + 1);
   std::string written;
-  EXPECT_EQ(a.renew(a_attempt.value, k_ttl, written), Verdict::taken_over);
+  EXPECT_EQ(a.renew(a_attempt.value, k_short_ttl, written), Verdict::taken_over);
   EXPECT_EQ(store.inner.get(k_key), b_attempt.value);
   std::string kept;
   EXPECT_EQ(a.release_after(a_attempt.value, util::Micros((k_t0 + 5) * 1'000'000), kept),
@@ -637,7 +629,7 @@ TEST(LockFencing, TwoAcquisitionsWithTheSameValueAreNeverConfused) {
   EXPECT_EQ(a.release(a_attempt.value), Verdict::taken_over);
   EXPECT_EQ(store.inner.get(k_key), b_attempt.value);
 
-  EXPECT_EQ(b.renew(b_attempt.value, k_ttl, written), Verdict::done);
+  EXPECT_EQ(b.renew(b_attempt.value, k_short_ttl, written), Verdict::done);
   EXPECT_EQ(b.release(written), Verdict::done);
   EXPECT_FALSE(store.inner.get(k_key).has_value());
 }
@@ -648,12 +640,12 @@ TEST(LockFencing, ALockThatTookNothingGoesByTheValue) {
   ScriptedStore store;
   FakeClock clock(k_t0);
   Lock holder(store, clock, k_key);
-  const Attempt a = holder.try_once(k_ttl);
+  const Attempt a = holder.try_once(k_short_ttl);
   ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
   Lock from_shell(store, clock, k_key);
   EXPECT_EQ(from_shell.fence(), 0);
   std::string renewed;
-  EXPECT_EQ(from_shell.renew(a.value, k_ttl + 5, renewed), Verdict::done);
+  EXPECT_EQ(from_shell.renew(a.value, k_short_ttl + 5, renewed), Verdict::done);
   EXPECT_EQ(from_shell.release(renewed), Verdict::done);
   EXPECT_EQ(store.inner.get(k_fence_key), "1");
 }

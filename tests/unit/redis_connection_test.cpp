@@ -15,6 +15,7 @@
 
 #include "store/redis/redis_store.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_helpers.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
 #include "util/time.hpp"
@@ -29,34 +30,10 @@ using store::Url;
 using store::WaitResult;
 using util::ErrorKind;
 
-Url tcp_url(int port) {
-  Url url;
-  url.scheme = Url::Scheme::redis_tcp;
-  url.host = "127.0.0.1";
-  url.port = port;
-  url.redacted = "redis://127.0.0.1:" + std::to_string(port);
-  return url;
-}
-
 ConnectOptions with_timeout(double seconds) {
   ConnectOptions options;
   options.timeout_seconds = seconds;
   return options;
-}
-
-template <typename Body>
-util::Error error_from(Body&& body) {
-  try {
-    body();
-  } catch (const util::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no util::Error thrown";
-  return util::Error(ErrorKind::internal, "none", "none");
-}
-
-double seconds_since(util::Micros start) {
-  return static_cast<double>((util::mono_now() - start).count()) / 1e6;
 }
 
 // A server that answers DEBUG SLEEP, for stalls longer than a timeout.

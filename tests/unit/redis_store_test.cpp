@@ -11,6 +11,7 @@
 
 #include "store/redis/redis_store.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_helpers.hpp"
 #include "unit/store_contract.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -27,16 +28,6 @@ using store::Url;
 using store::WaitResult;
 using util::ErrorKind;
 
-Url tcp_url(int port, int db = 0) {
-  Url url;
-  url.scheme = Url::Scheme::redis_tcp;
-  url.host = "127.0.0.1";
-  url.port = port;
-  url.db = db;
-  url.redacted = "redis://127.0.0.1:" + std::to_string(port) + (db ? "/" + std::to_string(db) : "");
-  return url;
-}
-
 Url unix_url(const RedisServer& server) {
   Url url;
   url.scheme = Url::Scheme::redis_unix;
@@ -50,22 +41,6 @@ ConnectOptions with_password(std::string password, double timeout_seconds = 2.0)
   options.password = std::move(password);
   options.timeout_seconds = timeout_seconds;
   return options;
-}
-
-// Runs `body` and returns the util::Error it throws (failing the test if none).
-template <typename Body>
-util::Error error_from(Body&& body) {
-  try {
-    body();
-  } catch (const util::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no util::Error thrown";
-  return util::Error(ErrorKind::internal, "none", "none");
-}
-
-double seconds_since(util::Micros start) {
-  return static_cast<double>((util::mono_now() - start).count()) / 1e6;
 }
 
 const StoreFactory k_redis_tcp{"redis_tcp", [] {

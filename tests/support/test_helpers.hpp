@@ -1,0 +1,57 @@
+// Small helpers the unit tests share: a clock a test sets, a Redis URL, a thrown error.
+// One definition each, so the unit tests can be built sixteen files to a translation unit.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "lock/clock.hpp"
+#include "store/url.hpp"
+#include "util/error.hpp"
+#include "util/time.hpp"
+
+namespace nxlock::testing {
+
+// A clock that stands still until the test moves it (Unix time, whole seconds).
+class FakeClock final : public lock::Clock {
+ public:
+  FakeClock() = default;
+  explicit FakeClock(std::int64_t seconds) : m_now(util::Micros(seconds * 1'000'000)) {}
+  util::Micros now() override { return m_now; }
+  void set(std::int64_t seconds) { m_now = util::Micros(seconds * 1'000'000); }
+  void set(util::Micros now) { m_now = now; }
+
+ private:
+  util::Micros m_now{1'000'000'000LL * 1'000'000};
+};
+
+// redis://127.0.0.1:PORT[/DB], parsed as nxlock would.
+inline store::Url tcp_url(int port, int db = 0) {
+  store::Url url;
+  url.scheme = store::Url::Scheme::redis_tcp;
+  url.host = "127.0.0.1";
+  url.port = port;
+  url.db = db;
+  url.redacted = "redis://127.0.0.1:" + std::to_string(port) + (db ? "/" + std::to_string(db) : "");
+  return url;
+}
+
+// Runs `body` and returns the util::Error it throws (failing the test if none).
+template <typename Body>
+util::Error error_from(Body&& body) {
+  try {
+    body();
+  } catch (const util::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no util::Error thrown";
+  return util::Error(util::ErrorKind::internal, "none", "none");
+}
+
+inline double seconds_since(util::Micros start) {
+  return static_cast<double>((util::mono_now() - start).count()) / 1e6;
+}
+
+}  // namespace nxlock::testing
