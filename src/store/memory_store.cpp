@@ -157,7 +157,8 @@ SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& reques
   result.outcome = Take::Outcome::taken;
   result.fence = issue(keys.counter, last);
   book.set_token(*result.fence);
-  book.describe(result.id, std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
+  book.record_details(result.id,
+                      std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
   store_leases(keys.lock, keys.leases, book);
   return result;
 }
@@ -186,10 +187,11 @@ bool MemoryStore::release(const Keys& keys, const LeaseMatch& lease) {
   return true;
 }
 
-bool MemoryStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
+bool MemoryStore::record_details(std::string_view leases, std::string_view id,
+                                 std::string_view details) {
   LeaseBook book(get(leases));
   book.prune(util::whole_seconds(m_clock()));
-  if (!book.describe(id, details)) {
+  if (!book.record_details(id, details)) {
     return false;
   }
   set(leases, book.encode());

@@ -51,7 +51,8 @@ class MemoryStore final : public Store, private SharedLeases, private LockListin
   Take take(const Keys& keys, const TakeRequest& request) override;
   bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override;
   bool release(const Keys& keys, const LeaseMatch& lease) override;
-  bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
+  bool record_details(std::string_view leases, std::string_view id,
+                      std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
   // Writes `book` as the lease set and the lock key as its latest expiry (both go when empty).
   void store_leases(std::string_view key, std::string_view leases, const LeaseBook& book);

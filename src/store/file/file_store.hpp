@@ -69,13 +69,13 @@ class FileStore final : public Store,
 
  private:
   // The waiters' queue (WaitersQueue), in waiters_queue.cpp.
-  QueuedSet set_if_absent(std::string_view key, std::string_view value, std::string_view counter,
+  QueuedSet take_or_queue(std::string_view key, std::string_view value, std::string_view counter,
                           std::string_view queue, std::string_view ticket, bool waiting,
                           util::Micros lease) override;
-  bool compare_and_delete(std::string_view key, std::string_view expected, const Fence& fence,
-                          std::string_view queue) override;
+  bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
+                        std::string_view queue) override;
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
-  std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+  std::unique_ptr<Watcher> watch_turn(std::string_view key, std::string ticket) override;
 
   // The shared leases (SharedLeases), in shared_leases.cpp: the lease set is
   // an entry beside the lock, changed with the lock's entry in one transaction
@@ -83,7 +83,8 @@ class FileStore final : public Store,
   Take take(const Keys& keys, const TakeRequest& request) override;
   bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override;
   bool release(const Keys& keys, const LeaseMatch& lease) override;
-  bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
+  bool record_details(std::string_view leases, std::string_view id,
+                      std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
   // take()'s lease step alone, without the queue.
   Take take_lease(const Keys& keys, const TakeRequest& request);
@@ -145,7 +146,7 @@ class FileStore final : public Store,
   // it is gone.
   bool reap_fifo(const std::string& ticket);
   // The queue a SETNX took the lock from, left at the next write (mutate())
-  // or close: see the queued set_if_absent().
+  // or close: see take_or_queue().
   struct Leaving {
     std::string queue;
     std::string ticket;

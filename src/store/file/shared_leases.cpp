@@ -64,7 +64,8 @@ SharedLeases::Take FileStore::take_lease(const Keys& keys, const TakeRequest& re
     result.fence = issue_fence(lock != nullptr && lock->fence ? *lock->fence + 1 : 0);
     result.outcome = Take::Outcome::taken;
     book.set_token(*result.fence);
-    book.describe(result.id, std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
+    book.record_details(result.id,
+                        std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
     lock_value = std::to_string(book.latest());
     encoded = book.encode();
     Change lock_change{Change::Kind::put, lock_value};
@@ -172,14 +173,15 @@ bool FileStore::release(const Keys& keys, const LeaseMatch& lease) {
   return released;
 }
 
-bool FileStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
+bool FileStore::record_details(std::string_view leases, std::string_view id,
+                               std::string_view details) {
   const std::int64_t now = now_seconds();
   bool described = false;
   std::string encoded;
   m_buckets.update(leases, false, [&](const Entry* current) {
     LeaseBook book(value_of(current));
     book.prune(now);
-    if (current == nullptr || !book.describe(id, details)) {
+    if (current == nullptr || !book.record_details(id, details)) {
       return Change{};
     }
     described = true;

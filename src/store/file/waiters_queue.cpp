@@ -303,7 +303,7 @@ std::string FileStore::keep_in_line(std::string_view queue, std::string_view tic
   return first;
 }
 
-WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::string_view value,
+WaitersQueue::QueuedSet FileStore::take_or_queue(std::string_view key, std::string_view value,
                                                  std::string_view counter, std::string_view queue,
                                                  std::string_view ticket, bool waiting,
                                                  util::Micros lease) {
@@ -355,8 +355,8 @@ WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::stri
   return result;
 }
 
-bool FileStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                   const Fence& fence, std::string_view queue) {
+bool FileStore::release_and_wake(std::string_view key, std::string_view expected,
+                                 const Fence& fence, std::string_view queue) {
   const bool deleted = compare_and_delete(key, expected, std::optional(fence));
   if (deleted) {
     wake_first(queue);
@@ -371,7 +371,7 @@ void FileStore::leave(std::string_view key, std::string_view queue, std::string_
   }
 }
 
-std::unique_ptr<Watcher> FileStore::watch(std::string_view key, std::string ticket) {
+std::unique_ptr<Watcher> FileStore::watch_turn(std::string_view key, std::string ticket) {
   if (m_options.record_owner) {
     // The lock a waiter takes records its owner, this process as /proc tells
     // it: read now, not between the release and the job (the handoff).

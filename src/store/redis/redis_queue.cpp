@@ -1,4 +1,4 @@
-// RedisStore's waiters' queue (WaitersQueue): the queued set, the queued delete, leave.
+// RedisStore's waiters' queue (WaitersQueue): the queued take, the waking release, leave.
 #include <hiredis/hiredis.h>
 
 #include "store/keys.hpp"
@@ -38,7 +38,7 @@ bool queue_forbidden(const Error& e) {
 
 }  // namespace
 
-WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::string_view value,
+WaitersQueue::QueuedSet RedisStore::take_or_queue(std::string_view key, std::string_view value,
                                                   std::string_view counter, std::string_view queue,
                                                   std::string_view ticket, bool waiting,
                                                   util::Micros lease) {
@@ -99,8 +99,8 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
   return result;
 }
 
-bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                    const Fence& fence, std::string_view queue) {
+bool RedisStore::release_and_wake(std::string_view key, std::string_view expected,
+                                  const Fence& fence, std::string_view queue) {
   // A script: see k_compare_and_delete_queued_script.
   const std::string token = std::to_string(fence.token);
   const std::string channel = wake_channel(key);
@@ -131,7 +131,7 @@ void RedisStore::leave(std::string_view key, std::string_view queue, std::string
   }
 }
 
-std::unique_ptr<Watcher> RedisStore::watch(std::string_view key, std::string ticket) {
+std::unique_ptr<Watcher> RedisStore::watch_turn(std::string_view key, std::string ticket) {
   return subscribe(key, std::move(ticket));
 }
 

@@ -97,10 +97,11 @@ bool RedisStore::release(const Keys& keys, const LeaseMatch& lease) {
   return integer_of(*reply, m_url.redacted) == 1;
 }
 
-bool RedisStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
+bool RedisStore::record_details(std::string_view leases, std::string_view id,
+                                std::string_view details) {
   const std::string details_key = store::details_key(leases);
   const Reply reply = run(
-      {{"EVAL", redis::k_describe_shared_script, "2", leases, details_key, id, details}, leases});
+      {{"EVAL", redis::k_record_details_script, "2", leases, details_key, id, details}, leases});
   return said_one_added(*reply);
 }
 

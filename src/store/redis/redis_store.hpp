@@ -54,19 +54,20 @@ class RedisStore final : public Store,
 
  private:
   // The waiters' queue (WaitersQueue).
-  QueuedSet set_if_absent(std::string_view key, std::string_view value, std::string_view counter,
+  QueuedSet take_or_queue(std::string_view key, std::string_view value, std::string_view counter,
                           std::string_view queue, std::string_view ticket, bool waiting,
                           util::Micros lease) override;
-  bool compare_and_delete(std::string_view key, std::string_view expected, const Fence& fence,
-                          std::string_view queue) override;
+  bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
+                        std::string_view queue) override;
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
-  std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override;
+  std::unique_ptr<Watcher> watch_turn(std::string_view key, std::string ticket) override;
 
   // The shared leases (SharedLeases), in redis_shared.cpp.
   Take take(const Keys& keys, const TakeRequest& request) override;
   bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override;
   bool release(const Keys& keys, const LeaseMatch& lease) override;
-  bool describe(std::string_view leases, std::string_view id, std::string_view details) override;
+  bool record_details(std::string_view leases, std::string_view id,
+                      std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
   // The listing (LockListing, redis_listing.cpp): SCAN on every master.
   void list(std::string_view pattern, const Wanted& wanted, const Visit& visit) override;
