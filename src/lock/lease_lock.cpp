@@ -275,7 +275,8 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
 
 void LeaseLock::record_holder(Holder holder) {
   try {
-    if (!m_shared.describe(m_leases_key, m_id, std::to_string(m_fence) + " " + holder.to_json())) {
+    if (!m_shared.record_details(m_leases_key, m_id,
+                                 std::to_string(m_fence) + " " + holder.to_json())) {
       util::trace("holder details not recorded: the lease of " + util::escape(m_key) +
                   " is gone");
     }

@@ -128,7 +128,7 @@ Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting
   m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
 
   // The gate, the SETNX (with its token) and the GET of a busy lock, in one step.
-  const auto step = m_store.queue()->set_if_absent(m_key, value, m_fence_key, m_queue_key, ticket,
+  const auto step = m_store.queue()->take_or_queue(m_key, value, m_fence_key, m_queue_key, ticket,
                                                    waiting, lease);
   switch (step.outcome) {
     case store::WaitersQueue::QueuedSet::Outcome::set:

@@ -115,7 +115,7 @@ bool Lock::delete_value(std::string_view value) {
   }
   // The release wakes the first queued waiter only (all of them, on a backend
   // without a queue).
-  return waiters != nullptr ? waiters->compare_and_delete(m_key, value, *fence_guard(), m_queue_key)
+  return waiters != nullptr ? waiters->release_and_wake(m_key, value, *fence_guard(), m_queue_key)
                             : m_store.compare_and_delete(m_key, value, fence_guard());
 }
 

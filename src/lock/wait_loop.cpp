@@ -28,7 +28,7 @@ void watch_key(WaitSteps& steps, store::Store& store, const std::string& key,
     if (watcher) {
       return false;
     }
-    watcher = ticket ? store.queue()->watch(key, ticket->ticket()) : store.watch(key);
+    watcher = ticket ? store.queue()->watch_turn(key, ticket->ticket()) : store.watch(key);
     return true;
   };
   steps.wait = [&watcher](util::Micros timeout, int interrupt_fd, const Look* busy) {

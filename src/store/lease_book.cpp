@@ -32,7 +32,7 @@ LeaseBook::LeaseBook(const std::optional<std::string>& text) {
     if (const auto expiry = parse_lock_timestamp(rest.substr(0, details_at))) {
       put(line.substr(0, space), *expiry);
       if (details_at != std::string_view::npos) {
-        describe(line.substr(0, space), rest.substr(details_at + 1));
+        record_details(line.substr(0, space), rest.substr(details_at + 1));
       }
     }
   }
@@ -61,7 +61,7 @@ void LeaseBook::put(std::string_view id, std::int64_t expiry) {
   m_leases.push_back(Lease{std::string(id), expiry, {}});
 }
 
-bool LeaseBook::describe(std::string_view id, std::string_view details) {
+bool LeaseBook::record_details(std::string_view id, std::string_view details) {
   for (auto& lease : m_leases) {
     if (lease.id == id) {
       // One line each: a newline would end the lease's line.

@@ -16,7 +16,7 @@ namespace nxlock::store {
 // A lease set's value: a line "@TOKEN", the token of the set's latest take,
 // then one line "ID EXPIRY" per leased holder, EXPIRY a lock value (Unix
 // seconds, expired when older than now), then " DETAILS" once the holder
-// recorded who it is (SharedLeases::describe: one line of text). A set written
+// recorded who it is (SharedLeases::record_details: one line of text). A set written
 // before sets had tokens has no "@" line.
 class LeaseBook {
  public:
@@ -40,12 +40,12 @@ class LeaseBook {
   // token, an older nxlock's, matches any).
   bool has(const SharedLeases::LeaseMatch& match) const;
   // The token of lease `id`'s take: the first word of its details (the take
-  // records it, describe() keeps it first).
+  // records it, record_details() keeps it first).
   std::optional<std::int64_t> token_of(std::string_view id) const;
   // Adds the lease, or moves its expiry (its details stay).
   void put(std::string_view id, std::int64_t expiry);
   // Records the details of lease `id`; false if it is not there.
-  bool describe(std::string_view id, std::string_view details);
+  bool record_details(std::string_view id, std::string_view details);
   void remove(std::string_view id);
   void clear() { m_leases.clear(); }
   // The lowest slot of 1..slots no lease holds, as a lease id ("#N"); empty if all are.

@@ -137,13 +137,13 @@ bool MemoryStore::holds(const std::optional<Fence>& fence) {
   return true;
 }
 
-SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& request) {
-  const std::int64_t now = util::whole_seconds(m_clock());
-  LeaseBook book(get(keys.leases));
+SharedLeases::Take MemoryLeases::take(const Keys& keys, const TakeRequest& request) {
+  const std::int64_t now = util::whole_seconds(m_store.now());
+  LeaseBook book(m_store.get(keys.leases));
   book.prune(now);
   Take result;
-  result.current = get(keys.lock);
-  const auto last = token_of(keys.counter);
+  result.current = m_store.get(keys.lock);
+  const auto last = m_store.token_of(keys.counter);
   const LeaseGate gate = lease_gate(result.current, last, book, request.slots, now);
   if (gate == LeaseGate::held || gate == LeaseGate::not_lock) {
     result.outcome = Take::Outcome::held;
@@ -155,18 +155,19 @@ SharedLeases::Take MemoryStore::take(const Keys& keys, const TakeRequest& reques
   result.id = request.slots > 0 ? book.free_slot(request.slots) : std::string(request.id);
   book.put(result.id, request.expiry);
   result.outcome = Take::Outcome::taken;
-  result.fence = issue(keys.counter, last);
+  result.fence = m_store.issue(keys.counter, last);
   book.set_token(*result.fence);
-  book.describe(result.id, std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
+  book.record_details(result.id,
+                      std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
   store_leases(keys.lock, keys.leases, book);
   return result;
 }
 
-bool MemoryStore::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
-  const std::int64_t now = util::whole_seconds(m_clock());
-  LeaseBook book(get(keys.leases));
+bool MemoryLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
+  const std::int64_t now = util::whole_seconds(m_store.now());
+  LeaseBook book(m_store.get(keys.leases));
   book.prune(now);
-  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(lease)) {
+  if (!book.holds(m_store.get(keys.lock), m_store.token_of(keys.counter)) || !book.has(lease)) {
     return false;
   }
   book.put(lease.id, expiry);
@@ -174,11 +175,11 @@ bool MemoryStore::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t 
   return true;
 }
 
-bool MemoryStore::release(const Keys& keys, const LeaseMatch& lease) {
-  const std::int64_t now = util::whole_seconds(m_clock());
-  LeaseBook book(get(keys.leases));
+bool MemoryLeases::release(const Keys& keys, const LeaseMatch& lease) {
+  const std::int64_t now = util::whole_seconds(m_store.now());
+  LeaseBook book(m_store.get(keys.leases));
   book.prune(now);
-  if (!book.holds(get(keys.lock), token_of(keys.counter)) || !book.has(lease)) {
+  if (!book.holds(m_store.get(keys.lock), m_store.token_of(keys.counter)) || !book.has(lease)) {
     return false;
   }
   book.remove(lease.id);
@@ -186,52 +187,55 @@ bool MemoryStore::release(const Keys& keys, const LeaseMatch& lease) {
   return true;
 }
 
-bool MemoryStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
-  LeaseBook book(get(leases));
-  book.prune(util::whole_seconds(m_clock()));
-  if (!book.describe(id, details)) {
+bool MemoryLeases::record_details(std::string_view leases, std::string_view id,
+                                  std::string_view details) {
+  LeaseBook book(m_store.get(leases));
+  book.prune(util::whole_seconds(m_store.now()));
+  if (!book.record_details(id, details)) {
     return false;
   }
-  set(leases, book.encode());
+  m_store.set(leases, book.encode());
   return true;
 }
 
-LeaseSet MemoryStore::read(const Keys& keys) {
-  LeaseBook book(get(keys.leases));
-  book.prune(util::whole_seconds(m_clock()));
+LeaseSet MemoryLeases::read(const Keys& keys) {
+  LeaseBook book(m_store.get(keys.leases));
+  book.prune(util::whole_seconds(m_store.now()));
   LeaseSet set;
-  set.lock_value = get(keys.lock);
+  set.lock_value = m_store.get(keys.lock);
   set.leases = book.holders();
-  set.holding = book.holds(set.lock_value, token_of(keys.counter));
+  set.holding = book.holds(set.lock_value, m_store.token_of(keys.counter));
   return set;
 }
 
-void MemoryStore::store_leases(std::string_view key, std::string_view leases,
-                               const LeaseBook& book) {
+void MemoryLeases::store_leases(std::string_view key, std::string_view leases,
+                                const LeaseBook& book) {
   if (book.empty()) {
-    del({std::string(key), std::string(leases)});
+    m_store.del({std::string(key), std::string(leases)});
     return;
   }
-  set(key, std::to_string(book.latest()));
-  set(leases, book.encode());
+  m_store.set(key, std::to_string(book.latest()));
+  m_store.set(leases, book.encode());
 }
 
-void MemoryStore::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
+void MemoryListing::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
   std::vector<ListedLock> batch;
-  for (const auto& [key, value] : m_data) {
+  for (const auto& [key, value] : m_store.data()) {
     if (!glob_match(pattern, key) || !wanted(key) || !parse_lock_timestamp(value)) {
       continue;
     }
     ListedLock& lock = batch.emplace_back();
     lock.key = key;
     lock.value = value;
-    lock.holder = get(store::companion_key(key, "holder"));
+    lock.holder = m_store.get(store::companion_key(key, "holder"));
     const std::string leases = store::shared_key(key);
     const std::string counter = store::fence_key(key);
-    if (LeaseSet set = read({.lock = key, .counter = counter, .leases = leases, .queue = {}}); set.holding) {
+    if (LeaseSet set = m_store.shared()->read(
+            {.lock = key, .counter = counter, .leases = leases, .queue = {}});
+        set.holding) {
       lock.shared = std::move(set.leases);
     }
-    if (const auto token = get(counter)) {
+    if (const auto token = m_store.get(counter)) {
       lock.fence = parse_fence(*token);
     }
   }

@@ -37,7 +37,7 @@ class Watcher {
   // (if >= 0) becomes readable. Spurious `changed` results are allowed.
   virtual WaitResult wait(util::Micros timeout, int interrupt_fd) = 0;
 
-  // Whether the queued waiter is first now (WaitersQueue::watch): a waiter behind another
+  // Whether the queued waiter is first now (WaitersQueue::watch_turn): a waiter behind another
   // need not see the key's changes at all, only the wake-up addressed to it.
   virtual void first(bool) {}
 };
@@ -87,7 +87,7 @@ class SharedLeases;
 struct SharedHolder {
   std::string id;
   std::int64_t expiry = 0;             // a lock value: held through this Unix second
-  std::optional<std::string> details;  // what SharedLeases::describe recorded, if it did
+  std::optional<std::string> details;  // what SharedLeases::record_details recorded, if it did
 };
 
 // A lock's key and its live leases, read at one instant (SharedLeases::read).
@@ -229,32 +229,35 @@ class WaitersQueue {
   // whatever lease it renewed last: a long lease far back in the line costs
   // the others no more than this once its waiter is first.
   static constexpr util::Micros k_turn_lease{1'000'000};
-  // Store::set_if_absent() with a counter, only while `ticket` may go first:
-  // the queue holds no live waiter, or `ticket` is its first live one. With
-  // `waiting`, the ticket also joins the queue (at the back, if it is not in it)
-  // and its lease is renewed to now + `lease`, all in the same atomic step.
-  virtual QueuedSet set_if_absent(std::string_view key, std::string_view value,
+  // Takes the lock in the queue's order: Store::set_if_absent() with a counter,
+  // only while `ticket` may go first (the queue holds no live waiter, or
+  // `ticket` is its first live one). With `waiting`, a ticket that did not take
+  // also joins the queue (at the back, if it is not in it) and its lease is
+  // renewed to now + `lease`, all in the same atomic step.
+  virtual QueuedSet take_or_queue(std::string_view key, std::string_view value,
                                   std::string_view counter, std::string_view queue,
                                   std::string_view ticket, bool waiting, util::Micros lease) = 0;
 
-  // Store::compare_and_delete() with a fence, waking only the queue's first
-  // live waiter (or every watcher of the key, when the queue is empty).
-  virtual bool compare_and_delete(std::string_view key, std::string_view expected,
-                                  const Fence& fence, std::string_view queue) = 0;
+  // Releases a lock taken in the queue's order: Store::compare_and_delete()
+  // with a fence, waking only the queue's first live waiter (or every watcher
+  // of the key, when the queue is empty).
+  virtual bool release_and_wake(std::string_view key, std::string_view expected,
+                                const Fence& fence, std::string_view queue) = 0;
 
   // Takes `ticket` out of the queue; if that leaves a live waiter first while
   // `key` is free, wakes it. An empty ticket only wakes.
   virtual void leave(std::string_view key, std::string_view queue, std::string_view ticket) = 0;
 
-  // Store::watch(), for a waiter queued with `ticket`, armed for both when it
+  // Watches for the turn of a waiter queued with `ticket`: Store::watch() on
+  // the key, and the wake-ups addressed to the ticket, armed for both when it
   // returns: a wake-up addressed to the ticket after this returned is never
   // missed either. A wake-up addressed to another waiter's ticket is not a
   // change for this one: it sleeps on. Wake-ups addressed to nobody in
   // particular (a DEL, an older client) still wake it.
-  virtual std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) = 0;
+  virtual std::unique_ptr<Watcher> watch_turn(std::string_view key, std::string ticket) = 0;
 
  protected:
-  // set_if_absent() answered as a queued step (set, or held with the value a
+  // take_or_queue() answered as a queued step (set, or held with the value a
   // busy lock needs): for a step the queue does not take part in.
   static QueuedSet unqueued(Store& store, std::string_view key, std::string_view value,
                             std::string_view counter) {
@@ -317,7 +320,7 @@ class SharedLeases {
     std::int64_t expiry = 0;
     std::string_view ticket;  // the waiter's ticket in `queue` (empty: none)
     bool waiting = false;     // a ticket that did not take joins the queue
-    util::Micros lease{0};    // ... with this liveness lease (WaitersQueue::set_if_absent)
+    util::Micros lease{0};    // ... with this liveness lease (WaitersQueue::take_or_queue)
   };
   // One atomic step: the lease, taken when the lock key is absent or expired
   // (a new set), or held by a live set of the same kind with room for one more;
@@ -351,7 +354,8 @@ class SharedLeases {
   // Records `details` (one line: who holds it, as the lock layer writes it)
   // beside the live lease `id`, removed with the lease and expiring with it.
   // False (nothing written) if the lease is gone.
-  virtual bool describe(std::string_view leases, std::string_view id, std::string_view details) = 0;
+  virtual bool record_details(std::string_view leases, std::string_view id,
+                              std::string_view details) = 0;
 
   // The lock key's value and its live leases (each with its details if its
   // holder recorded them), read in one atomic step: read apart, a renewal

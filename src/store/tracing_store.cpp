@@ -77,7 +77,7 @@ class TracingQueue final : public WaitersQueue {
  public:
   explicit TracingQueue(WaitersQueue& inner) : m_inner(inner) {}
 
-  QueuedSet set_if_absent(std::string_view key, std::string_view value, std::string_view counter,
+  QueuedSet take_or_queue(std::string_view key, std::string_view value, std::string_view counter,
                           std::string_view queue, std::string_view ticket, bool waiting,
                           util::Micros lease) override {
     // One step on the backend, traced as the documented steps it holds (the same
@@ -86,7 +86,7 @@ class TracingQueue final : public WaitersQueue {
     const std::string step = step_text("SETNX", {key, value});
     const auto result = traced(
         step,
-        [&] { return m_inner.set_if_absent(key, value, counter, queue, ticket, waiting, lease); },
+        [&] { return m_inner.take_or_queue(key, value, counter, queue, ticket, waiting, lease); },
         [&](const QueuedSet& r) {
           switch (r.outcome) {
             case QueuedSet::Outcome::set:
@@ -104,11 +104,11 @@ class TracingQueue final : public WaitersQueue {
     return result;
   }
 
-  bool compare_and_delete(std::string_view key, std::string_view expected, const Fence& fence,
-                          std::string_view queue) override {
+  bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
+                        std::string_view queue) override {
     return traced(
         step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(fence),
-        [&] { return m_inner.compare_and_delete(key, expected, fence, queue); }, flag_text);
+        [&] { return m_inner.release_and_wake(key, expected, fence, queue); }, flag_text);
   }
 
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override {
@@ -121,8 +121,8 @@ class TracingQueue final : public WaitersQueue {
         [](bool) { return std::string("done"); });
   }
 
-  std::unique_ptr<Watcher> watch(std::string_view key, std::string ticket) override {
-    return m_inner.watch(key, std::move(ticket));
+  std::unique_ptr<Watcher> watch_turn(std::string_view key, std::string ticket) override {
+    return m_inner.watch_turn(key, std::move(ticket));
   }
 
  private:
@@ -176,10 +176,11 @@ class TracingShared final : public SharedLeases {
         [&] { return m_inner.release(keys, lease); }, flag_text);
   }
 
-  bool describe(std::string_view leases, std::string_view id, std::string_view details) override {
+  bool record_details(std::string_view leases, std::string_view id,
+                      std::string_view details) override {
     return traced(
         step_text("DESCRIBE-SHARED", {leases, id}),
-        [&] { return m_inner.describe(leases, id, details); }, flag_text);
+        [&] { return m_inner.record_details(leases, id, details); }, flag_text);
   }
 
   LeaseSet read(const Keys& keys) override {

@@ -977,13 +977,13 @@ TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
   FileStore holder(store_path(), {});
   FileStore other(store_path(), {});
   other.set("k", "held");
-  ASSERT_EQ(holder.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease).outcome,
+  ASSERT_EQ(holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease).outcome,
             store::WaitersQueue::QueuedSet::Outcome::held);
-  ASSERT_EQ(other.queue()->set_if_absent("k", "w", "c", "q", "qb", true, lease).outcome,
+  ASSERT_EQ(other.queue()->take_or_queue("k", "w", "c", "q", "qb", true, lease).outcome,
             store::WaitersQueue::QueuedSet::Outcome::behind);
   ASSERT_EQ(other.del({"k"}), 1u);
 
-  const auto taken = holder.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease);
+  const auto taken = holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease);
   ASSERT_EQ(taken.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos) << "not left yet";
   holder.set("holder-record", "x");
@@ -992,18 +992,18 @@ TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
 
   // Taken again and released at once: the release leaves the line first, so
   // the next waiter is first when it is woken.
-  ASSERT_TRUE(holder.queue()->compare_and_delete("k", "v", store::Fence("c", *taken.fence), "q"));
-  ASSERT_EQ(holder.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease).outcome,
+  ASSERT_TRUE(holder.queue()->release_and_wake("k", "v", store::Fence("c", *taken.fence), "q"));
+  ASSERT_EQ(holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease).outcome,
             store::WaitersQueue::QueuedSet::Outcome::behind);
-  const auto b = other.queue()->set_if_absent("k", "w", "c", "q", "qb", true, lease);
+  const auto b = other.queue()->take_or_queue("k", "w", "c", "q", "qb", true, lease);
   ASSERT_EQ(b.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
-  ASSERT_TRUE(other.queue()->compare_and_delete("k", "w", store::Fence("c", *b.fence), "q"));
+  ASSERT_TRUE(other.queue()->release_and_wake("k", "w", store::Fence("c", *b.fence), "q"));
   EXPECT_EQ(holder.get("q").value_or("").find("qb "), std::string::npos);
 
   // A store that closes leaves the line too.
   {
     FileStore short_lived(store_path(), {});
-    ASSERT_EQ(short_lived.queue()->set_if_absent("k", "v", "c", "q", "qa", true, lease).outcome,
+    ASSERT_EQ(short_lived.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease).outcome,
               store::WaitersQueue::QueuedSet::Outcome::set);
     EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos);
   }
@@ -1257,8 +1257,8 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
     ::close(ready[0]);
     ::umask(077);  // its FIFO still takes the store's bits
     FileStore store(store_path(), {});
-    store.queue()->set_if_absent("k", "w", "c", "q", "qdead", true, 1ms);
-    auto watch = store.queue()->watch("k", "qdead");
+    store.queue()->take_or_queue("k", "w", "c", "q", "qdead", true, 1ms);
+    auto watch = store.queue()->watch_turn("k", "qdead");
     watch->wait(1ms, -1);  // the FIFO is made and held
     (void)!::write(ready[1], "x", 1);
     for (;;) {
@@ -1274,7 +1274,7 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   reap(waiter);                      // killed: its FIFO stays on disk, open by nobody
   std::this_thread::sleep_for(5ms);  // and its place in line (a 1 ms lease) lapses
   ASSERT_EQ(files_in(wait_dir), 1u);
-  ASSERT_TRUE(holder.queue()->compare_and_delete("k", "v", store::Fence("c", *taken), "q"));
+  ASSERT_TRUE(holder.queue()->release_and_wake("k", "v", store::Fence("c", *taken), "q"));
   EXPECT_EQ(files_in(wait_dir), 0u);
   EXPECT_EQ(holder.get("q"), std::nullopt) << "the line goes with it";
 }

@@ -177,8 +177,8 @@ TEST(LeaseBookTest, DetailsStayWithTheirLeaseAndGoWithIt) {
   EXPECT_EQ(book.holders()[0].details, "7 {\"pid\": 1}");
   EXPECT_FALSE(book.holders()[1].details.has_value());
   book.put("s1", 300);  // a renewal keeps them
-  EXPECT_TRUE(book.describe("s2", "8 {}\nmore"));
-  EXPECT_FALSE(book.describe("s3", "9 {}"));
+  EXPECT_TRUE(book.record_details("s2", "8 {}\nmore"));
+  EXPECT_FALSE(book.record_details("s3", "9 {}"));
   EXPECT_EQ(book.encode(), "s1 300 7 {\"pid\": 1}\ns2 200 8 {}\n");
   book.remove("s1");
   EXPECT_EQ(book.encode(), "s2 200 8 {}\n");

@@ -67,8 +67,9 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   who.host = "h";
   who.pid = 42;
   who.acquired_at = k_now;
-  ASSERT_TRUE(shared.describe(store::shared_key("sh"), "s0000000000000002", "7 " + who.to_json()));
-  EXPECT_FALSE(shared.describe(store::shared_key("sh"), "s00000000000000ff", "8 {}"));
+  ASSERT_TRUE(
+      shared.record_details(store::shared_key("sh"), "s0000000000000002", "7 " + who.to_json()));
+  EXPECT_FALSE(shared.record_details(store::shared_key("sh"), "s00000000000000ff", "8 {}"));
   hold("ex", k_now + 5);
   const auto rows = lock::list_locks(m_store, "*", k_now, false);
   ASSERT_EQ(rows.size(), 3u);

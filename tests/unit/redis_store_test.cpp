@@ -206,24 +206,22 @@ TEST_F(RedisStoreTest, TraceRedactsAuth) {
 TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
   const auto store = open();
   const auto holder =
-      store->queue()->set_if_absent("k", "v-qh", "c", "q", "qh", false, util::Micros(30'000'000));
+      store->queue()->take_or_queue("k", "v-qh", "c", "q", "qh", false, util::Micros(30'000'000));
   ASSERT_EQ(holder.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   ASSERT_EQ(store->queue()
-                ->set_if_absent("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000))
+                ->take_or_queue("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000))
                 .outcome,
             store::WaitersQueue::QueuedSet::Outcome::held);
-  const auto first = store->queue()->watch("k", "qa");
+  const auto first = store->queue()->watch_turn("k", "qa");
   const auto key_channel = store->watch("k");  // hears every message on the key's channel
-  EXPECT_TRUE(
-      store->queue()->compare_and_delete("k", "v-qh", store::Fence("c", *holder.fence), "q"));
+  EXPECT_TRUE(store->queue()->release_and_wake("k", "v-qh", store::Fence("c", *holder.fence), "q"));
   EXPECT_EQ(first->wait(5s, -1), WaitResult::changed);
   EXPECT_EQ(key_channel->wait(300ms, -1), WaitResult::timed_out);
   // With nobody in line, a release still wakes every watcher.
   const auto again =
-      store->queue()->set_if_absent("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000));
+      store->queue()->take_or_queue("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000));
   ASSERT_EQ(again.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
-  EXPECT_TRUE(
-      store->queue()->compare_and_delete("k", "v-qa", store::Fence("c", *again.fence), "q"));
+  EXPECT_TRUE(store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *again.fence), "q"));
   EXPECT_EQ(key_channel->wait(5s, -1), WaitResult::changed);
 }
 
@@ -232,7 +230,7 @@ TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
 TEST_F(RedisStoreTest, AQueuedWatchSleepsThroughItsOwnSubscription) {
   const auto store = open();
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto watcher = store->queue()->watch("k", "qa");
+  const auto watcher = store->queue()->watch_turn("k", "qa");
   const std::string stats = shared_redis().command({"INFO", "commandstats"});
   EXPECT_NE(stats.find("cmdstat_subscribe:calls=1,"), std::string::npos) << stats;
   EXPECT_EQ(watcher->wait(300ms, -1), WaitResult::timed_out);
@@ -252,7 +250,7 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
     return writes;
   };
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto alone = store->queue()->set_if_absent("k", "v-qa", "c", "q", "qa", true, lease);
+  const auto alone = store->queue()->take_or_queue("k", "v-qa", "c", "q", "qa", true, lease);
   ASSERT_EQ(alone.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   const std::string stats = shared_redis().command({"INFO", "commandstats"});
   EXPECT_EQ(writes_of(stats), 0) << stats;
@@ -261,12 +259,11 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
 
   // Behind it, qb joins; once it is free, qb sets and leaves, with no ZADD or
   // PEXPIRE on the way (its ZREMs only).
-  ASSERT_EQ(store->queue()->set_if_absent("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+  ASSERT_EQ(store->queue()->take_or_queue("k", "v-qb", "c", "q", "qb", true, lease).outcome,
             store::WaitersQueue::QueuedSet::Outcome::held);
-  ASSERT_TRUE(
-      store->queue()->compare_and_delete("k", "v-qa", store::Fence("c", *alone.fence), "q"));
+  ASSERT_TRUE(store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *alone.fence), "q"));
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  ASSERT_EQ(store->queue()->set_if_absent("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+  ASSERT_EQ(store->queue()->take_or_queue("k", "v-qb", "c", "q", "qb", true, lease).outcome,
             store::WaitersQueue::QueuedSet::Outcome::set);
   const std::string woken = shared_redis().command({"INFO", "commandstats"});
   EXPECT_EQ(woken.find("cmdstat_zadd:"), std::string::npos) << woken;

@@ -87,8 +87,9 @@ TEST_P(QueueContract, ListingCountsLiveWaiters) {
   ASSERT_TRUE(m_store->set_if_absent("k", "1732000000", store::fence_key("k")).set);
   // Two waiters queue behind the holder, in the queue named after the lock.
   for (const std::string ticket : {"qa", "qb"}) {
-    const auto queued = m_store->queue()->set_if_absent(
-        "k", "1732000001", store::fence_key("k"), store::queue_key("k"), ticket, true, k_long_lease);
+    const auto queued =
+        m_store->queue()->take_or_queue("k", "1732000001", store::fence_key("k"),
+                                        store::queue_key("k"), ticket, true, k_long_lease);
     ASSERT_NE(queued.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   }
   const auto locks = listed(*m_store, "k");

@@ -40,7 +40,7 @@ TEST_P(QueueContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder
   // qa takes it, and leaves the queue in the same step: qb is first now.
   const auto a = attempt("qa");
   ASSERT_EQ(a.outcome, Outcome::set);
-  EXPECT_TRUE(m_store->queue()->compare_and_delete("k", "v-qa", store::Fence("c", *a.fence), "q"));
+  EXPECT_TRUE(m_store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *a.fence), "q"));
   EXPECT_EQ(attempt("qb").outcome, Outcome::set);
 }
 
@@ -72,12 +72,12 @@ TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
   ASSERT_EQ(holder.outcome, Outcome::set);
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
-  auto first = m_store->queue()->watch("k", "qa");
+  auto first = m_store->queue()->watch_turn("k", "qa");
   first->first(true);
-  auto behind = m_store->queue()->watch("k", "qb");
+  auto behind = m_store->queue()->watch_turn("k", "qb");
   behind->first(false);
   EXPECT_TRUE(
-      m_store->queue()->compare_and_delete("k", "v-qh", store::Fence("c", *holder.fence), "q"));
+      m_store->queue()->release_and_wake("k", "v-qh", store::Fence("c", *holder.fence), "q"));
   EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
   EXPECT_EQ(behind->wait(util::Micros(300'000), -1), store::WaitResult::timed_out);
   // Its turn handed on when it leaves without taking the lock.

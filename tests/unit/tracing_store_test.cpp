@@ -108,16 +108,16 @@ class BrokenStore final : public Store, public WaitersQueue {
   util::Micros now() override { fail(); }
   std::unique_ptr<Watcher> watch(std::string_view) override { fail(); }
   WaitersQueue* queue() override { return this; }
-  QueuedSet set_if_absent(std::string_view, std::string_view, std::string_view, std::string_view,
+  QueuedSet take_or_queue(std::string_view, std::string_view, std::string_view, std::string_view,
                           std::string_view, bool, util::Micros) override {
     fail();
   }
-  bool compare_and_delete(std::string_view, std::string_view, const Fence&,
-                          std::string_view) override {
+  bool release_and_wake(std::string_view, std::string_view, const Fence&,
+                        std::string_view) override {
     fail();
   }
   void leave(std::string_view, std::string_view, std::string_view) override { fail(); }
-  std::unique_ptr<Watcher> watch(std::string_view, std::string) override { fail(); }
+  std::unique_ptr<Watcher> watch_turn(std::string_view, std::string) override { fail(); }
 
  private:
   [[noreturn]] static void fail() {

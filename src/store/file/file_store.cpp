@@ -1,7 +1,7 @@
 // FileStore: the embedded store's Store operations, each one bucket transaction (or one
 // unlocked read) decided by the lock rules (the format and the safety argument:
-// docs/STORE-FORMAT.md). The directory is store_directory.cpp's, the transaction
-// bucket.cpp's, the waiters' queue waiters_queue.cpp's.
+// docs/STORE-FORMAT.md), and the core its parts share (FileCore). The directory is
+// store_directory.cpp's, the transaction bucket.cpp's, the waiters' queue waiters_queue.cpp's.
 #include "store/keys.hpp"
 #include "store/file/file_store.hpp"
 
@@ -36,34 +36,63 @@ StoreDirectory::Options directory_options(const FileStore::Options& options) {
 
 }  // namespace
 
-FileStore::FileStore(std::string path, Options options)
-    : m_options(options),
-      m_directory(std::move(path), directory_options(m_options)),
-      m_buckets(m_directory) {
-  // A store that does not exist yet is made by the first write, not here:
-  // `get` and `status` on it create nothing.
-  m_directory.open(false);
-}
+FileCore::FileCore(std::string path, const StoreDirectory::Options& options, bool record_owner)
+    : m_directory(std::move(path), options), m_buckets(m_directory), m_record_owner(record_owner) {}
 
-FileStore::~FileStore() {
-  leave_queue_now();
-}
-
-std::string FileStore::describe() const {
-  return util::escape(m_directory.path());
-}
-
-void FileStore::mutate(std::string_view key, bool may_insert, const Buckets::Decide& decide) {
-  leave_queue_now();
-  m_buckets.update(key, may_insert, decide);
-}
-
-std::int64_t FileStore::issue_fence(std::int64_t at_least) {
+std::int64_t FileCore::issue_fence(std::int64_t at_least) {
   // Format 2 from now on: an older nxlock's counters would go back.
   m_directory.mark_current_format();
   FenceCounter counter(m_directory.root(), m_directory.path(), m_directory.file_mode(),
-                       m_options.durable);
+                       m_directory.durable());
   return counter.issue(std::max(at_least, util::wall_now().count()));
+}
+
+std::unique_ptr<FileWatcher> FileCore::make_watcher(std::string_view key,
+                                                    FileWatcher::MakeFifo make_fifo,
+                                                    FileWatcher::RemoveFifo remove_fifo) {
+  // The stripe directory must exist to be watched: the bucket may not exist yet.
+  const Stripe stripe = m_buckets.open(key, true);
+  int shared = -1;
+  if (!m_inotify_lent) {
+    if (!m_inotify) {
+      m_inotify.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));  // -1: the watcher decides
+    }
+    shared = m_inotify.get();
+  }
+  auto watcher = std::make_unique<FileWatcher>(stripe.fd.get(), stripe.bucket.name, stripe.path,
+                                               std::move(make_fifo), std::move(remove_fifo), shared,
+                                               [this, shared] {
+                                                 if (shared >= 0) {
+                                                   m_inotify_lent = false;
+                                                 }
+                                               });
+  if (shared >= 0) {
+    m_inotify_lent = true;
+  }
+  return watcher;
+}
+
+FileStore::FileStore(std::string path, const Options& options)
+    : m_core(std::move(path), directory_options(options), options.record_owner),
+      m_queue(m_core, *this),
+      m_leases(m_core, *this, m_queue),
+      m_listing(m_core, m_leases) {
+  // A store that does not exist yet is made by the first write, not here:
+  // `get` and `status` on it create nothing.
+  m_core.directory().open(false);
+}
+
+FileStore::~FileStore() {
+  m_queue.leave_now();
+}
+
+std::string FileStore::describe() const {
+  return util::escape(m_core.directory().path());
+}
+
+void FileStore::mutate(std::string_view key, bool may_insert, const Buckets::Decide& decide) {
+  m_queue.leave_now();
+  m_core.buckets().update(key, may_insert, decide);
 }
 
 // The counter argument of the fenced steps names Redis's per-lock counter; the
@@ -79,9 +108,9 @@ SetIfAbsent FileStore::set_if_absent(std::string_view key, std::string_view valu
     if (result.set && counter) {
       // The counter before the lock: a crash between them skips a token, never
       // issues one twice.
-      result.fence = issue_fence(0);
+      result.fence = m_core.issue_fence(0);
       change.fence = result.fence;
-      change.owned = m_options.record_owner;
+      change.owned = m_core.record_owner();
     }
     return result.set ? change : Change{};
   });
@@ -92,7 +121,7 @@ SetIfAbsent FileStore::set_if_absent(std::string_view key, std::string_view valu
 }
 
 std::optional<std::string> FileStore::get_entry_value(std::string_view key) {
-  for (auto& entry : m_buckets.read(key)) {
+  for (auto& entry : m_core.buckets().read(key)) {
     if (entry.key == key) {
       return std::move(entry.value);
     }
@@ -140,7 +169,7 @@ std::optional<std::int64_t> FileStore::token_of_counter(std::string_view counter
   if (!lock_key) {
     return std::nullopt;
   }
-  for (const auto& entry : m_buckets.read(*lock_key)) {
+  for (const auto& entry : m_core.buckets().read(*lock_key)) {
     if (entry.key == *lock_key && entry.fence && !entry.until) {
       return entry.fence;
     }
@@ -161,10 +190,10 @@ bool FileStore::raise_token(std::string_view lock_key, std::string_view expected
       return Change{};
     }
     // The store's counter goes up to it too: later tokens are above it.
-    (void)issue_fence(*to);
+    (void)m_core.issue_fence(*to);
     Change change{Change::Kind::put, current->value};
     change.fence = to;
-    change.owned = m_options.record_owner;
+    change.owned = m_core.record_owner();
     done = true;
     return change;
   });
@@ -190,7 +219,7 @@ Change FileStore::tagged_put(std::string_view value) {
     if (until && value.find("\"value\":\"" + it->first + "\"") != std::string_view::npos) {
       change.fence = it->second;
       change.until = until;
-      change.owned = m_options.record_owner;
+      change.owned = m_core.record_owner();
       break;
     }
   }
@@ -270,9 +299,9 @@ Swap FileStore::get_and_set(std::string_view key, std::string_view value,
     if (expired) {
       // Above the old lock's own token too, whatever the counter says.
       const std::int64_t previous = current != nullptr && current->fence ? *current->fence : 0;
-      swap.fence = issue_fence(previous + 1);
+      swap.fence = m_core.issue_fence(previous + 1);
       change.fence = swap.fence;
-      change.owned = m_options.record_owner;
+      change.owned = m_core.record_owner();
     }
     return change;
   });
@@ -291,7 +320,7 @@ bool FileStore::renew_owned(std::string_view key, std::string_view expected, std
     // it is again, so a lock taken before the owner was known is kept too.
     Change change{Change::Kind::put, value};
     change.keep_meta = true;
-    change.owned = m_options.record_owner;
+    change.owned = m_core.record_owner();
     return replaced ? change : Change{};
   });
   if (replaced) {
@@ -305,32 +334,7 @@ util::Micros FileStore::now() {
 }
 
 std::unique_ptr<Watcher> FileStore::watch(std::string_view key) {
-  return make_watcher(key);
-}
-
-std::unique_ptr<FileWatcher> FileStore::make_watcher(std::string_view key) {
-  // The stripe directory must exist to be watched: the bucket may not exist yet.
-  const Stripe stripe = m_buckets.open(key, true);
-  int shared = -1;
-  if (!m_inotify_lent) {
-    if (!m_inotify) {
-      m_inotify.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));  // -1: the watcher decides
-    }
-    shared = m_inotify.get();
-  }
-  auto watcher = std::make_unique<FileWatcher>(
-      stripe.fd.get(), stripe.bucket.name, stripe.path,
-      [this](const std::string& ticket) { return make_fifo(ticket); },
-      [this](const std::string& ticket) { remove_fifo(ticket); }, shared,
-      [this, shared] {
-        if (shared >= 0) {
-          m_inotify_lent = false;
-        }
-      });
-  if (shared >= 0) {
-    m_inotify_lent = true;
-  }
-  return watcher;
+  return m_queue.watch_key(key);
 }
 
 }  // namespace nxlock::store

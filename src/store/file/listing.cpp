@@ -1,12 +1,13 @@
-// FileStore's listing (LockListing): every bucket of the store read once, without a lock.
+// FileListing, the embedded store's listing (LockListing): every bucket read once, without a lock.
 #include <map>
 #include <string>
 #include <vector>
 
-#include "store/keys.hpp"
-#include "store/file/file_store.hpp"
+#include "store/file/file_listing.hpp"
+#include "store/file/file_queue.hpp"
 #include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
+#include "store/keys.hpp"
 #include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
 
@@ -20,8 +21,8 @@ constexpr const char* k_listed_data_name = "data";
 
 }  // namespace
 
-void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
-  const int data = m_directory.data_dir(false);
+void FileListing::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
+  const int data = m_core.directory().data_dir(false);
   if (data < 0) {
     return;  // a store that does not exist holds nothing, and is not created
   }
@@ -29,7 +30,7 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
   // buckets, anywhere in the store. No stripe lock is taken: each bucket is
   // replaced whole by rename, so this reads an old or a new one, never a mix.
   std::map<std::string, Entry, std::less<>> entries;
-  const std::string data_path = m_directory.path() + "/" + k_listed_data_name;
+  const std::string data_path = m_core.directory().path() + "/" + k_listed_data_name;
   for (const auto& stripe_name : posix::hex_names(data, 2)) {
     Stripe stripe;
     stripe.path = data_path + "/" + stripe_name;
@@ -41,7 +42,7 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
     for (auto& bucket_name : posix::hex_names(stripe.fd.get(), 16)) {
       stripe.record_path = stripe.path + "/" + bucket_name;
       stripe.bucket.name = std::move(bucket_name);
-      for (auto& entry : m_buckets.load(stripe)) {
+      for (auto& entry : m_core.buckets().load(stripe)) {
         entries.emplace(entry.key, std::move(entry));
       }
     }
@@ -66,7 +67,7 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
     lock.owner_alive = owner::keeps_held(entry);
     const auto queue = entries.find(store::waiters_queue_of(key));
     if (queue != entries.end()) {
-      lock.queued = live_tickets(queue->second.value);
+      lock.queued = FileQueue::live_tickets(queue->second.value);
     }
     lock.waiters = static_cast<std::int64_t>(lock.queued.size());
     if (const auto leases = entries.find(store::shared_key(key)); leases != entries.end()) {
@@ -77,7 +78,9 @@ void FileStore::list(std::string_view pattern, const Wanted& wanted, const Visit
       } else if (!book.empty()) {
         // The two buckets were read apart: a renewal between the reads moves both.
         const std::string leases_key = store::shared_key(key);
-        if (LeaseSet set = read({.lock = key, .counter = {}, .leases = leases_key, .queue = {}}); set.holding && set.lock_value) {
+        if (LeaseSet set =
+                m_leases.read({.lock = key, .counter = {}, .leases = leases_key, .queue = {}});
+            set.holding && set.lock_value) {
           lock.value = *set.lock_value;
           lock.shared = std::move(set.leases);
         }

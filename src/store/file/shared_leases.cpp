@@ -1,7 +1,7 @@
-// FileStore's leased holders (SharedLeases: shared and slots): the lease set is an entry beside
-// the lock, changed together with the lock's entry under both stripe locks
-// (Buckets::update_pair); the rules are LeaseBook's, as the memory store's.
-#include "store/file/file_store.hpp"
+// FileLeases, the embedded store's leased holders (SharedLeases: shared and slots): the lease
+// set is an entry beside the lock, changed together with the lock's entry under both stripe
+// locks (Buckets::update_pair); the rules are LeaseBook's, as the memory store's.
+#include "store/file/file_leases.hpp"
 #include "store/file/owner.hpp"
 #include "store/lease_book.hpp"
 
@@ -34,57 +34,58 @@ Change lease_change(const std::string& encoded, const LeaseBook& book, std::int6
 
 }  // namespace
 
-SharedLeases::Take FileStore::take_lease(const Keys& keys, const TakeRequest& request) {
+SharedLeases::Take FileLeases::take_lease(const Keys& keys, const TakeRequest& request) {
   Take result;
   const std::int64_t now = now_seconds();
   std::string lock_value;
   std::string encoded;
   // The lock's entry is written first: a crash between the two writes leaves
   // the key held with no lease, never a lease with the key free.
-  m_buckets.update_pair(keys.lock, keys.leases, false, [&](const Entry* lock,
-                                                            const Entry* current) {
-    LeaseBook book(value_of(current));
-    book.prune(now);
-    result.current = value_of(lock);
-    const auto key_token = lock != nullptr ? lock->fence : std::nullopt;
-    LeaseGate gate = lease_gate(result.current, key_token, book, request.slots, now);
-    if (gate == LeaseGate::fresh && lock != nullptr && owner::keeps_held(*lock)) {
-      gate = LeaseGate::held;  // expired by our clock, but its owner runs and renews it
-    }
-    if (gate == LeaseGate::held || gate == LeaseGate::not_lock) {
-      result.outcome = Take::Outcome::held;
-      return std::pair{Change{}, Change{}};
-    }
-    if (gate == LeaseGate::fresh) {
-      book.clear();  // the leases of a set that lost the key are not holders
-    }
-    result.id = request.slots > 0 ? book.free_slot(request.slots) : std::string(request.id);
-    book.put(result.id, request.expiry);
-    // Above the old lock's own token too, whatever the counter says.
-    result.fence = issue_fence(lock != nullptr && lock->fence ? *lock->fence + 1 : 0);
-    result.outcome = Take::Outcome::taken;
-    book.set_token(*result.fence);
-    book.describe(result.id, std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
-    lock_value = std::to_string(book.latest());
-    encoded = book.encode();
-    Change lock_change{Change::Kind::put, lock_value};
-    lock_change.fence = result.fence;
-    return std::pair{lock_change, lease_change(encoded, book, *result.fence)};
-  });
+  m_core.buckets().update_pair(
+      keys.lock, keys.leases, false, [&](const Entry* lock, const Entry* current) {
+        LeaseBook book(value_of(current));
+        book.prune(now);
+        result.current = value_of(lock);
+        const auto key_token = lock != nullptr ? lock->fence : std::nullopt;
+        LeaseGate gate = lease_gate(result.current, key_token, book, request.slots, now);
+        if (gate == LeaseGate::fresh && lock != nullptr && owner::keeps_held(*lock)) {
+          gate = LeaseGate::held;  // expired by our clock, but its owner runs and renews it
+        }
+        if (gate == LeaseGate::held || gate == LeaseGate::not_lock) {
+          result.outcome = Take::Outcome::held;
+          return std::pair{Change{}, Change{}};
+        }
+        if (gate == LeaseGate::fresh) {
+          book.clear();  // the leases of a set that lost the key are not holders
+        }
+        result.id = request.slots > 0 ? book.free_slot(request.slots) : std::string(request.id);
+        book.put(result.id, request.expiry);
+        // Above the old lock's own token too, whatever the counter says.
+        result.fence = m_core.issue_fence(lock != nullptr && lock->fence ? *lock->fence + 1 : 0);
+        result.outcome = Take::Outcome::taken;
+        book.set_token(*result.fence);
+        book.record_details(result.id,
+                            std::to_string(*result.fence));  // the lease's own token (LeaseMatch)
+        lock_value = std::to_string(book.latest());
+        encoded = book.encode();
+        Change lock_change{Change::Kind::put, lock_value};
+        lock_change.fence = result.fence;
+        return std::pair{lock_change, lease_change(encoded, book, *result.fence)};
+      });
   return result;
 }
 
-SharedLeases::Take FileStore::take(const Keys& keys, const TakeRequest& request) {
+SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request) {
   // The queue's gate is an unlocked read, as for the queued SETNX: an
   // exclusive waiter that joins just after it waits for this one lease.
   const auto leave_line = [&] {
     // Out of the line, and the next waiter may come along (if it is shared).
-    drop_from_queue(keys.queue, {std::string(request.ticket)});
-    wake_first(keys.queue);
+    m_queue.drop_from_queue(keys.queue, {std::string(request.ticket)});
+    m_queue.wake_first(keys.queue);
   };
   // A free lock with nobody in line before us is tried with no write to the queue.
   bool in_line = false;
-  if (may_go_first(keys.queue, request.ticket, in_line)) {
+  if (m_queue.may_go_first(keys.queue, request.ticket, in_line)) {
     Take result = take_lease(keys, request);
     if (result.outcome == Take::Outcome::taken && in_line) {
       leave_line();
@@ -95,12 +96,12 @@ SharedLeases::Take FileStore::take(const Keys& keys, const TakeRequest& request)
   }
   bool pruned = false;
   const std::string head =
-      keep_in_line(keys.queue, request.ticket, request.waiting, request.lease, pruned);
+      m_queue.keep_in_line(keys.queue, request.ticket, request.waiting, request.lease, pruned);
   if (!head.empty() && head != request.ticket) {
     Take behind;
-    behind.current = get(keys.lock);
+    behind.current = m_steps.get(keys.lock);
     if (pruned && !behind.current) {
-      wake_first(keys.queue);  // the one we dropped may have taken its wake-up with it
+      m_queue.wake_first(keys.queue);  // the one we dropped may have taken its wake-up with it
     }
     return behind;
   }
@@ -111,33 +112,33 @@ SharedLeases::Take FileStore::take(const Keys& keys, const TakeRequest& request)
   return result;
 }
 
-bool FileStore::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
+bool FileLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
   const std::int64_t now = now_seconds();
   bool renewed = false;
   std::string lock_value;
   std::string encoded;
-  m_buckets.update_pair(keys.lock, keys.leases, false, [&](const Entry* lock,
-                                                            const Entry* current) {
-    LeaseBook book(value_of(current));
-    book.prune(now);
-    // A set whose key another client wrote or deleted holds nothing: never write over it.
-    if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
-        !book.has(lease)) {
-      return std::pair{Change{}, Change{}};
-    }
-    renewed = true;
-    book.put(lease.id, expiry);
-    lock_value = std::to_string(book.latest());
-    encoded = book.encode();
-    Change lock_change{Change::Kind::put, lock_value};
-    lock_change.keep_meta = true;  // the latest leased taker's token stays
-    const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
-    return std::pair{lock_change, lease_change(encoded, book, token)};
-  });
+  m_core.buckets().update_pair(
+      keys.lock, keys.leases, false, [&](const Entry* lock, const Entry* current) {
+        LeaseBook book(value_of(current));
+        book.prune(now);
+        // A set whose key another client wrote or deleted holds nothing: never write over it.
+        if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
+            !book.has(lease)) {
+          return std::pair{Change{}, Change{}};
+        }
+        renewed = true;
+        book.put(lease.id, expiry);
+        lock_value = std::to_string(book.latest());
+        encoded = book.encode();
+        Change lock_change{Change::Kind::put, lock_value};
+        lock_change.keep_meta = true;  // the latest leased taker's token stays
+        const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
+        return std::pair{lock_change, lease_change(encoded, book, token)};
+      });
   return renewed;
 }
 
-bool FileStore::release(const Keys& keys, const LeaseMatch& lease) {
+bool FileLeases::release(const Keys& keys, const LeaseMatch& lease) {
   const std::int64_t now = now_seconds();
   bool released = false;
   bool room = false;
@@ -145,41 +146,42 @@ bool FileStore::release(const Keys& keys, const LeaseMatch& lease) {
   std::string encoded;
   // The lease set is written first: a crash between the two writes leaves the
   // key held a little longer, never a live lease with the key free.
-  m_buckets.update_pair(keys.lock, keys.leases, true, [&](const Entry* lock,
-                                                           const Entry* current) {
-    LeaseBook book(value_of(current));
-    book.prune(now);
-    if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
-        !book.has(lease)) {
-      return std::pair{Change{}, Change{}};
-    }
-    released = true;
-    book.remove(lease.id);
-    encoded = book.encode();
-    const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
-    room = book.empty() || is_slot_lease(lease.id);
-    if (book.empty()) {
-      return std::pair{Change{Change::Kind::erase, {}}, lease_change(encoded, book, token)};
-    }
-    lock_value = std::to_string(book.latest());
-    Change lock_change{Change::Kind::put, lock_value};
-    lock_change.keep_meta = true;
-    return std::pair{lock_change, lease_change(encoded, book, token)};
-  });
+  m_core.buckets().update_pair(
+      keys.lock, keys.leases, true, [&](const Entry* lock, const Entry* current) {
+        LeaseBook book(value_of(current));
+        book.prune(now);
+        if (!book.holds(value_of(lock), lock != nullptr ? lock->fence : std::nullopt) ||
+            !book.has(lease)) {
+          return std::pair{Change{}, Change{}};
+        }
+        released = true;
+        book.remove(lease.id);
+        encoded = book.encode();
+        const std::int64_t token = lock != nullptr && lock->fence ? *lock->fence : 1;
+        room = book.empty() || is_slot_lease(lease.id);
+        if (book.empty()) {
+          return std::pair{Change{Change::Kind::erase, {}}, lease_change(encoded, book, token)};
+        }
+        lock_value = std::to_string(book.latest());
+        Change lock_change{Change::Kind::put, lock_value};
+        lock_change.keep_meta = true;
+        return std::pair{lock_change, lease_change(encoded, book, token)};
+      });
   if (room) {
-    wake_first(keys.queue);  // as a release does: the first queued waiter may take it
+    m_queue.wake_first(keys.queue);  // as a release does: the first queued waiter may take it
   }
   return released;
 }
 
-bool FileStore::describe(std::string_view leases, std::string_view id, std::string_view details) {
+bool FileLeases::record_details(std::string_view leases, std::string_view id,
+                                std::string_view details) {
   const std::int64_t now = now_seconds();
   bool described = false;
   std::string encoded;
-  m_buckets.update(leases, false, [&](const Entry* current) {
+  m_core.buckets().update(leases, false, [&](const Entry* current) {
     LeaseBook book(value_of(current));
     book.prune(now);
-    if (current == nullptr || !book.describe(id, details)) {
+    if (current == nullptr || !book.record_details(id, details)) {
       return Change{};
     }
     described = true;
@@ -191,8 +193,8 @@ bool FileStore::describe(std::string_view leases, std::string_view id, std::stri
   return described;
 }
 
-LeaseSet FileStore::read(const Keys& keys) {
-  const auto [lock_bucket, leases_bucket] = m_buckets.read_pair(keys.lock, keys.leases);
+LeaseSet FileLeases::read(const Keys& keys) {
+  const auto [lock_bucket, leases_bucket] = m_core.buckets().read_pair(keys.lock, keys.leases);
   const auto find = [](const std::vector<Entry>& entries, std::string_view key) -> const Entry* {
     for (const auto& entry : entries) {
       if (entry.key == key) {

@@ -1,6 +1,6 @@
-// FileStore's waiters' queue (WaitersQueue): a store entry of waiters in arrival order,
-// leased on CLOCK_BOOTTIME, each with a FIFO a release writes into to wake it (see
-// file_store.hpp and docs/STORE-FORMAT.md, "Operations").
+// FileQueue, the embedded store's waiters' queue (WaitersQueue): a store entry of waiters in
+// arrival order, leased on CLOCK_BOOTTIME, each with a FIFO a release writes into to wake it
+// (see file_queue.hpp and docs/STORE-FORMAT.md, "Operations").
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "store/fenced_steps.hpp"
-#include "store/file/file_store.hpp"
+#include "store/file/file_queue.hpp"
 #include "store/file/owner.hpp"
 #include "store/file/watcher.hpp"
 #include "util/error.hpp"
@@ -105,7 +105,7 @@ const std::string* queue_value_of(const Entry* entry) {
 
 }  // namespace
 
-std::vector<std::string> FileStore::live_tickets(const std::string& queue_text) {
+std::vector<std::string> FileQueue::live_tickets(const std::string& queue_text) {
   const std::int64_t now = queue_now();
   std::vector<std::string> live;
   for (auto& waiter : parse_queue(&queue_text)) {
@@ -116,13 +116,13 @@ std::vector<std::string> FileStore::live_tickets(const std::string& queue_text) 
   return live;
 }
 
-util::UniqueFd FileStore::make_fifo(const std::string& ticket) {
+util::UniqueFd FileQueue::make_fifo(const std::string& ticket) {
   if (!ticket_name_ok(ticket)) {
     return {};
   }
   try {
-    const int dir = m_directory.wait_dir(true);
-    if (dir < 0 || ::mkfifoat(dir, ticket.c_str(), m_directory.file_mode()) != 0) {
+    const int dir = m_core.directory().wait_dir(true);
+    if (dir < 0 || ::mkfifoat(dir, ticket.c_str(), m_core.directory().file_mode()) != 0) {
       return {};
     }
     // Read and write: holding a writer ourselves, the FIFO never reports a
@@ -134,20 +134,25 @@ util::UniqueFd FileStore::make_fifo(const std::string& ticket) {
       return {};
     }
     // mkfifo() honours the umask: the store's bits, so the group's releasers can wake us.
-    (void)::fchmod(fd, m_directory.file_mode());
+    (void)::fchmod(fd, m_core.directory().file_mode());
     return util::UniqueFd(fd);
   } catch (const util::Error&) {
     return {};  // no FIFO: this waiter is woken by the key's changes instead
   }
 }
 
-void FileStore::remove_fifo(const std::string& ticket) {
-  if (ticket_name_ok(ticket) && m_directory.wait() >= 0) {
-    ::unlinkat(m_directory.wait(), ticket.c_str(), 0);
+void FileQueue::remove_fifo(const std::string& ticket) {
+  if (ticket_name_ok(ticket) && m_core.directory().wait() >= 0) {
+    ::unlinkat(m_core.directory().wait(), ticket.c_str(), 0);
   }
 }
 
-void FileStore::drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets) {
+void FileQueue::mutate(std::string_view key, bool may_insert, const Buckets::Decide& decide) {
+  leave_now();
+  m_core.buckets().update(key, may_insert, decide);
+}
+
+void FileQueue::drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets) {
   std::string encoded;
   mutate(queue, false, [&](const Entry* current) {
     auto waiters = parse_queue(queue_value_of(current));
@@ -166,7 +171,7 @@ void FileStore::drop_from_queue(std::string_view queue, const std::vector<std::s
   });
 }
 
-void FileStore::leave_queue_now() {
+void FileQueue::leave_now() {
   if (!m_leaving) {
     return;
   }
@@ -179,26 +184,26 @@ void FileStore::leave_queue_now() {
   }
 }
 
-bool FileStore::reap_fifo(const std::string& ticket) {
-  if (!ticket_name_ok(ticket) || m_directory.wait_dir(false) < 0) {
+bool FileQueue::reap_fifo(const std::string& ticket) {
+  if (!ticket_name_ok(ticket) || m_core.directory().wait_dir(false) < 0) {
     return false;
   }
-  const int fd =
-      ::openat(m_directory.wait(), ticket.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = ::openat(m_core.directory().wait(), ticket.c_str(),
+                          O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd >= 0) {
     ::close(fd);
     return false;  // its waiter holds it open: alive
   }
   if (errno == ENXIO) {  // nobody holds it open: that waiter died
-    ::unlinkat(m_directory.wait(), ticket.c_str(), 0);
+    ::unlinkat(m_core.directory().wait(), ticket.c_str(), 0);
     return true;
   }
   return errno == ENOENT;
 }
 
-void FileStore::wake_first(std::string_view queue) {
-  const auto text = get(queue);
-  if (!text || m_directory.wait_dir(false) < 0) {
+void FileQueue::wake_first(std::string_view queue) {
+  const auto text = m_steps.get(queue);
+  if (!text || m_core.directory().wait_dir(false) < 0) {
     return;
   }
   const std::int64_t now = queue_now();
@@ -210,11 +215,11 @@ void FileStore::wake_first(std::string_view queue) {
     if (!ticket_name_ok(waiter.ticket)) {
       continue;
     }
-    const int fd = ::openat(m_directory.wait(), waiter.ticket.c_str(),
+    const int fd = ::openat(m_core.directory().wait(), waiter.ticket.c_str(),
                             O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENXIO) {
-        ::unlinkat(m_directory.wait(), waiter.ticket.c_str(), 0);
+        ::unlinkat(m_core.directory().wait(), waiter.ticket.c_str(), 0);
         dead.push_back(waiter.ticket);
         continue;
       }
@@ -242,9 +247,9 @@ void FileStore::wake_first(std::string_view queue) {
   }
 }
 
-bool FileStore::may_go_first(std::string_view queue, std::string_view ticket, bool& in_line) {
+bool FileQueue::may_go_first(std::string_view queue, std::string_view ticket, bool& in_line) {
   const std::int64_t now = queue_now();
-  const auto text = get(queue);
+  const auto text = m_steps.get(queue);
   const auto waiters = parse_queue(text ? &*text : nullptr);
   const auto live = std::find_if(waiters.begin(), waiters.end(), [&](const QueuedWaiter& w) {
     return w.lease_until >= now || w.ticket == ticket;
@@ -253,7 +258,7 @@ bool FileStore::may_go_first(std::string_view queue, std::string_view ticket, bo
   return live == waiters.end() || live->ticket == ticket;
 }
 
-std::string FileStore::keep_in_line(std::string_view queue, std::string_view ticket, bool waiting,
+std::string FileQueue::keep_in_line(std::string_view queue, std::string_view ticket, bool waiting,
                                     util::Micros lease, bool& pruned) {
   std::string first;
   std::string encoded;
@@ -303,7 +308,7 @@ std::string FileStore::keep_in_line(std::string_view queue, std::string_view tic
   return first;
 }
 
-WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::string_view value,
+WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::string_view value,
                                                  std::string_view counter, std::string_view queue,
                                                  std::string_view ticket, bool waiting,
                                                  util::Micros lease) {
@@ -320,7 +325,7 @@ WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::stri
   {
     bool in_line = false;
     if (may_go_first(queue, ticket, in_line)) {
-      if (const auto fence = set_if_absent(key, value, counter).fence) {
+      if (const auto fence = m_steps.set_if_absent(key, value, counter).fence) {
         if (in_line) {
           m_leaving = Leaving{std::string(queue), std::string(ticket)};
         }
@@ -330,7 +335,7 @@ WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::stri
       }
       if (!waiting) {
         result.outcome = QueuedSet::Outcome::held;
-        result.current = get(key);
+        result.current = m_steps.get(key);
         return result;
       }
     }
@@ -340,7 +345,7 @@ WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::stri
   const std::string first = keep_in_line(queue, ticket, waiting, lease, pruned);
   if (!first.empty() && first != ticket) {
     result.outcome = QueuedSet::Outcome::behind;
-    result.current = get(key);
+    result.current = m_steps.get(key);
     if (pruned && !result.current) {
       wake_first(queue);  // the one we dropped may have taken its wake-up with it
     }
@@ -348,38 +353,44 @@ WaitersQueue::QueuedSet FileStore::set_if_absent(std::string_view key, std::stri
   }
   // First in line (or the line is empty), and the lock was held a moment ago:
   // once more, now that our place is written.
-  result = unqueued(*this, key, value, counter);
+  result = unqueued(m_steps, key, value, counter);
   if (result.outcome == QueuedSet::Outcome::set && !first.empty()) {
     m_leaving = Leaving{std::string(queue), std::string(ticket)};
   }
   return result;
 }
 
-bool FileStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                   const Fence& fence, std::string_view queue) {
-  const bool deleted = compare_and_delete(key, expected, std::optional(fence));
+bool FileQueue::release_and_wake(std::string_view key, std::string_view expected,
+                                 const Fence& fence, std::string_view queue) {
+  const bool deleted = m_steps.compare_and_delete(key, expected, std::optional(fence));
   if (deleted) {
     wake_first(queue);
   }
   return deleted;
 }
 
-void FileStore::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
+void FileQueue::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
   drop_from_queue(queue, {std::string(ticket)});
-  if (!get(key)) {
+  if (!m_steps.get(key)) {
     wake_first(queue);  // we may have been the one woken
   }
 }
 
-std::unique_ptr<Watcher> FileStore::watch(std::string_view key, std::string ticket) {
-  if (m_options.record_owner) {
+std::unique_ptr<Watcher> FileQueue::watch_turn(std::string_view key, std::string ticket) {
+  if (m_core.record_owner()) {
     // The lock a waiter takes records its owner, this process as /proc tells
     // it: read now, not between the release and the job (the handoff).
     owner::self();
   }
-  auto watcher = make_watcher(key);
+  auto watcher = watch_key(key);
   watcher->only_for(std::move(ticket));
   return watcher;
+}
+
+std::unique_ptr<FileWatcher> FileQueue::watch_key(std::string_view key) {
+  return m_core.make_watcher(
+      key, [this](const std::string& ticket) { return make_fifo(ticket); },
+      [this](const std::string& ticket) { remove_fifo(ticket); });
 }
 
 }  // namespace nxlock::store

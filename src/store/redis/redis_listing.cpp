@@ -1,6 +1,6 @@
-// RedisStore's listing (LockListing): SCAN, never KEYS, on the server or each master of a
-// cluster; each batch's values, holder records, counters, queues and shared leases read in one
-// pipeline.
+// RedisListing, a Redis server's listing (LockListing): SCAN, never KEYS, on the server or each
+// master of a cluster; each batch's values, holder records, counters, queues and shared leases read
+// in one pipeline.
 #include <hiredis/hiredis.h>
 
 #include <set>
@@ -9,7 +9,7 @@
 
 #include "store/keys.hpp"
 #include "store/lock_value.hpp"
-#include "store/redis/redis_store.hpp"
+#include "store/redis/redis_listing.hpp"
 #include "store/redis/scripts.hpp"
 #include "util/trace.hpp"
 
@@ -142,13 +142,13 @@ void reread_leases(redis::Connection& connection, const std::string& name,
 
 }  // namespace
 
-void RedisStore::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
-  for (Connection* connection : masters()) {
+void RedisListing::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {
+  for (Connection* connection : m_core.masters()) {
     scan(*connection, pattern, wanted, visit);
   }
 }
 
-std::vector<Connection*> RedisStore::masters() {
+std::vector<Connection*> RedisCore::masters() {
   // A cluster names its masters in CLUSTER SLOTS; any other server (a
   // Sentinel's master too) refuses it, and is the one to scan. A user the ACL
   // refuses CLUSTER is scanned on its one server.
@@ -188,8 +188,8 @@ std::vector<Connection*> RedisStore::masters() {
   return connections;
 }
 
-void RedisStore::scan(Connection& connection, std::string_view pattern, const Wanted& wanted,
-                      const Visit& visit) {
+void RedisListing::scan(Connection& connection, std::string_view pattern, const Wanted& wanted,
+                        const Visit& visit) {
   const std::string& name = connection.endpoint().name;
   std::string cursor = "0";
   do {

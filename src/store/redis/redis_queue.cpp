@@ -1,8 +1,9 @@
-// RedisStore's waiters' queue (WaitersQueue): the queued set, the queued delete, leave.
+// RedisQueue, a Redis server's waiters' queue (WaitersQueue): the queued take, the waking
+// release, leave.
 #include <hiredis/hiredis.h>
 
 #include "store/keys.hpp"
-#include "store/redis/redis_store.hpp"
+#include "store/redis/redis_queue.hpp"
 #include "store/redis/scripts.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
@@ -38,7 +39,7 @@ bool queue_forbidden(const Error& e) {
 
 }  // namespace
 
-WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::string_view value,
+WaitersQueue::QueuedSet RedisQueue::take_or_queue(std::string_view key, std::string_view value,
                                                   std::string_view counter, std::string_view queue,
                                                   std::string_view ticket, bool waiting,
                                                   util::Micros lease) {
@@ -47,16 +48,16 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
   const std::string leases = store::queue_lease_key(queue);
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
-  const std::string lock_keep = lock_keep_ms();
-  const std::string counter_keep = counter_keep_ms();
+  const std::string lock_keep = m_core.lock_keep_ms();
+  const std::string counter_keep = m_core.counter_keep_ms();
   Reply reply;
   try {
-    if (m_queue_forbidden) {
-      throw redis::ServerError(ErrorKind::permission, m_url.redacted, "NOPERM (the queue, before)",
+    if (m_forbidden) {
+      throw redis::ServerError(ErrorKind::permission, m_core.name(), "NOPERM (the queue, before)",
                                "NOPERM");
     }
     // An unconfirmed set is deleted again (and the ticket has left the queue).
-    reply = write(
+    reply = m_core.write(
         {{"EVAL", k_set_if_absent_queued_script, "4", key, counter, queue, leases, value, ticket,
           waiting ? "1" : "0", lease_us, keep, lock_keep, counter_keep},
          key},
@@ -64,65 +65,66 @@ WaitersQueue::QueuedSet RedisStore::set_if_absent(std::string_view key, std::str
           return is_pair(r) && r.element[0]->type == REDIS_REPLY_INTEGER &&
                  r.element[0]->integer == 2;
         },
-        [&](const redisReply&) { compare_and_delete(key, value); });
+        [&](const redisReply&) { m_steps.compare_and_delete(key, value); });
   } catch (const Error& e) {
     if (queue_forbidden(e)) {
-      if (!m_queue_forbidden && util::tracing()) {
+      if (!m_forbidden && util::tracing()) {
         util::trace("redis: the waiters' queue is not allowed (" + e.reason() +
                     "); waiting without it");
       }
-      m_queue_forbidden = true;
+      m_forbidden = true;
     } else if (!migrating(e)) {
       throw;
     }
     // The lock's slot is moving to another node, and the queue's keys are not
     // all there yet, or the user may not keep a queue: the unqueued steps
     // (an entry of ours lapses with its lease).
-    return unqueued(*this, key, value, counter);
+    return unqueued(m_steps, key, value, counter);
   }
   // {outcome, value}, and for a waiter behind, how many are ahead of it.
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3) {
-    throw_unexpected(*reply, m_url.redacted);
+    throw_unexpected(*reply, m_core.name());
   }
   QueuedSet result;
-  const auto outcome = integer_of(*reply->element[0], m_url.redacted);
+  const auto outcome = integer_of(*reply->element[0], m_core.name());
   if (outcome == 2) {
     result.outcome = QueuedSet::Outcome::set;
-    result.fence = integer_of(*reply->element[1], m_url.redacted);
+    result.fence = integer_of(*reply->element[1], m_core.name());
     return result;
   }
   result.outcome = outcome == 1 ? QueuedSet::Outcome::held : QueuedSet::Outcome::behind;
-  result.current = string_of(*reply->element[1], m_url.redacted);
+  result.current = string_of(*reply->element[1], m_core.name());
   if (outcome == 0 && reply->elements > 2) {
-    result.ahead = integer_of(*reply->element[2], m_url.redacted);
+    result.ahead = integer_of(*reply->element[2], m_core.name());
   }
   return result;
 }
 
-bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                    const Fence& fence, std::string_view queue) {
+bool RedisQueue::release_and_wake(std::string_view key, std::string_view expected,
+                                  const Fence& fence, std::string_view queue) {
   // A script: see k_compare_and_delete_queued_script.
   const std::string token = std::to_string(fence.token);
   const std::string channel = wake_channel(key);
   const std::string leases = store::queue_lease_key(queue);
   try {
-    const std::string counter_keep = counter_keep_ms();
-    const auto reply = run({{"EVAL", k_compare_and_delete_queued_script, "4", key, fence.counter,
-                             queue, leases, expected, token, channel, counter_keep},
-                            key});
-    return integer_of(*reply, m_url.redacted) == 1;
+    const std::string counter_keep = m_core.counter_keep_ms();
+    const auto reply =
+        m_core.run({{"EVAL", k_compare_and_delete_queued_script, "4", key, fence.counter, queue,
+                     leases, expected, token, channel, counter_keep},
+                    key});
+    return integer_of(*reply, m_core.name()) == 1;
   } catch (const Error& e) {
     if (!migrating(e) && !queue_forbidden(e)) {
       throw;
     }
-    return compare_and_delete(key, expected, std::optional(fence));  // wakes every waiter
+    return m_steps.compare_and_delete(key, expected, std::optional(fence));  // wakes every waiter
   }
 }
 
-void RedisStore::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
+void RedisQueue::leave(std::string_view key, std::string_view queue, std::string_view ticket) {
   const std::string leases = store::queue_lease_key(queue);
   try {
-    run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket}, key});
+    m_core.run({{"EVAL", k_leave_queue_script, "3", key, queue, leases, ticket}, key});
   } catch (const Error& e) {
     if (!migrating(e) && !queue_forbidden(e)) {
       throw;
@@ -131,8 +133,8 @@ void RedisStore::leave(std::string_view key, std::string_view queue, std::string
   }
 }
 
-std::unique_ptr<Watcher> RedisStore::watch(std::string_view key, std::string ticket) {
-  return subscribe(key, std::move(ticket));
+std::unique_ptr<Watcher> RedisQueue::watch_turn(std::string_view key, std::string ticket) {
+  return m_core.subscribe(key, std::move(ticket));
 }
 
 }  // namespace nxlock::store

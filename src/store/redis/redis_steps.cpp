@@ -32,7 +32,7 @@ std::optional<std::int64_t> fence_of(const redisReply& reply, const std::string&
   return integer_of(reply, name);
 }
 
-// What the write path asks of a reply (RedisStore::write): does it report a write?
+// What the write path asks of a reply (RedisCore::write): does it report a write?
 bool said_one(const redisReply& reply) {
   return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
 }
@@ -53,22 +53,22 @@ SetIfAbsent RedisStore::set_if_absent(std::string_view key, std::string_view val
   // need only grow, never be dense.
   const auto undo = [&](const redisReply&) { compare_and_delete(key, value); };
   if (!counter) {
-    const auto reply = write({{"SETNX", key, value}, key}, said_one, undo);
-    return {integer_of(*reply, m_url.redacted) == 1, std::nullopt};
+    const auto reply = m_core.write({{"SETNX", key, value}, key}, said_one, undo);
+    return {integer_of(*reply, m_core.name()) == 1, std::nullopt};
   }
   // A script, not SETNX then INCR: see k_set_if_absent_fenced_script.
-  const std::string keep = lock_keep_ms();
-  const std::string counter_keep = counter_keep_ms();
-  const auto reply = write(
+  const std::string keep = m_core.lock_keep_ms();
+  const std::string counter_keep = m_core.counter_keep_ms();
+  const auto reply = m_core.write(
       {{"EVAL", k_set_if_absent_fenced_script, "2", key, *counter, value, keep, counter_keep}, key},
       is_token, undo);
-  const auto fence = fence_of(*reply, m_url.redacted);
+  const auto fence = fence_of(*reply, m_core.name());
   return {fence.has_value(), fence};
 }
 
 std::optional<std::string> RedisStore::get(std::string_view key) {
-  const auto reply = run({{"GET", key}, key});
-  return string_of(*reply, m_url.redacted);
+  const auto reply = m_core.run({{"GET", key}, key});
+  return string_of(*reply, m_core.name());
 }
 
 Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
@@ -84,40 +84,42 @@ Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
   if (!takeover) {
     // GETSET rather than SET ... GET: the documented pattern names GETSET, and
     // it works on servers older than 6.2.
-    const auto reply = write({{"GETSET", key, value}, key}, is_string,
-                             [&](const redisReply& r) { give_back(string_of(r, m_url.redacted)); });
-    return {string_of(*reply, m_url.redacted), std::nullopt};
+    const auto reply =
+        m_core.write({{"GETSET", key, value}, key}, is_string,
+                     [&](const redisReply& r) { give_back(string_of(r, m_core.name())); });
+    return {string_of(*reply, m_core.name()), std::nullopt};
   }
   // A script, not GETSET then INCR: see k_get_and_set_fenced_script. On the
   // server's own clock the script decides with TIME at the instant of the
   // step: never on an estimate carried from an earlier reply, which a slow
   // exchange can leave running ahead of the server.
-  const std::string now = m_own_clock ? std::string() : std::to_string(takeover->now_seconds);
-  const std::string keep = lock_keep_ms();
-  const std::string counter_keep = counter_keep_ms();
-  const auto reply = write(
+  const std::string now =
+      m_core.own_clock() ? std::string() : std::to_string(takeover->now_seconds);
+  const std::string keep = m_core.lock_keep_ms();
+  const std::string counter_keep = m_core.counter_keep_ms();
+  const auto reply = m_core.write(
       {{"EVAL", k_get_and_set_fenced_script, "2", key, takeover->counter, value, now, keep,
         counter_keep},
        key},
       [](const redisReply& r) { return is_pair(r) && is_token(*r.element[1]); },
-      [&](const redisReply& r) { give_back(string_of(*r.element[0], m_url.redacted)); });
+      [&](const redisReply& r) { give_back(string_of(*r.element[0], m_core.name())); });
   if (!is_pair(*reply)) {
-    throw_unexpected(*reply, m_url.redacted);
+    throw_unexpected(*reply, m_core.name());
   }
-  Swap swap{string_of(*reply->element[0], m_url.redacted),
-            fence_of(*reply->element[1], m_url.redacted)};
+  Swap swap{string_of(*reply->element[0], m_core.name()),
+            fence_of(*reply->element[1], m_core.name())};
   swap.written = swap.fence.has_value();  // the script compares first
   return swap;
 }
 
 void RedisStore::set(std::string_view key, std::string_view value) {
   // A lock's holder details expire with it (keep_keys_for); SET PX is one step.
-  if (m_keep > util::Micros(0)) {
-    const std::string ms = lock_keep_ms();
-    run({{"SET", key, value, "PX", ms}, key});
+  if (m_core.keep() > util::Micros(0)) {
+    const std::string ms = m_core.lock_keep_ms();
+    m_core.run({{"SET", key, value, "PX", ms}, key});
     return;
   }
-  run({{"SET", key, value}, key});
+  m_core.run({{"SET", key, value}, key});
 }
 
 std::size_t RedisStore::del(const std::vector<std::string>& keys) {
@@ -138,7 +140,7 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
     for (std::size_t i = first; i < first + count; ++i) {
       commands.push_back({{"PUBLISH", channels[i], "1"}, {}});
     }
-    auto replies = exchange(std::move(commands), del.key);
+    auto replies = m_core.exchange(std::move(commands), del.key);
     for (std::size_t i = 1; i < replies.size(); ++i) {
       // Best effort (an ACL may forbid PUBLISH): the keys are deleted all the
       // same, and their waiters find that on their poll tick.
@@ -156,16 +158,16 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
       const Command one{{"DEL", keys[i]}, keys[i]};
       const Reply each = delete_and_wake(one, i, 1);
       if (each->type == REDIS_REPLY_ERROR) {
-        throw_reply_error(*each, one, m_url.redacted);
+        throw_reply_error(*each, one, m_core.name());
       }
-      removed += static_cast<std::size_t>(integer_of(*each, m_url.redacted));
+      removed += static_cast<std::size_t>(integer_of(*each, m_core.name()));
     }
     return removed;
   }
   if (reply->type == REDIS_REPLY_ERROR) {
-    throw_reply_error(*reply, command, m_url.redacted);
+    throw_reply_error(*reply, command, m_core.name());
   }
-  return static_cast<std::size_t>(integer_of(*reply, m_url.redacted));
+  return static_cast<std::size_t>(integer_of(*reply, m_core.name()));
 }
 
 bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected,
@@ -174,21 +176,21 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
   if (!fence) {
     // A script, not GET then DEL: see k_compare_and_delete_script.
     const auto reply =
-        run({{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
-    return integer_of(*reply, m_url.redacted) == 1;
+        m_core.run({{"EVAL", k_compare_and_delete_script, "1", key, expected, channel}, key});
+    return integer_of(*reply, m_core.name()) == 1;
   }
   // A script: see k_compare_and_delete_fenced_script.
   const std::string token = std::to_string(fence->token);
-  const std::string counter_keep = counter_keep_ms();
-  const auto reply = run({{"EVAL", k_compare_and_delete_fenced_script, "2", key, fence->counter,
-                           expected, token, channel, counter_keep},
-                          key});
-  return integer_of(*reply, m_url.redacted) == 1;
+  const std::string counter_keep = m_core.counter_keep_ms();
+  const auto reply = m_core.run({{"EVAL", k_compare_and_delete_fenced_script, "2", key,
+                                  fence->counter, expected, token, channel, counter_keep},
+                                 key});
+  return integer_of(*reply, m_core.name()) == 1;
 }
 
 bool RedisStore::compare_and_set(std::string_view key, std::string_view expected,
                                  std::string_view value, std::optional<Fence> fence) {
-  const std::string keep = lock_keep_ms();
+  const std::string keep = m_core.lock_keep_ms();
   // An unconfirmed swap goes back to `expected`: the caller (a renewal)
   // retries from the value it knows.
   if (!fence) {
@@ -196,21 +198,21 @@ bool RedisStore::compare_and_set(std::string_view key, std::string_view expected
     const auto swap = [&](std::string_view from, std::string_view to) {
       return Command{{"EVAL", k_compare_and_set_script, "1", key, from, to, keep}, key};
     };
-    const auto reply = write(swap(expected, value), said_one,
-                             [&](const redisReply&) { run(swap(value, expected)); });
-    return integer_of(*reply, m_url.redacted) == 1;
+    const auto reply = m_core.write(swap(expected, value), said_one,
+                                    [&](const redisReply&) { m_core.run(swap(value, expected)); });
+    return integer_of(*reply, m_core.name()) == 1;
   }
   // A script: see k_compare_and_set_fenced_script.
   const std::string token = std::to_string(fence->token);
-  const std::string counter_keep = counter_keep_ms();
+  const std::string counter_keep = m_core.counter_keep_ms();
   const auto swap = [&](std::string_view from, std::string_view to) {
     return Command{{"EVAL", k_compare_and_set_fenced_script, "2", key, fence->counter, from, to,
                     token, keep, counter_keep},
                    key};
   };
-  const auto reply = write(swap(expected, value), said_one,
-                           [&](const redisReply&) { run(swap(value, expected)); });
-  return integer_of(*reply, m_url.redacted) == 1;
+  const auto reply = m_core.write(swap(expected, value), said_one,
+                                  [&](const redisReply&) { m_core.run(swap(value, expected)); });
+  return integer_of(*reply, m_core.name()) == 1;
 }
 
 }  // namespace nxlock::store

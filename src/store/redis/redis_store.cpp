@@ -1,4 +1,5 @@
-// RedisStore: connecting, cluster routing, the command funnel and the one write path.
+// RedisStore's core (RedisCore): connecting, cluster routing, the command funnel and the one
+// write path; and RedisStore's own setup.
 #include "store/redis/redis_store.hpp"
 
 #include <hiredis/hiredis.h>
@@ -49,7 +50,7 @@ std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
 
 }  // namespace
 
-RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
+RedisCore::RedisCore(const Url& url, const ConnectOptions& options)
     : m_url(url),
       m_endpoint(make_endpoint(url, options)),
       m_password(redis::password_of(url, options)),
@@ -82,9 +83,9 @@ RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
   }
 }
 
-RedisStore::~RedisStore() = default;
+RedisCore::~RedisCore() = default;
 
-void RedisStore::check_fitness(Connection& connection) {
+void RedisCore::check_fitness(Connection& connection) {
   // Only where locks are taken: unlock and the key/value commands must still
   // work on a server that may evict (unlock above all, to free a lock).
   if (m_for_locks) {
@@ -92,7 +93,7 @@ void RedisStore::check_fitness(Connection& connection) {
   }
 }
 
-Connection& RedisStore::node(const std::string& address) {
+Connection& RedisCore::node(const std::string& address) {
   auto& slot = m_nodes[address];
   if (!slot) {
     // Another node of the cluster: as the URL's, but at this address (no
@@ -109,7 +110,7 @@ Connection& RedisStore::node(const std::string& address) {
   return *slot;
 }
 
-std::vector<Reply> RedisStore::exchange(std::vector<Command> commands, std::string_view key) {
+std::vector<Reply> RedisCore::exchange(std::vector<Command> commands, std::string_view key) {
   Connection* connection = m_connection.get();
   if (!key.empty() && !m_slots.empty()) {
     if (const auto found = m_slots.find(redis::key_slot(key)); found != m_slots.end()) {
@@ -160,7 +161,7 @@ std::vector<Reply> RedisStore::exchange(std::vector<Command> commands, std::stri
   }
 }
 
-Reply RedisStore::run(const Command& command) {
+Reply RedisCore::run(const Command& command) {
   auto replies = exchange({command}, command.key);
   if (replies.front()->type == REDIS_REPLY_ERROR) {
     fail(*replies.front(), command);
@@ -168,7 +169,7 @@ Reply RedisStore::run(const Command& command) {
   return std::move(replies.front());
 }
 
-void RedisStore::fail(const redisReply& reply, const Command& command) {
+void RedisCore::fail(const redisReply& reply, const Command& command) {
   const std::string_view text(reply.str, reply.len);
   const std::string_view code = redis::error_code(reply);
   if (!is_script(command)) {
@@ -208,7 +209,7 @@ void RedisStore::fail(const redisReply& reply, const Command& command) {
   throw_reply_error(reply, command, m_url.redacted);
 }
 
-void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
+void RedisCore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
   *m_deadline = monotonic_deadline;
   m_connection->set_cap(monotonic_deadline);
   for (auto& [address, connection] : m_nodes) {
@@ -216,8 +217,8 @@ void RedisStore::set_deadline(std::optional<util::Micros> monotonic_deadline) {
   }
 }
 
-Reply RedisStore::write(const Command& command, const std::function<bool(const redisReply&)>& wrote,
-                        const std::function<void(const redisReply&)>& undo) {
+Reply RedisCore::write(const Command& command, const std::function<bool(const redisReply&)>& wrote,
+                       const std::function<void(const redisReply&)>& undo) {
   if (m_replicas <= 0) {
     return run(command);
   }
@@ -262,25 +263,16 @@ Reply RedisStore::write(const Command& command, const std::function<bool(const r
                   " replicas confirmed the write within the timeout (--replicas); " + undone);
 }
 
-std::string RedisStore::lock_keep_ms() const {
+std::string RedisCore::lock_keep_ms() const {
   return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(m_keep).count());
 }
 
-std::string RedisStore::counter_keep_ms() const {
-  const util::Micros keep = std::max(m_keep, k_fence_keep);
+std::string RedisCore::counter_keep_ms() const {
+  const util::Micros keep = std::max(m_keep, Store::k_fence_keep);
   return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(keep).count());
 }
 
-util::Micros RedisStore::now() {
-  const auto reply = run({{"TIME"}, {}});
-  return redis::time_of(*reply, m_url.redacted);
-}
-
-std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
-  return subscribe(key, {});
-}
-
-std::unique_ptr<Watcher> RedisStore::subscribe(std::string_view key, std::string ticket) {
+std::unique_ptr<Watcher> RedisCore::subscribe(std::string_view key, std::string ticket) {
   // A second connection, opened only now that a waiter actually waits: a
   // subscribed connection can run no other command. Pub/sub ignores the db,
   // so it needs no SELECT. SUBSCRIBE is part of its setup, so every
@@ -294,6 +286,20 @@ std::unique_ptr<Watcher> RedisStore::subscribe(std::string_view key, std::string
   }
   return std::make_unique<RedisWatcher>(*m_endpoint, std::move(setup), std::move(ticket),
                                         m_deadline);
+}
+
+RedisStore::RedisStore(const Url& url, const ConnectOptions& options)
+    : m_core(url, options), m_queue(m_core, *this), m_leases(m_core), m_listing(m_core) {}
+
+RedisStore::~RedisStore() = default;
+
+util::Micros RedisStore::now() {
+  const auto reply = m_core.run({{"TIME"}, {}});
+  return redis::time_of(*reply, m_core.name());
+}
+
+std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
+  return m_core.subscribe(key, {});
 }
 
 }  // namespace nxlock::store

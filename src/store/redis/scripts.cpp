@@ -297,7 +297,7 @@ const std::string_view k_renew_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED
     "return 1";
 // KEYS: leases, details. ARGV: id, details. Only a live lease's holder is
 // described, and its details expire with the leases.
-const std::string_view k_describe_shared_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
+const std::string_view k_record_details_script = NXLOCK_TIME_PRELUDE NXLOCK_SHARED_PRELUDE
     "prune(KEYS[1], KEYS[2]) "
     "if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end "
     "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) "

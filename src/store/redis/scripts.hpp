@@ -28,7 +28,7 @@ extern const std::string_view k_leave_queue_script;
 // The shared holders' leases (SharedLeases, store.hpp).
 extern const std::string_view k_take_shared_script;
 extern const std::string_view k_renew_shared_script;
-extern const std::string_view k_describe_shared_script;
+extern const std::string_view k_record_details_script;
 extern const std::string_view k_release_shared_script;
 extern const std::string_view k_read_leases_script;
 // k_read_leases_script's reply; throws util::Error for another reply (`name`: the server).
