@@ -60,7 +60,7 @@ void FileListing::list(std::string_view pattern, const Wanted& wanted, const Vis
     lock.key = key;
     lock.value = entry.value;
     lock.fence = entry.fence;
-    if (const auto holder = entries.find(store::companion_key(key, "holder"));
+    if (const auto holder = entries.find(store::holder_key(key));
         holder != entries.end()) {
       lock.holder = holder->second.value;
     }

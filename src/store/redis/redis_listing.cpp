@@ -225,10 +225,10 @@ void RedisListing::scan(Connection& connection, std::string_view pattern, const 
     std::vector<Command> reads;
     reads.reserve(k_reads_per_key * keys.size());
     for (const auto& key : keys) {
-      const auto& holder = beside.emplace_back(store::companion_key(key, "holder"));
+      const auto& holder = beside.emplace_back(store::holder_key(key));
       const auto& fence = beside.emplace_back(store::fence_key(key));
       const auto& queue = beside.emplace_back(store::waiters_queue_of(key));
-      const auto& leases = beside.emplace_back(store::companion_key(queue, "lease"));
+      const auto& leases = beside.emplace_back(store::queue_lease_key(queue));
       const auto& shared = beside.emplace_back(store::shared_key(key));
       const auto& details = beside.emplace_back(store::details_key(shared));
       reads.push_back({{"GET", key}, key});
