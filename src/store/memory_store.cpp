@@ -227,7 +227,7 @@ void MemoryListing::list(std::string_view pattern, const Wanted& wanted, const V
     ListedLock& lock = batch.emplace_back();
     lock.key = key;
     lock.value = value;
-    lock.holder = m_store.get(store::companion_key(key, "holder"));
+    lock.holder = m_store.get(store::holder_key(key));
     const std::string leases = store::shared_key(key);
     const std::string counter = store::fence_key(key);
     if (LeaseSet set = m_store.shared()->read(
