@@ -52,6 +52,21 @@ class Layers(unittest.TestCase):
         self.assertEqual(found, [])
 
 
+class KeyNames(unittest.TestCase):
+    """A lock's companion keys are named in store/keys alone (holder_key(),
+    queue_key(), ...): a name spelled out elsewhere drifts from it."""
+
+    def test_companion_keys_are_spelled_only_in_store_keys(self):
+        found = []
+        for path, text in sources():
+            if path.startswith(os.path.join("store", "keys.")):
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if re.search(r'companion_key\([^)]*"', line.split("//", 1)[0]):
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+
 ROOT = os.path.normpath(os.path.join(SRC, ".."))
 
 
