@@ -287,15 +287,17 @@ BACKENDS_ENV = "NXLOCK_TEST_BACKENDS"
 #   kv      setnx, get, getset and del on the lock's own key, as a client of the
 #           SETNX page does (a quorum refuses them with 64; on etcd the lock is
 #           keys under KEY/, not KEY)
+#   timestamp  an exclusive lock's value is the bare Unix second it expires at, as
+#           the SETNX page has it (etcd's is EXPIRY@LEASE: ETCD)
 #   redis   the keys in Redis, read with redis-cli (Backend.redis_cli)
-EVERYTHING = frozenset({"lock", "shared", "slots", "queue", "kv", "redis"})
+EVERYTHING = frozenset({"lock", "shared", "slots", "queue", "kv", "timestamp", "redis"})
 OFFERS = {
     "file": EVERYTHING - {"redis"},
     "redis": EVERYTHING,
     "unix": EVERYTHING,
     "cluster": EVERYTHING,
     "sentinel": EVERYTHING,
-    "quorum": frozenset({"lock"}),
+    "quorum": frozenset({"lock", "timestamp"}),
     "etcd": frozenset({"lock"}),
 }
 CLASSIC = ("file", "redis", "unix")
@@ -477,7 +479,8 @@ class NxlockTestCase(unittest.TestCase):
                                    cli=lambda *a: unix.cli("-n", "2", *a)))
         if offering is None and not lacking:
             return classic
-        wanted = {offering or "lock"} if isinstance(offering or "lock", str) else set(offering)
+        offering = offering or "lock"
+        wanted = {offering} if isinstance(offering, str) else set(offering)
         refused = {lacking} if isinstance(lacking, str) else set(lacking)
         unknown = (wanted | refused) - EVERYTHING
         if unknown:
