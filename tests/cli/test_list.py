@@ -84,6 +84,7 @@ class TestList(ListCase):
                 # Columns line up: each header starts where its cells start.
                 self.assertEqual(text[0].index("FENCE"), text[1].index(str(status["fence"])))
 
+    @smoke
     def test_a_pattern_is_a_glob_on_the_key(self):
         for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
