@@ -31,7 +31,6 @@ class BadInput(NxlockTestCase):
         self.assertOneLineError(r, 64, "***")
         self.assertNotIn(b"hunter2", r.stderr)
 
-    @smoke
     def test_empty_key(self):
         for backend in self.backends(offering="lock"):
             # The key/value commands where the backend has them (a quorum refuses them).

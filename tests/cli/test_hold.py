@@ -32,7 +32,6 @@ class Hold(NxlockTestCase):
         r = self.nx(*backend.args(), "--json", "run-locked", *args)
         return r, json.loads(r.stdout.decode().splitlines()[-1])
 
-    @smoke
     def test_a_second_run_within_the_hold_does_not_run_and_the_next_tick_does(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):
@@ -126,6 +125,7 @@ class Hold(NxlockTestCase):
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertTrue(os.path.exists(marker))
 
+    @smoke
     def test_a_job_longer_than_the_hold_releases_at_its_end(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):

@@ -46,7 +46,6 @@ class TestList(ListCase):
         # An embedded store that does not exist lists nothing and is not created.
         self.assertFalse(os.path.exists(self.store_path))
 
-    @smoke
     def test_a_held_lock_with_its_holder_token_and_expiry(self):
         # Not on a quorum: its FENCE column is the highest server's counter, which a
         # server that took the lock after the majority did leaves above the token
