@@ -269,6 +269,10 @@ class Subscriber:
 # subTest(backend=...). NXLOCK_TEST_BACKENDS chooses the matrix:
 #   default   every test on the embedded store and Redis (TCP, unix socket); the
 #             tests marked @smoke also on Cluster, Sentinel, a quorum and etcd
+#   classic   the first half of default: every test, no extra backend
+#   smoke     the second half: only the @smoke tests (the others are skipped),
+#             only on the extra backends (ctest runs the halves as two entries,
+#             cli.X and cli.smoke.X, so that a long class waits on no cluster)
 #   all       every test on every backend that offers what it asks for
 #   NAME,...  every test on the backends named (file, redis, unix, cluster,
 #             sentinel, quorum, etcd), where they offer it
@@ -311,17 +315,24 @@ def smoke(test):
     return test
 
 
+def matrix_mode():
+    """NXLOCK_TEST_BACKENDS as given ("default" when unset)."""
+    return os.environ.get(BACKENDS_ENV, "default").strip() or "default"
+
+
 def matrix_choice():
-    """The backends NXLOCK_TEST_BACKENDS names: None for the default matrix."""
-    choice = os.environ.get(BACKENDS_ENV, "default").strip() or "default"
-    if choice == "default":
+    """The backends NXLOCK_TEST_BACKENDS names: None for the default matrix and its
+    halves (which depend on the test)."""
+    choice = matrix_mode()
+    if choice in ("default", "classic", "smoke"):
         return None
     if choice == "all":
         return CLASSIC + EXTRAS
     names = tuple(n.strip() for n in choice.split(",") if n.strip())
     unknown = [n for n in names if n not in OFFERS]
     if unknown:
-        raise RuntimeError("%s: unknown backend %s (known: %s, or default, all)"
+        raise RuntimeError("%s: unknown backend %s (known: %s, or default, classic, "
+                           "smoke, all)"
                            % (BACKENDS_ENV, ", ".join(unknown), ", ".join(OFFERS)))
     return names
 
@@ -428,6 +439,8 @@ class NxlockTestCase(unittest.TestCase):
         cls.addClassCleanup(cls.redis.stop)
 
     def setUp(self):
+        if matrix_mode() == "smoke" and not self._smoke():
+            self.skipTest("%s=smoke runs the @smoke tests alone" % BACKENDS_ENV)
         sweep_stale_faketime()
         self.tmp = tempfile.mkdtemp(prefix="nxlock-test-")
         self.store_path = os.path.join(self.tmp, "store")
@@ -491,8 +504,10 @@ class NxlockTestCase(unittest.TestCase):
 
         names = matrix_choice()
         if names is None:
-            method = getattr(self, self._testMethodName, None)
-            names = tuple(by_default) + (EXTRAS if getattr(method, "smoke", False) else ())
+            mode = matrix_mode()
+            names = tuple(by_default) if mode != "smoke" else ()
+            if mode != "classic" and self._smoke():
+                names += EXTRAS
         found = []
         for backend in classic:
             if backend.name in names and fits(backend.offers):
@@ -501,6 +516,10 @@ class NxlockTestCase(unittest.TestCase):
             if name in names and fits(OFFERS[name]):
                 found.append(self._extra(name))
         return found
+
+    def _smoke(self):
+        """True if this test is marked @smoke."""
+        return getattr(getattr(self, self._testMethodName, None), "smoke", False)
 
     # Tests that ask for backends from several threads at once start each deployment once.
     _extras_lock = threading.Lock()

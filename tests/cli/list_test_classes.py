@@ -1,8 +1,9 @@
 """Prints `module.Class` for every test class of the given test modules, one per
 line: tests/CMakeLists.txt registers each as its own ctest entry. A class whose
 tests ask the backend fixture for a behaviour (harness.backends(offering=...))
-is printed as `module.Class:matrix`: it gets a second, long entry that runs it
-over every backend (NXLOCK_TEST_BACKENDS=all)."""
+is printed as `module.Class:matrix`: it gets a long entry that runs it over
+every backend (NXLOCK_TEST_BACKENDS=all); `:smoke` after that if it has tests
+marked @smoke: an entry that runs those on the extra backends."""
 import inspect
 import os
 import re
@@ -53,4 +54,10 @@ for module in sys.argv[1:]:
             sys.exit("cannot load %s" % module)
         if cls not in seen:
             seen.append(cls)
-            print("%s.%s%s" % (module, cls.__name__, ":matrix" if asks_for_backends(cls) else ""))
+            tags = ""
+            if asks_for_backends(cls):
+                tags = ":matrix"
+                if any(getattr(getattr(cls, name), "smoke", False)
+                       for name in unittest.TestLoader().getTestCaseNames(cls)):
+                    tags += ":smoke"
+            print("%s.%s%s" % (module, cls.__name__, tags))
