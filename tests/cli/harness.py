@@ -2,7 +2,9 @@
 
 Backends: a fresh embedded store in a temp dir, and a real redis-server that the
 tests start on a free loopback port and a unix socket, and always stop (also if
-the test process dies: the server gets SIGKILL through PR_SET_PDEATHSIG).
+the test process dies: the server gets SIGKILL through PR_SET_PDEATHSIG); for the
+tests that ask for a behaviour (backends(offering=...)), also a Redis Cluster,
+Sentinel, a quorum of three servers and etcd, started once per test class.
 A failing test keeps its temp dir and prints its path.
 """
 import atexit
@@ -479,17 +481,17 @@ class NxlockTestCase(unittest.TestCase):
         those of the matrix (NXLOCK_TEST_BACKENDS) that offer it, the extra
         deployments started on first use. `lacking`: only those that do not offer
         this (or any of these), for a test of how a backend refuses it.
-        `by_default`: the classic backends the
-        default matrix runs the test on (a slow test may leave out the unix socket,
-        which is Redis over TCP again); "all" runs it on every one."""
+        `by_default`: the classic backends the default matrix runs the test on (a
+        slow test may leave out the unix socket, which is Redis over TCP again);
+        "all" runs it on every one."""
         classic = [Backend("file", "file://" + self.store_path)]
         if self.redis:
             # Separate databases, so one test can use both without their keys meeting.
-            redis, unix = self.redis, self.redis
+            redis = self.redis
             classic.append(Backend("redis", redis.url + "/1",
                                    cli=lambda *a: redis.cli("-n", "1", *a)))
-            classic.append(Backend("unix", unix.unix_url + "?db=2",
-                                   cli=lambda *a: unix.cli("-n", "2", *a)))
+            classic.append(Backend("unix", redis.unix_url + "?db=2",
+                                   cli=lambda *a: redis.cli("-n", "2", *a)))
         if offering is None and not lacking:
             return classic
         offering = offering or "lock"
