@@ -2,7 +2,9 @@
 
 Backends: a fresh embedded store in a temp dir, and a real redis-server that the
 tests start on a free loopback port and a unix socket, and always stop (also if
-the test process dies: the server gets SIGKILL through PR_SET_PDEATHSIG).
+the test process dies: the server gets SIGKILL through PR_SET_PDEATHSIG); for the
+tests that ask for a behaviour (backends(offering=...)), also a Redis Cluster,
+Sentinel, a quorum of three servers and etcd, started once per test class.
 A failing test keeps its temp dir and prints its path.
 """
 import atexit
@@ -15,6 +17,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -262,15 +265,169 @@ class Subscriber:
         self.sock.close()
 
 
-class Backend:
-    """Where nxlock keeps its keys for one test: a name and the --url to reach it."""
+# --- The backend fixture: each behaviour's tests over every backend that offers it ---
+#
+# A test asks `self.backends(offering="shared")` and loops over what it gets with
+# subTest(backend=...). NXLOCK_TEST_BACKENDS chooses the matrix:
+#   default   every test on the embedded store and Redis (TCP, unix socket); the
+#             tests marked @smoke also on Cluster, Sentinel, a quorum and etcd
+#   classic   the first half of default: every test, no extra backend
+#   smoke     the second half: only the @smoke tests (the others are skipped),
+#             only on the extra backends (ctest runs the halves as two entries,
+#             cli.X and cli.smoke.X, so that a long class waits on no cluster)
+#   all       every test on every backend that offers what it asks for
+#   NAME,...  every test on the backends named (file, redis, unix, cluster,
+#             sentinel, quorum, etcd), where they offer it
+# The extra deployments start once per test class, when a test first asks for
+# them, and stop (by pid) in its class cleanup. docs/HACKING.md: adding a backend.
+BACKENDS_ENV = "NXLOCK_TEST_BACKENDS"
 
-    def __init__(self, name, url):
+# What a test may ask for (`offering=`), and who offers it (man/nxlock.1):
+#   lock    exclusive holds: lock, unlock, renew, status, run-locked, --hold,
+#           fencing tokens, a lost lock's policy, list
+#   shared  --shared (LOCK KINDS: a quorum and etcd refuse it with 64)
+#   slots   --slots (idem)
+#   queue   a waiters' queue served in arrival order that the test can count
+#           (side_key(KEY, "queue"), queued()): a quorum keeps none, and etcd's
+#           line is its keys under KEY/ (ETCD)
+#   kv      setnx, get, getset and del on the lock's own key, as a client of the
+#           SETNX page does (a quorum refuses them with 64; on etcd the lock is
+#           keys under KEY/, not KEY)
+#   timestamp  an exclusive lock's value is the bare Unix second it expires at, as
+#           the SETNX page has it (etcd's is EXPIRY@LEASE: ETCD)
+#   redis   the keys in Redis, read with redis-cli (Backend.redis_cli)
+EVERYTHING = frozenset({"lock", "shared", "slots", "queue", "kv", "timestamp", "redis"})
+OFFERS = {
+    "file": EVERYTHING - {"redis"},
+    "redis": EVERYTHING,
+    "unix": EVERYTHING,
+    "cluster": EVERYTHING,
+    "sentinel": EVERYTHING,
+    "quorum": frozenset({"lock", "timestamp"}),
+    "etcd": frozenset({"lock"}),
+}
+CLASSIC = ("file", "redis", "unix")
+EXTRAS = ("cluster", "sentinel", "quorum", "etcd")
+
+
+def smoke(test):
+    """Marks a test that the default run also runs on Cluster, Sentinel, a quorum and
+    etcd (those that offer what it asks for): one or two per behaviour."""
+    test.smoke = True
+    return test
+
+
+def matrix_mode():
+    """NXLOCK_TEST_BACKENDS as given ("default" when unset)."""
+    return os.environ.get(BACKENDS_ENV, "default").strip() or "default"
+
+
+def matrix_choice():
+    """The backends NXLOCK_TEST_BACKENDS names: None for the default matrix and its
+    halves (which depend on the test)."""
+    choice = matrix_mode()
+    if choice in ("default", "classic", "smoke"):
+        return None
+    if choice == "all":
+        return CLASSIC + EXTRAS
+    names = tuple(n.strip() for n in choice.split(",") if n.strip())
+    unknown = [n for n in names if n not in OFFERS]
+    if unknown:
+        raise RuntimeError("%s: unknown backend %s (known: %s, or default, classic, "
+                           "smoke, all)"
+                           % (BACKENDS_ENV, ", ".join(unknown), ", ".join(OFFERS)))
+    return names
+
+
+class Backend:
+    """Where nxlock keeps its keys for one test: a name, the --url (or the several
+    --url of a quorum) to reach it, what it offers, and for Redis a redis-cli on
+    the server that holds the keys."""
+
+    def __init__(self, name, url, offers=None, cli=None):
         self.name = name
-        self.url = url
+        self.urls = [url] if isinstance(url, str) else list(url)
+        self.url = self.urls[0]
+        self.offers = OFFERS.get(name, EVERYTHING) if offers is None else frozenset(offers)
+        self._cli = cli
 
     def args(self):
-        return ["-u", self.url]
+        found = []
+        for url in self.urls:
+            found += ["-u", url]
+        return found
+
+    def redis_cli(self, *args):
+        """redis-cli on the server (and database) that holds this backend's keys; stdout
+        as bytes. Only for backends that offer "redis"."""
+        if self._cli is None:
+            raise AssertionError("%s keeps no keys that redis-cli reads" % self.name)
+        return self._cli(*args)
+
+    def __repr__(self):
+        return self.name
+
+
+class ExtraBackend:
+    """A deployment started for one test class: `backend` names it for the tests,
+    `wipe` empties it before each test that uses it, `stop` ends its processes."""
+
+    def __init__(self, backend, wipe, stop):
+        self.backend, self.wipe, self.stop = backend, wipe, stop
+
+
+def start_cluster():
+    from test_cluster import Cluster
+    cluster = Cluster()
+
+    def cluster_cli(*args):
+        # -c follows MOVED to the node that owns the key.
+        return subprocess.run([REDIS_CLI, "-c", "-p", str(cluster.nodes[0].port), *args],
+                              capture_output=True, check=True, timeout=COMMAND_TIMEOUT).stdout
+
+    return ExtraBackend(Backend("cluster", cluster.url(), cli=cluster_cli),
+                        cluster.flushall, cluster.stop)
+
+
+def start_sentinel():
+    from sentinel_harness import Deployment
+    # One replica: nxlock then waits for it to confirm each write, as in production.
+    deployment = Deployment(replicas=1)
+    return ExtraBackend(Backend("sentinel", deployment.url(), cli=deployment.master.cli),
+                        deployment.master.flushall, deployment.stop)
+
+
+def start_quorum():
+    servers = []
+    try:
+        for _ in range(3):
+            servers.append(RedisServer())
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+
+    def wipe():
+        for server in servers:
+            server.flushall()
+
+    def stop():
+        for server in servers:
+            server.stop()
+
+    return ExtraBackend(Backend("quorum", [s.url for s in servers]), wipe, stop)
+
+
+def start_etcd():
+    from etcd_harness import EtcdCluster
+    etcd = EtcdCluster(1)
+    return ExtraBackend(Backend("etcd", etcd.url()), etcd.wipe, etcd.stop)
+
+
+# How each extra backend starts (tests/model/backends.py starts the same deployments
+# for the model checker).
+STARTERS = {"cluster": start_cluster, "sentinel": start_sentinel, "quorum": start_quorum,
+            "etcd": start_etcd}
 
 
 class NxlockTestCase(unittest.TestCase):
@@ -284,6 +441,8 @@ class NxlockTestCase(unittest.TestCase):
         cls.addClassCleanup(cls.redis.stop)
 
     def setUp(self):
+        if matrix_mode() == "smoke" and not self._smoke():
+            self.skipTest("%s=smoke runs the @smoke tests alone" % BACKENDS_ENV)
         sweep_stale_faketime()
         self.tmp = tempfile.mkdtemp(prefix="nxlock-test-")
         self.store_path = os.path.join(self.tmp, "store")
@@ -312,17 +471,84 @@ class NxlockTestCase(unittest.TestCase):
         if backend.name == "file":
             r = self.nx(*backend.args(), "get", queue)
             return len(r.stdout.decode().strip().splitlines()) if r.returncode == 0 else 0
-        db = backend.url.rsplit("=", 1)[-1] if "?db=" in backend.url else backend.url.rsplit("/", 1)[-1]
-        return int(self.redis.cli("-n", db, "ZCARD", queue).strip() or 0)
+        return int(backend.redis_cli("ZCARD", queue).strip() or 0)
 
-    def backends(self):
-        """The embedded store and, when started, Redis over TCP and the unix socket."""
-        found = [Backend("file", "file://" + self.store_path)]
+    def backends(self, offering=None, by_default=CLASSIC, lacking=()):
+        """The backends this test runs on.
+
+        Without `offering`: the embedded store and, when the class started Redis,
+        Redis over TCP and the unix socket. With it (a behaviour of OFFERS, or several):
+        those of the matrix (NXLOCK_TEST_BACKENDS) that offer it, the extra
+        deployments started on first use. `lacking`: only those that do not offer
+        this (or any of these), for a test of how a backend refuses it.
+        `by_default`: the classic backends the default matrix runs the test on (a
+        slow test may leave out the unix socket, which is Redis over TCP again);
+        "all" runs it on every one."""
+        classic = [Backend("file", "file://" + self.store_path)]
         if self.redis:
             # Separate databases, so one test can use both without their keys meeting.
-            found.append(Backend("redis", self.redis.url + "/1"))
-            found.append(Backend("unix", self.redis.unix_url + "?db=2"))
+            redis = self.redis
+            classic.append(Backend("redis", redis.url + "/1",
+                                   cli=lambda *a: redis.cli("-n", "1", *a)))
+            classic.append(Backend("unix", redis.unix_url + "?db=2",
+                                   cli=lambda *a: redis.cli("-n", "2", *a)))
+        if offering is None and not lacking:
+            return classic
+        offering = offering or "lock"
+        wanted = {offering} if isinstance(offering, str) else set(offering)
+        refused = {lacking} if isinstance(lacking, str) else set(lacking)
+        unknown = (wanted | refused) - EVERYTHING
+        if unknown:
+            raise AssertionError("no backend offers %s" % ", ".join(sorted(unknown)))
+
+        def fits(offers):
+            return wanted <= offers and not refused & offers
+
+        names = matrix_choice()
+        if names is None:
+            mode = matrix_mode()
+            names = tuple(by_default) if mode != "smoke" else ()
+            if mode != "classic" and self._smoke():
+                names += EXTRAS
+        found = []
+        for backend in classic:
+            if backend.name in names and fits(backend.offers):
+                found.append(backend)
+        for name in EXTRAS:
+            if name in names and fits(OFFERS[name]):
+                found.append(self._extra(name))
         return found
+
+    def _smoke(self):
+        """True if this test is marked @smoke."""
+        return getattr(getattr(self, self._testMethodName, None), "smoke", False)
+
+    # Tests that ask for backends from several threads at once start each deployment once.
+    _extras_lock = threading.Lock()
+
+    def _extra(self, name):
+        """The class's deployment of extra backend `name`, started on first use and
+        wiped once per test."""
+        with self._extras_lock:
+            return self._extra_locked(name)
+
+    def _extra_locked(self, name):
+        cls = type(self)
+        started = cls.__dict__.get("_extras")
+        if started is None:
+            started = {}
+            cls._extras = started
+        extra = started.get(name)
+        if extra is None:
+            extra = STARTERS[name]()
+            started[name] = extra
+            cls.addClassCleanup(extra.stop)
+            cls.addClassCleanup(started.pop, name, None)
+        wiped = self.__dict__.setdefault("_wiped", set())
+        if name not in wiped:
+            extra.wipe()
+            wiped.add(name)
+        return extra.backend
 
     def nx(self, *args, input=None, timeout=COMMAND_TIMEOUT, env=None):
         """Runs nxlock with bytes or str arguments; returns CompletedProcess (bytes)."""

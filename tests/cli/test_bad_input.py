@@ -1,4 +1,5 @@
-"""Bad input and broken backends: one-line errors with the man page's exit statuses."""
+"""Bad input and broken backends: one-line errors with the man page's exit statuses, on
+every backend where the input reaches one (harness.backends)."""
 import json
 import os
 import shutil
@@ -9,7 +10,7 @@ import tempfile
 import time
 import unittest
 
-from harness import NxlockTestCase, RedisServer, BIN, bucket_of
+from harness import NxlockTestCase, RedisServer, BIN, bucket_of, smoke
 
 
 class BadInput(NxlockTestCase):
@@ -17,6 +18,7 @@ class BadInput(NxlockTestCase):
     def setUpClass(cls):
         cls.locked = RedisServer(password="s3cret-pw")
         cls.addClassCleanup(cls.locked.stop)
+        cls.start_redis()
 
     def test_unknown_scheme_and_bad_port(self):
         for url in ["http://127.0.0.1", "redis://127.0.0.1:0", "redis://127.0.0.1:99999",
@@ -30,9 +32,25 @@ class BadInput(NxlockTestCase):
         self.assertNotIn(b"hunter2", r.stderr)
 
     def test_empty_key(self):
-        for args in (["get", ""], ["setnx", "", "v"], ["del", "a", ""], ["lock", ""]):
-            with self.subTest(args=args):
-                self.assertOneLineError(self.nx(*args), 64, "empty key")
+        for backend in self.backends(offering="lock"):
+            # The key/value commands where the backend has them (a quorum refuses them).
+            kv = (["get", ""], ["setnx", "", "v"], ["del", "a", ""]) if "kv" in backend.offers else ()
+            for args in (*kv, ["lock", ""]):
+                with self.subTest(backend=backend.name, args=args):
+                    self.assertOneLineError(self.nx(*backend.args(), *args), 64, "empty key")
+
+    @smoke
+    def test_shared_and_slots_where_a_backend_has_neither_are_64(self):
+        # A quorum and etcd (man page, LOCK KINDS and ETCD): nothing is taken.
+        for backend in self.backends(lacking=("shared", "slots")):
+            for kind in (["--shared"], ["--slots", "2"]):
+                for command in (["lock", "-n"], ["run-locked", "-n"]):
+                    with self.subTest(backend=backend.name, kind=kind[0], command=command[0]):
+                        tail = ["true"] if command[0] == "run-locked" else []
+                        r = self.nx(*backend.args(), *command, *kind, "k", *tail)
+                        self.assertOneLineError(r, 64, kind[0])
+                        r = self.nx(*backend.args(), "status", "k")
+                        self.assertEqual(r.returncode, 1, r.stderr)  # free
 
     def test_connection_refused_is_69_quickly(self):
         start = time.monotonic()
@@ -127,10 +145,13 @@ class BadInput(NxlockTestCase):
 
     def test_huge_key_is_cut_in_error_lines(self):
         key = "k" * 100_000
-        self.assertEqual(self.nx("setnx", key, "not a timestamp").returncode, 0)
-        r = self.nx("lock", "-n", key)
-        self.assertOneLineError(r, 65, "kkkk", "…")
-        self.assertLess(len(r.stderr), 1000, "the whole key was printed")
+        for backend in self.backends(offering="kv"):
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                self.assertEqual(self.nx(*u, "setnx", key, "not a timestamp").returncode, 0)
+                r = self.nx(*u, "lock", "-n", key)
+                self.assertOneLineError(r, 65, "kkkk", "…")
+                self.assertLess(len(r.stderr), 1000, "the whole key was printed")
 
     def test_unreadable_store_is_77(self):
         self.assertEqual(self.nx("setnx", "k", "v").returncode, 0)

@@ -1,4 +1,5 @@
-"""nxlock list [PATTERN]: the locks held now, on the embedded store, Redis and a Redis Cluster."""
+"""nxlock list [PATTERN]: the locks held now, on every backend (harness.backends), and
+keys on every node of a Redis Cluster."""
 import json
 import os
 import socket
@@ -6,7 +7,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, side_key, wait_for
+from harness import BIN, NxlockTestCase, side_key, smoke, wait_for
 from test_cluster import WithCluster
 
 
@@ -37,7 +38,7 @@ class TestList(ListCase):
         cls.start_redis()
 
     def test_nothing_held_lists_nothing_and_exits_0(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 r = self.nx(*backend.args(), "list")
                 self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
@@ -46,7 +47,12 @@ class TestList(ListCase):
         self.assertFalse(os.path.exists(self.store_path))
 
     def test_a_held_lock_with_its_holder_token_and_expiry(self):
-        for backend in self.backends():
+        # Not on a quorum: its FENCE column is the highest server's counter, which a
+        # server that took the lock after the majority did leaves above the token
+        # that `status` shows (the majority's), so the two disagree.
+        for backend in self.backends(offering="timestamp"):
+            if backend.name == "quorum":
+                continue
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 value = self.lock(url, "job")
@@ -77,8 +83,9 @@ class TestList(ListCase):
                 # Columns line up: each header starts where its cells start.
                 self.assertEqual(text[0].index("FENCE"), text[1].index(str(status["fence"])))
 
+    @smoke
     def test_a_pattern_is_a_glob_on_the_key(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 for key in ("backup-db", "backup-www", "deploy", "xbackup-"):
@@ -90,14 +97,14 @@ class TestList(ListCase):
                 self.assertEqual(len(self.keys(url)), 4)
 
     def test_keys_that_hold_no_lock_are_not_listed(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 self.assertEqual(self.nx(*url, "setnx", "name", "not a timestamp").returncode, 0)
                 self.assertEqual(self.keys(url), [])
 
     def test_expired_locks_only_with_expired(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 # Abandoned: a page client's lock whose timestamp passed long ago.
@@ -114,7 +121,7 @@ class TestList(ListCase):
                 self.assertRegex(text, r"(?m)^stale .* expired")
 
     def test_a_holder_that_is_gone_says_so(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 # `lock` records the shell that asked, which has exited since.
@@ -127,7 +134,7 @@ class TestList(ListCase):
                 self.assertRegex(self.nx(*url, "list").stdout.decode(), r"(?m)^gone .* gone ")
 
     def test_a_hold_after_the_job_is_shown_as_hold(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 r = self.nx(*url, "run-locked", "-n", "--hold", "60", "nightly", "true")
@@ -138,7 +145,7 @@ class TestList(ListCase):
                 self.assertEqual(row["holder"]["command"], "true")
 
     def test_a_slot_is_listed_under_its_locks_key(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 taken = []
@@ -160,7 +167,7 @@ class TestList(ListCase):
                 self.assertEqual(text[3].split()[:2], ["deploy", "-"])
 
     def test_the_prefix_applies(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 self.lock([*url, "--prefix", "app*:"], "job")
@@ -170,7 +177,7 @@ class TestList(ListCase):
                 self.assertEqual(self.keys([*url, "--prefix", "app*:"], "x*"), [])
 
     def test_each_shared_holder_is_a_row(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="shared"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 taken = []
@@ -236,7 +243,7 @@ class TestList(ListCase):
                     self.assertEqual(self.redis.cli("-n", "1", "EXISTS", details).strip(), b"0")
 
     def test_live_waiters_are_counted(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="queue"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 self.lock(url, "busy")
@@ -252,7 +259,7 @@ class TestList(ListCase):
         # a waiter of an older nxlock (its ticket "q" + 16 hex digits) is listed
         # as one that tells nothing more.
         host = socket.gethostname()
-        for backend in self.backends():
+        for backend in self.backends(offering=("queue", "shared", "slots")):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 self.lock(url, "busy")
@@ -307,12 +314,11 @@ class TestList(ListCase):
             text += " ".join([old] + line[1:]) + "\n"
             self.assertEqual(self.nx("getset", queue, text).returncode, 0)
             return
-        db = "1" if backend.name == "redis" else "2"
         leases = side_key(queue, "lease")
-        seconds, micros = (int(x) for x in self.redis.cli("TIME").split())
+        seconds, micros = (int(x) for x in backend.redis_cli("TIME").split())
         now = seconds * 1_000_000 + micros
-        self.redis.cli("-n", db, "ZADD", queue, str(now), old)
-        self.redis.cli("-n", db, "ZADD", leases, str(now + 60_000_000), old)
+        backend.redis_cli("ZADD", queue, str(now), old)
+        backend.redis_cli("ZADD", leases, str(now + 60_000_000), old)
 
     def test_a_live_run_locked_keeps_its_lock_held_whatever_the_clock(self):
         # The embedded store: a live owner keeps its lock held past a timestamp

@@ -1,8 +1,8 @@
 """run-locked's lost-lock policy, stage by stage, with the time each signal reaches the job.
 
 The job (lost_policy_job.py) logs each signal it gets and a heartbeat, against
-CLOCK_MONOTONIC, which this test reads too. Each test runs its case on the
-embedded store and on Redis at once (in threads) and then checks both.
+CLOCK_MONOTONIC, which this test reads too. Each test runs its case on every
+backend at once (in threads: harness.backends) and then checks each.
 """
 import json
 import os
@@ -13,7 +13,8 @@ import threading
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, alive, die_with_parent, wait_for
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, alive, die_with_parent, smoke,
+                     wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "lost_policy_job.py")
@@ -180,7 +181,9 @@ class LostPolicy(NxlockTestCase):
         return run
 
     def on_both_backends(self, *args, **kwargs):
-        """run_job on the embedded store and on Redis at the same time; returns both runs."""
+        """run_job on every backend at the same time (by default the embedded store and
+        Redis over TCP; the lock is taken away by a page client's GETSET, or Redis's own
+        SET); returns the runs."""
         runs = {}
         failures = {}
 
@@ -190,14 +193,15 @@ class LostPolicy(NxlockTestCase):
             except Exception as e:  # reported by the test thread below
                 failures[backend.name] = e
 
-        threads = [threading.Thread(target=one, args=(b,)) for b in self.backends()[:2]]
+        backends = self.backends(offering="kv", by_default=("file", "redis"))
+        threads = [threading.Thread(target=one, args=(b,)) for b in backends]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         for name, e in failures.items():
             raise AssertionError("%s: %r" % (name, e)) from e
-        return [runs[name] for name in ("file", "redis")]
+        return [runs[b.name] for b in backends]
 
     def describe(self, run):
         return "\nstatus %s, json %s\nstderr:\n%s\nchild signals %s, grandchild signals %s" % (
@@ -214,6 +218,7 @@ class LostPolicy(NxlockTestCase):
         self.assertEqual(run.report.get("child_status"), child_status, why)
         self.assertEqual(run.after_run, run.other_value, "the other client's lock is left alone")
 
+    @smoke
     def test_sigterm_within_one_renewal_interval(self):
         # The job exits 3 on SIGTERM; kill-after is long, so only SIGTERM can end it in time.
         for run in self.on_both_backends(["-t", str(TTL), "--kill-after", "10"],

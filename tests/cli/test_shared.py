@@ -1,7 +1,7 @@
 """--shared on lock and run-locked, as flock -s: any number of shared holders or one
 exclusive holder, an exclusive waiter not starved by later shared ones, tokens from
-one counter, a dead shared holder's lease lapsing; on the embedded store, Redis and
-a Redis Cluster.
+one counter, a dead shared holder's lease lapsing; on every backend that takes
+--shared (harness.backends), and keys on every node of a Redis Cluster.
 
 Every ordering the tests rely on is made by the test (a holder confirmed holding,
 a waiter confirmed queued) before the next step; timing appears only as generous
@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from harness import NxlockTestCase, side_key, wait_for
+from harness import NxlockTestCase, side_key, smoke, wait_for
 from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
 
 KEY = "backup"
@@ -31,8 +31,10 @@ class SharedCase(NxlockTestCase):
         self.addCleanup(self.nx, "-u", url, "unlock", key, got["value"])
         return got
 
-    def shared_backends(self):
-        return self.backends()
+    def shared_backends(self, *also):
+        """The backends that take --shared (harness.backends), and `also` what else
+        the test needs of them."""
+        return self.backends(offering=("shared", *also))
 
 
 class TestShared(SharedCase):
@@ -40,6 +42,7 @@ class TestShared(SharedCase):
     def setUpClass(cls):
         cls.start_redis()
 
+    @smoke
     def test_shared_holders_together_exclusive_apart(self):
         for backend in self.shared_backends():
             with self.subTest(backend=backend.name):
@@ -167,7 +170,7 @@ class TestShared(SharedCase):
                 self.assertEqual(r.returncode, 75, r.stderr)
 
     def test_a_page_client_taking_the_key_stops_the_shared_job(self):
-        for backend in self.shared_backends():
+        for backend in self.shared_backends("kv"):
             for page_step in (("del", KEY), ("getset", KEY, "9999999999")):
                 with self.subTest(backend=backend.name, step=page_step[0]):
                     url = backend.url
@@ -190,7 +193,7 @@ class TestShared(SharedCase):
         # A page client deletes the key under live leases; an exclusive holder then
         # writes the same timestamp (same second of expiry). The key is the exclusive
         # holder's: the old leases are no holders, and cannot renew or release it.
-        for backend in self.shared_backends():
+        for backend in self.shared_backends("slots", "kv"):
             for kind in (("--shared",), ("--slots", "2")):
                 with self.subTest(backend=backend.name, kind=kind[0]):
                     url = backend.url

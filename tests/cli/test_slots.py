@@ -1,7 +1,8 @@
 """--slots N: a counting semaphore. At most N holders of a key at once, each in a
 slot with a lock's every guarantee; slots go to waiters in arrival order; what
 `lock` prints is what `unlock` and `renew` take; `status` shows every slot. On
-the embedded store, a real redis-server and a Redis Cluster.
+every backend that takes --slots (harness.backends), and keys on every node of a
+Redis Cluster.
 
 Waiters are confirmed queued before the next one starts, so the order under
 test is the order the test made; no assertion rests on timing but generous
@@ -13,7 +14,7 @@ import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase, wait_for
+from harness import NxlockTestCase, smoke, wait_for
 from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
 
 KEY = "dump"
@@ -47,8 +48,9 @@ class TestSlots(SlotsTestCase):
     def setUpClass(cls):
         cls.start_redis()
 
+    @smoke
     def test_n_holders_at_once_then_busy(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 first, second = self.take(backend), self.take(backend)
                 self.assertEqual({first.split(":")[0], second.split(":")[0]}, {"1", "2"})
@@ -77,7 +79,7 @@ class TestSlots(SlotsTestCase):
                 self.assertEqual(again.split(":")[0], first.split(":")[0])
 
     def test_lock_json_names_the_slot(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 r = self.nx(*backend.args(), "--json", "lock", "-n", "--slots", "3", KEY)
                 self.assertEqual(r.returncode, 0, r.stderr)
@@ -89,7 +91,7 @@ class TestSlots(SlotsTestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_status_shows_every_slot(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 r = self.nx(*backend.args(), "status", "--slots", "2", KEY)
                 self.assertEqual(r.returncode, 1, r.stderr)
@@ -148,7 +150,7 @@ class TestSlots(SlotsTestCase):
         self.assertOneLineError(r, 64, "--slots", "quorum")
 
     def test_run_locked_runs_at_most_n_jobs_at_once(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 log = os.path.join(self.tmp, "log-" + backend.name)
                 job = ('echo "start $NXLOCK_SLOT $(date +%s%N)" >> "$1"; sleep 0.5; '
@@ -178,7 +180,7 @@ class TestSlots(SlotsTestCase):
                 self.assertIn("0 of 2 slots held", r.stdout.decode())
 
     def test_a_lost_slot_stops_its_job(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 metrics = os.path.join(self.tmp, "metrics-" + backend.name)
                 os.mkdir(metrics)
@@ -204,7 +206,7 @@ class TestSlots(SlotsTestCase):
         # lease expires in the same second has the very value the forced one holds.
         # The forced job's renewal must not take that lease for its own: it is
         # stopped (79), and the next holder runs on.
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 key = "same-second-" + backend.name
                 for attempt in range(5):  # until both take their slot in one second
@@ -240,7 +242,7 @@ class TestSlots(SlotsTestCase):
                 self.nx(*backend.args(), "unlock", "--force", key)
 
     def test_slots_go_to_waiters_in_arrival_order(self):
-        for backend in self.backends():
+        for backend in self.backends(offering=("slots", "queue")):
             with self.subTest(backend=backend.name):
                 grants = os.path.join(self.tmp, "grants-" + backend.name)
                 held = [self.take(backend), self.take(backend)]
@@ -282,7 +284,7 @@ class TestSlotValuesAsPrinted(SlotsTestCase):
         cls.start_redis()
 
     def test_values_status_and_force_without_slots(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="slots"):
             with self.subTest(backend=backend.name):
                 first, second = self.take(backend), self.take(backend)
                 r = self.nx(*backend.args(), "--json", "status", KEY)

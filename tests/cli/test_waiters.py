@@ -1,6 +1,7 @@
 """The waiters' queue: waiters take a lock in arrival order, a waiter killed while
 queued does not stall the others past its lease, and a waiter that gives up (-w,
-SIGINT) leaves the queue at once; on the embedded store and on Redis.
+SIGINT) leaves the queue at once; on every backend that keeps such a queue
+(harness.backends).
 
 Every waiter is confirmed queued (its entry seen in the queue) before the next
 one starts, so the order under test is the order the test made, whatever the
@@ -11,7 +12,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, die_with_parent, wait_for
+from harness import BIN, NxlockTestCase, die_with_parent, smoke, wait_for
 
 KEY = "job"
 QUEUE = "{job}:queue:job"
@@ -67,8 +68,9 @@ class WaitersQueue(NxlockTestCase):
         r = self.nx(*backend.args(), "unlock", KEY, value)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    @smoke
     def test_arrival_order_is_kept(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="queue"):
             with self.subTest(backend=backend.name):
                 self.setUp_grants()
                 value = self.hold(backend)
@@ -82,7 +84,7 @@ class WaitersQueue(NxlockTestCase):
                 self.assertEqual(self.queued(backend, QUEUE), 0)
 
     def test_a_killed_first_waiter_does_not_stall_the_others(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="queue"):
             with self.subTest(backend=backend.name):
                 self.setUp_grants()
                 value = self.hold(backend)
@@ -102,7 +104,7 @@ class WaitersQueue(NxlockTestCase):
         # A waiter's lease must be read on a clock that every process of the host
         # shares: on its own wall clock, two hours behind, it renewed its lease
         # into the others' past, and lost its place at each of their looks.
-        for backend in self.backends():
+        for backend in self.backends(offering="queue"):
             with self.subTest(backend=backend.name):
                 self.setUp_grants()
                 value = self.hold(backend)
@@ -116,7 +118,7 @@ class WaitersQueue(NxlockTestCase):
                 self.assertEqual(self.grants(), ["behind", "other"])
 
     def test_a_waiter_that_gives_up_leaves_the_queue(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="queue"):
             for how in ("wait", "sigint", "sigterm"):
                 with self.subTest(backend=backend.name, how=how):
                     self.setUp_grants()
@@ -145,7 +147,7 @@ class WaitersQueue(NxlockTestCase):
     def test_a_client_that_knows_no_queue_still_takes_a_free_lock(self):
         # The page's own steps, as any other client does them: SETNX on the
         # lock key with a timestamp, and DEL.
-        for backend in self.backends():
+        for backend in self.backends(offering=("queue", "kv")):
             with self.subTest(backend=backend.name):
                 self.setUp_grants()
                 r = self.nx(*backend.args(), "setnx", KEY, str(int(time.time()) + 60))
