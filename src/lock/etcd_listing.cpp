@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "lock/etcd_mutex.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "store/lock_listing.hpp"
 
@@ -47,9 +48,9 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
         std::max<std::int64_t>(0, store::etcd::int_field(answers[i++], "TTL", key));
     LockRow row;
     row.key = key;
-    row.expires_at = now_seconds + left;
-    row.value = std::to_string(row.expires_at) + "@" + store::etcd::lease_hex(group.holder.lease);
     row.holder = Holder::from_json(group.holder.value);
+    row.expires_at = etcd_shown_expiry(now_seconds, left, group.holder.lease, row.holder);
+    row.value = std::to_string(row.expires_at) + "@" + store::etcd::lease_hex(group.holder.lease);
     row.fence = group.holder.create_revision;
     row.waiters = group.keys - 1;
     rows.push_back(std::move(row));

@@ -43,6 +43,22 @@ std::optional<std::int64_t> etcd_value_lease(std::string_view value) {
   return static_cast<std::int64_t>(lease);
 }
 
+std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
+                               std::int64_t lease, const std::optional<Holder>& recorded) {
+  const std::int64_t computed = now_seconds + std::max<std::int64_t>(ttl_left, 0);
+  if (!recorded || etcd_value_lease(recorded->value) != lease) {
+    return computed;
+  }
+  std::int64_t shown = 0;
+  const std::string_view value = recorded->value;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.find('@'), shown);
+  if (ec != std::errc() || end != value.data() + value.find('@') || shown < computed - 1 ||
+      shown > computed + 2) {
+    return computed;  // renewed since it was printed, or not ours to believe
+  }
+  return shown;
+}
+
 EtcdMutex::EtcdMutex(store::EtcdStore& store, std::string key)
     : m_store(store), m_client(store.client()), m_key(std::move(key)), m_prefix(m_key + "/") {}
 
@@ -133,8 +149,10 @@ AcquireResult EtcdMutex::busy(const std::optional<Owner>& holder) {
   if (holder) {
     const auto ttl = holder->kv.lease != 0 ? time_to_live(holder->kv.lease) : std::nullopt;
     const std::int64_t left = ttl ? ttl->first : 0;
-    result.held_until = result.now_seconds + left;
-    result.held_value = value_of(holder->kv.lease, left);
+    result.held_until = etcd_shown_expiry(result.now_seconds, left, holder->kv.lease,
+                                          Holder::from_json(holder->kv.value));
+    result.held_value =
+        std::to_string(result.held_until) + "@" + store::etcd::lease_hex(holder->kv.lease);
   }
   return result;
 }

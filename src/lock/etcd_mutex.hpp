@@ -29,6 +29,13 @@ namespace nxlock::lock {
 // The lease a value "EXPIRY@LEASE" names; nullopt if it names none.
 std::optional<std::int64_t> etcd_value_lease(std::string_view value);
 
+// The EXPIRY that a held lock's value shows, for a lease with `ttl_left` whole seconds
+// left: now plus those, unless the holder's record names a value of the same lease
+// within the two seconds that rounding the lease's TTL moves it by. That value is the
+// one lock or run-locked printed (or --hold reported), and status and list show it too.
+std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
+                               std::int64_t lease, const std::optional<Holder>& recorded);
+
 class EtcdMutex final : public Lockable {
  public:
   // `key` is the full key (prefix included); the recipe's keys are under `key`/.

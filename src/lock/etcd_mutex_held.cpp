@@ -60,15 +60,19 @@ Verdict EtcdMutex::release(std::string_view value) {
 
 Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
                                  std::string& kept_value) {
-  const Micros left = not_before - util::wall_now();
-  if (left <= Micros(0)) {
+  const Micros now = util::wall_now();
+  if (not_before <= now) {
     kept_value.clear();
     return release(value);
   }
   const std::int64_t lease = lease_or_throw(m_key, value);
   // A lease cannot outlive its keepalives, so the key moves to a lease that
   // lasts until the hold's end; a put keeps its create revision, so it keeps
-  // its place (and its fencing token).
+  // its place (and its fencing token). The hold ends where it ends on every
+  // backend: at the end of the second it reports (expiry_holding_until), so the
+  // lease, granted after `now`, lasts at least that long.
+  const std::int64_t hold_until = expiry_holding_until(not_before);
+  const Micros left = std::chrono::seconds(hold_until + 1) - now;
   const std::int64_t seconds = (left.count() + 999'999) / 1'000'000;
   m_holder_unsent = false;  // the put below writes them, finished
   const json grant = m_client.call("/v3/lease/grant", {{"TTL", seconds}});
@@ -77,6 +81,7 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
   if (m_holder) {
     Holder finished = *m_holder;
     finished.finished_at = wall_seconds_now();
+    finished.value = std::to_string(hold_until) + "@" + store::etcd::lease_hex(held);
     details = finished.to_json();
   }
   const std::string mine = key_of(lease);
@@ -97,7 +102,7 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
   }
   m_watch.reset();
   revoke(lease, true);  // its key is on the new lease now
-  kept_value = value_of(held, seconds);
+  kept_value = std::to_string(hold_until) + "@" + store::etcd::lease_hex(held);  // as recorded
   return Verdict::done;
 }
 
@@ -257,8 +262,8 @@ Status EtcdMutex::status() {
       status.granted_ttl = ttl->second;
     }
   }
-  status.value = value_of(holder->kv.lease, left);
-  status.expires_at = status.now_seconds + left;
+  status.expires_at = etcd_shown_expiry(status.now_seconds, left, holder->kv.lease, status.holder);
+  status.value = std::to_string(status.expires_at) + "@" + store::etcd::lease_hex(holder->kv.lease);
   return status;
 }
 

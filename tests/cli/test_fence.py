@@ -269,12 +269,7 @@ class TestPausedHolder(FenceTestCase):
         cls.start_redis()
 
     def test_a_paused_holder_loses_to_its_successor(self):
-        # Not on etcd: its status shows the value with EXPIRY worked out again from
-        # the lease's time left, often a second below the EXPIRY that `lock` printed,
-        # so the successor's value as printed is not what status shows.
         for backend in self.backends(offering="lock", by_default=("file", "redis")):
-            if backend.name == "etcd":
-                continue
             with self.subTest(backend=backend.name):
                 out = os.path.join(self.tmp, "paused-" + backend.name)
                 stopped = os.path.join(self.tmp, "stopped-" + backend.name)
