@@ -140,10 +140,16 @@ std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
     if (held.size() < majority) {
       continue;
     }
+    std::vector<std::int64_t> fences;
+    for (const auto& other : held) {
+      if (other.fence) {
+        fences.push_back(*other.fence);
+      }
+    }
     LockRow row = std::move(held.front());
     row.held_on = held.size();
+    row.fence = quorum_token(std::move(fences), servers.size());  // as status shows it
     for (auto& other : held) {
-      row.fence = std::max(row.fence, other.fence);
       if (other.waiting.size() > row.waiting.size()) {
         row.waiting = std::move(other.waiting);  // as the most waiters
       }

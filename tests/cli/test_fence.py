@@ -46,17 +46,10 @@ class TestTokens(FenceTestCase):
         super().setUpClass()
         cls.start_redis()
 
-    @staticmethod
-    def quorum_aside(backends):
-        """`backends` but a quorum (test_quorum.py tests its tokens)."""
-        return [b for b in backends if b.name != "quorum"]
-
     def test_tokens_strictly_increase_over_many_runs(self):
         # Every invocation opens the store anew, so on the embedded store this
-        # also shows the counter surviving reopening. Not on a quorum: a server
-        # that took the lock after the majority did keeps a counter above the
-        # holder's token, and a free key's status shows the highest counter.
-        for backend in self.quorum_aside(self.backends(offering="timestamp")):
+        # also shows the counter surviving reopening.
+        for backend in self.backends(offering="timestamp"):
             with self.subTest(backend=backend.name):
                 tokens = []
                 for i in range(25):
@@ -100,8 +93,7 @@ class TestTokens(FenceTestCase):
 
     @smoke
     def test_status_and_json_show_the_latest_token(self):
-        # Not on a quorum: as above, a free key's status shows the highest counter.
-        for backend in self.quorum_aside(self.backends(offering="timestamp")):
+        for backend in self.backends(offering="timestamp"):
             with self.subTest(backend=backend.name):
                 self.assertIsNone(self.status_json(backend, "s")["fence"])
                 r = self.nx(*backend.args(), "lock", "-t", "60", "s")

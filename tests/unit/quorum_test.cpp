@@ -19,6 +19,16 @@ namespace {
 using lock::Verdict;
 using util::Micros;
 
+TEST(QuorumToken, IsTheHighestThatAMajorityCarries) {
+  // A server that took the lock after the majority issued a higher token no holder got.
+  EXPECT_EQ(lock::quorum_token({5, 7, 5}, 3), 5);
+  EXPECT_EQ(lock::quorum_token({3, 8, 8, 1, 2}, 5), 3);
+  EXPECT_EQ(lock::quorum_token({4, 4, 4}, 3), 4);
+  // Fewer answered than a majority: the lowest of them, never a minority's higher one.
+  EXPECT_EQ(lock::quorum_token({9, 6}, 5), 6);
+  EXPECT_EQ(lock::quorum_token({}, 3), std::nullopt);
+}
+
 TEST(QuorumArithmetic, MajorityIsMoreThanHalf) {
   EXPECT_EQ(lock::majority_of(1), 1u);
   EXPECT_EQ(lock::majority_of(2), 2u);

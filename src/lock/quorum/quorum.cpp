@@ -4,6 +4,9 @@
 // quorum_acquire.cpp (the wait), quorum_release.cpp and quorum_status.cpp.
 #include "lock/quorum/quorum.hpp"
 
+#include <algorithm>
+#include <functional>
+
 #include "store/keys.hpp"
 #include "lock/quorum/quorum_fanout.hpp"
 #include "util/trace.hpp"
@@ -24,6 +27,14 @@ constexpr Micros k_exit_patience{500'000};
 
 std::size_t majority_of(std::size_t servers) {
   return servers / 2 + 1;
+}
+
+std::optional<std::int64_t> quorum_token(std::vector<std::int64_t> fences, std::size_t servers) {
+  if (fences.empty()) {
+    return std::nullopt;
+  }
+  std::sort(fences.begin(), fences.end(), std::greater<>());
+  return fences[std::min(majority_of(servers), fences.size()) - 1];
 }
 
 Micros drift_margin(std::int64_t ttl) {

@@ -33,6 +33,13 @@ struct QuorumChannel;  // one server's connection, lock and worker (quorum_fanou
 // The majority of n servers: n/2 + 1.
 std::size_t majority_of(std::size_t servers);
 
+// The quorum's token among the tokens `fences` of `servers` servers: the highest
+// that a majority of them carry (every quorum acquisition leaves its token on a
+// majority; a server that took the lock after the majority had it issued a
+// higher one of its own, which no quorum holder was given), or the lowest of
+// them when fewer answered. nullopt when there is none.
+std::optional<std::int64_t> quorum_token(std::vector<std::int64_t> fences, std::size_t servers);
+
 // How much sooner than ttl a lock may end as another client's clock sees it:
 // 2 ms plus 1% of the ttl (clock drift, and clock offsets that NTP keeps small).
 // The second of granularity of the value is covered by the value itself: it is

@@ -94,11 +94,8 @@ Status QuorumLock::status() {
     }
     return std::optional<std::string>();
   };
-  // The quorum's token: the highest that a majority of the servers holding
-  // `value` carry (a holder's acquisition left its token on a majority of them;
-  // a server that took the lock after the majority had it issued a token of its
-  // own, above it, since tokens follow each server's clock), or the highest
-  // among all that answered (the latest token issued anywhere).
+  // The quorum's token (quorum_token) among the servers holding `value`, or among
+  // all that answered.
   const auto highest_fence = [&](const std::string* value) {
     std::vector<std::int64_t> fences;
     for (std::size_t i = 0; i < n; ++i) {
@@ -106,12 +103,7 @@ Status QuorumLock::status() {
         fences.push_back(*statuses[i]->fence);
       }
     }
-    if (fences.empty()) {
-      return std::optional<std::int64_t>();
-    }
-    std::sort(fences.begin(), fences.end(), std::greater<>());
-    const std::size_t at = value ? std::min(majority_of(n), fences.size()) - 1 : 0;
-    return std::optional<std::int64_t>(fences[at]);
+    return quorum_token(std::move(fences), n);
   };
   Status out;
   out.now_seconds = util::whole_seconds(reading);
