@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 
-from harness import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, die_with_parent, free_port,
+from harness import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, dying_with_parent, free_port,
                      wait_answering)
 
 
@@ -38,8 +38,8 @@ class RestartableRedis:
         args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--daemonize", "no", "--dir", self.dir,
                 "--logfile", os.path.join(self.dir, "redis.log"), *self.extra]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        self.process = subprocess.Popen(dying_with_parent(args), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
         return wait_answering(self.process, ("127.0.0.1", self.port))
 
     def stop(self, sig=None):

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import REDIS_CLI, RedisServer, die_with_parent, free_port, stop_server
+from harness import REDIS_CLI, RedisServer, dying_with_parent, free_port, stop_server
 
 REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
 MASTER_NAME = "mymaster"
@@ -60,8 +60,8 @@ class Sentinel:
                 f.write("sentinel parallel-syncs %s 1\n" % MASTER_NAME)
                 if password:
                     f.write("requirepass %s\n" % password)
-            self.process = subprocess.Popen([REDIS_SENTINEL, config], stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            self.process = subprocess.Popen(dying_with_parent([REDIS_SENTINEL, config]),
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 wait_for(lambda: self.process.poll() is not None or "PONG" in self.cli("PING"),
                          10, "redis-sentinel to start")

@@ -7,7 +7,7 @@ import sys
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, die_with_parent
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, die_with_parent, dying_with_parent
 
 WORKERS = 8
 OPS_PER_WORKER = 120
@@ -38,8 +38,8 @@ def worker_main(worker, seed, url, log_path):
                 keys = rng.sample(mine, rng.choice([2, 3]))
             args = keys + ([value] if value is not None else [])
             t0 = time.monotonic()
-            r = subprocess.run([BIN, "-u", url, cmd, "--", *args], capture_output=True,
-                               timeout=COMMAND_TIMEOUT, preexec_fn=die_with_parent)
+            r = subprocess.run(dying_with_parent([BIN, "-u", url, cmd, "--", *args]),
+                               capture_output=True, timeout=COMMAND_TIMEOUT)
             t1 = time.monotonic()
             log.write(json.dumps({
                 "worker": worker, "seq": seq, "cmd": cmd, "keys": [k.hex() for k in keys],

@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, alive, die_with_parent, smoke,
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, alive, dying_with_parent, smoke,
                      wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,9 +111,9 @@ class LostPolicy(NxlockTestCase):
         if finish_when_lost:
             job.append("--finish")
         run.launched = time.monotonic()
-        p = subprocess.Popen([BIN, *backend.args(), "--json", "run-locked", *options, key, *job],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env,
-                             preexec_fn=die_with_parent)
+        p = subprocess.Popen(
+            dying_with_parent([BIN, *backend.args(), "--json", "run-locked", *options, key, *job]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
 
         def read_stderr():
             for line in p.stderr:

@@ -8,7 +8,7 @@ import subprocess
 import threading
 import unittest
 
-from harness import BIN, NxlockTestCase, die_with_parent
+from harness import BIN, NxlockTestCase, dying_with_parent
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -221,9 +221,10 @@ class Metrics(NxlockTestCase):
         self.assertEqual(self.metrics()["nxlock_last_exit_status"], 124)
 
     def concurrently(self, count, *args):
-        processes = [subprocess.Popen([BIN, "run-locked", "--metrics-dir", self.dir, *args],
+        processes = [subprocess.Popen(dying_with_parent([BIN, "run-locked", "--metrics-dir",
+                                                         self.dir, *args]),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      env=self.env, preexec_fn=die_with_parent)
+                                      env=self.env)
                      for _ in range(count)]
         errors = [p.communicate(timeout=60)[1] for p in processes]
         return [(p.returncode, err) for p, err in zip(processes, errors)]

@@ -15,7 +15,7 @@ import time
 import unittest
 
 from faults import PartitionProxy, RestartableRedis
-from harness import BIN, NxlockTestCase, die_with_parent, read
+from harness import BIN, NxlockTestCase, die_with_parent, dying_with_parent, read
 
 JOB_DEADLINE = 40  # seconds: no test job may run longer than this
 
@@ -25,8 +25,8 @@ class Running:
 
     def __init__(self, test, *args):
         self.started = time.monotonic()
-        self.process = subprocess.Popen([BIN, *args], env=test.env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+        self.process = subprocess.Popen(dying_with_parent([BIN, *args]), env=test.env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         test.addCleanup(self.kill)
         self.lines = []  # (monotonic time, text)
         self.stdout = b""

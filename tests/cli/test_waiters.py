@@ -12,7 +12,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, die_with_parent, smoke, wait_for
+from harness import BIN, NxlockTestCase, dying_with_parent, smoke, wait_for
 
 KEY = "job"
 QUEUE = "{job}:queue:job"
@@ -50,8 +50,8 @@ class WaitersQueue(NxlockTestCase):
             asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"),
                                           "verify_asan_link_order=0"]))
             env = dict(self.env, FAKETIME_DONT_FAKE_MONOTONIC="1", ASAN_OPTIONS=asan)
-            p = subprocess.Popen(["faketime", "-f", clock, BIN, *args], env=env,
-                                 stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+            p = subprocess.Popen(dying_with_parent(["faketime", "-f", clock, BIN, *args]),
+                                 env=env, stderr=subprocess.PIPE)
         self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
         wait_for(lambda: self.queued(backend, QUEUE) > before or p.poll() is not None, 20)
         self.assertIsNone(p.poll(), "waiter %s ended before it queued" % name)

@@ -41,10 +41,10 @@ def client(name, backend, directory, history, kinds, rng, until, statuses):
                KEY, name, "%.2f" % rng.uniform(0.1, 0.8), "--kind",
                "slots:%d" % SLOTS if kind == "slots" else kind]
         started = time.monotonic()
-        result = subprocess.run([harness.BIN, *backend.args(), "run-locked", "-w", "5",
-                                 "-t", "2", *args, KEY, "--", *job],
-                                capture_output=True, env=backend.env(), timeout=60,
-                                preexec_fn=harness.die_with_parent)
+        result = subprocess.run(harness.dying_with_parent(
+                                    [harness.BIN, *backend.args(), "run-locked", "-w", "5",
+                                     "-t", "2", *args, KEY, "--", *job]),
+                                capture_output=True, env=backend.env(), timeout=60)
         history.append({"ev": "run", "client": name, "lock": KEY, "pid": 0, "kind": kind,
                         "status": result.returncode, "hang": False, "t0": started})
         statuses.append((kind, result.returncode, result.stderr.decode(errors="replace").strip()))

@@ -537,9 +537,9 @@ class LockModelMachine(RuleBasedStateMachine):
         self.script.raw("nx %s sh -c %s >/dev/null 2>$T/job%d.err & j%d=$!" % (
             " ".join(shlex.quote(a) for a in args[:-3]), shlex.quote(shell_inner), number, number))
         self.script.jobs.append(number)
-        process = subprocess.Popen([harness.BIN, *self.backend.args(), *args],
+        process = subprocess.Popen(harness.dying_with_parent([harness.BIN, *self.backend.args(), *args]),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   env=self.backend.env(), preexec_fn=harness.die_with_parent)
+                                   env=self.backend.env())
         job = Job(number, key, kind, process, end_file, info_file)
         self.jobs.append(job)
         outcome = predicted(self.predict_take(k, kind))
