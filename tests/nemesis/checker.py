@@ -101,7 +101,11 @@ def check(records):
             # two that overlap (data loss), the one whose job started first may have
             # taken the lock second, after a slower job start: there the overlap
             # rule below, not the order of their tokens, is what fencing promises.
-            earlier = [e for e in group if e["fence"] is not None and e["end"] < s["start"]]
+            # Two that may hold at once (shared, or slots of distinct slots) are not
+            # successive: the one with the lower token may have taken first and
+            # started its job after the other's job ended.
+            earlier = [e for e in group if e["fence"] is not None and e["end"] < s["start"]
+                       and not may_overlap(e, s)]
             if earlier:
                 before = max(earlier, key=lambda e: e["fence"])
                 if s["fence"] <= before["fence"]:

@@ -141,6 +141,16 @@ class KindsTest(unittest.TestCase):
         self.assertTrue(any("token went from 7" in e for e in counts["examples"]),
                         counts["examples"])
 
+    def test_a_shared_holder_whose_job_starts_late_may_have_the_lower_token(self):
+        # S1 took its lease first (token 4) but its job started after S2's ended: both
+        # held at once, as shared holders may. Likewise two slots; one slot twice may not.
+        counts = checker.check(self.shared(1, 5, 0, 0.4) + self.shared(2, 4, 0.5, 1))
+        self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 0))
+        counts = checker.check(self.slot(1, 5, 0, 0.4, slot=1) + self.slot(2, 4, 0.5, 1, slot=2))
+        self.assertEqual(counts["fenced_violations"], 0)
+        counts = checker.check(self.slot(1, 5, 0, 0.4, slot=1) + self.slot(2, 4, 0.5, 1, slot=1))
+        self.assertEqual(counts["fenced_violations"], 1)
+
     def test_a_shared_take_without_a_new_token_is_a_violation(self):
         counts = checker.check(self.shared(1, 4, 0, 2) + self.shared(2, 4, 0.5, 3))
         self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (0, 1))
