@@ -43,6 +43,10 @@ std::optional<std::int64_t> etcd_value_lease(std::string_view value) {
   return static_cast<std::int64_t>(lease);
 }
 
+std::string etcd_value(std::int64_t expiry, std::int64_t lease) {
+  return std::to_string(expiry) + "@" + store::etcd::lease_hex(lease);
+}
+
 std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
                                std::int64_t lease, const std::optional<Holder>& recorded) {
   const std::int64_t computed = now_seconds + std::max<std::int64_t>(ttl_left, 0);
@@ -51,9 +55,9 @@ std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
   }
   std::int64_t shown = 0;
   const std::string_view value = recorded->value;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.find('@'), shown);
-  if (ec != std::errc() || end != value.data() + value.find('@') || shown < computed - 1 ||
-      shown > computed + 2) {
+  const char* at = value.data() + value.find('@');  // there: the value names a lease
+  const auto [end, ec] = std::from_chars(value.data(), at, shown);
+  if (ec != std::errc() || end != at || shown < computed - 1 || shown > computed + 2) {
     return computed;  // renewed since it was printed, or not ours to believe
   }
   return shown;
@@ -77,8 +81,7 @@ std::string EtcdMutex::key_of(std::int64_t lease) const {
 }
 
 std::string EtcdMutex::value_of(std::int64_t lease, std::int64_t ttl_left) const {
-  return std::to_string(wall_seconds() + std::max<std::int64_t>(ttl_left, 0)) + "@" +
-         store::etcd::lease_hex(lease);
+  return etcd_value(wall_seconds() + std::max<std::int64_t>(ttl_left, 0), lease);
 }
 
 std::optional<EtcdMutex::Owner> EtcdMutex::owner() {
@@ -151,8 +154,7 @@ AcquireResult EtcdMutex::busy(const std::optional<Owner>& holder) {
     const std::int64_t left = ttl ? ttl->first : 0;
     result.held_until = etcd_shown_expiry(result.now_seconds, left, holder->kv.lease,
                                           Holder::from_json(holder->kv.value));
-    result.held_value =
-        std::to_string(result.held_until) + "@" + store::etcd::lease_hex(holder->kv.lease);
+    result.held_value = etcd_value(result.held_until, holder->kv.lease);
   }
   return result;
 }

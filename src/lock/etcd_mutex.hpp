@@ -26,6 +26,9 @@
 
 namespace nxlock::lock {
 
+// The value "EXPIRY@LEASE" of a lock on etcd (the lease in hex).
+std::string etcd_value(std::int64_t expiry, std::int64_t lease);
+
 // The lease a value "EXPIRY@LEASE" names; nullopt if it names none.
 std::optional<std::int64_t> etcd_value_lease(std::string_view value);
 

@@ -77,11 +77,12 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
   m_holder_unsent = false;  // the put below writes them, finished
   const json grant = m_client.call("/v3/lease/grant", {{"TTL", seconds}});
   const std::int64_t held = int_field(grant, "ID", m_key);
+  const std::string kept = etcd_value(hold_until, held);
   std::string details;
   if (m_holder) {
     Holder finished = *m_holder;
     finished.finished_at = wall_seconds_now();
-    finished.value = std::to_string(hold_until) + "@" + store::etcd::lease_hex(held);
+    finished.value = kept;
     details = finished.to_json();
   }
   const std::string mine = key_of(lease);
@@ -102,7 +103,7 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
   }
   m_watch.reset();
   revoke(lease, true);  // its key is on the new lease now
-  kept_value = std::to_string(hold_until) + "@" + store::etcd::lease_hex(held);  // as recorded
+  kept_value = kept;
   return Verdict::done;
 }
 
@@ -263,7 +264,7 @@ Status EtcdMutex::status() {
     }
   }
   status.expires_at = etcd_shown_expiry(status.now_seconds, left, holder->kv.lease, status.holder);
-  status.value = std::to_string(status.expires_at) + "@" + store::etcd::lease_hex(holder->kv.lease);
+  status.value = etcd_value(status.expires_at, holder->kv.lease);
   return status;
 }
 
