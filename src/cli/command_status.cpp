@@ -19,7 +19,8 @@ void add_server_views(Context& ctx, const std::vector<lock::ServerView>& views,
   nlohmann::json servers = nlohmann::json::array();
   std::size_t holding = 0;
   for (const auto& view : views) {
-    static constexpr const char* k_states[] = {"free", "expired", "held", "unavailable"};
+    static constexpr const char* k_states[] = {"free", "expired", "held", "unavailable",
+                                                   "foreign"};
     nlohmann::json j = {{"url", view.server}, {"state", k_states[static_cast<int>(view.state)]}};
     if (!view.value.empty()) {
       j["value"] = view.value;

@@ -25,10 +25,11 @@ enum class Verdict;
 // One server's answer in a quorum's last status(), for --json.
 struct ServerView {
   std::string server;  // as the user named it (password redacted)
-  enum class State { free, expired, held, unavailable };
+  // foreign: holds something that is not a lock (a page client's value, a wrong type).
+  enum class State { free, expired, held, unavailable, foreign };
   State state = State::free;
   std::string value;  // expired/held: the lock value there
-  std::string error;  // unavailable: why
+  std::string error;  // unavailable, foreign: why
 };
 
 class Lockable {

@@ -101,6 +101,21 @@ class Quorum(NxlockTestCase):
         self.assertEqual([s["holds"] for s in status["servers"]], [False, True, True])
         self.assertEqual([s["state"] for s in status["servers"]], ["held", "held", "held"])
 
+    def test_what_is_not_a_lock_on_a_minority_does_not_hide_the_majoritys_holder(self):
+        value = self.lock("job", "-t", "60")
+        self.servers[0].cli("SET", "job", "junk-value")
+        r = self.q("status", "--json", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status = json.loads(r.stdout)
+        self.assertEqual((status["state"], status["value"]), ("held", value))
+        self.assertEqual([s["state"] for s in status["servers"]], ["foreign", "held", "held"])
+        self.assertIn("not a lock timestamp", status["servers"][0]["error"])
+        # Where no majority holds one value, what is not a lock is the answer: 65.
+        self.servers[1].cli("DEL", "job")
+        r = self.q("status", "job")
+        self.assertEqual(r.returncode, 65, r.stderr)
+        self.assertIn(b"junk-value", r.stderr)
+
     def test_two_servers_down_is_69(self):
         self.servers[1].stop()
         self.servers[2].stop()

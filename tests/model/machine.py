@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import time
+import types
 
 from hypothesis import reject, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -106,7 +107,9 @@ class LockModelMachine(RuleBasedStateMachine):
             except ValueError:
                 self.fail("nxlock %s: no JSON on stdout: %r" % (" ".join(argv), out), tag)
             else:
-                if not eval(test, {}, {"j": j}):  # noqa: S307 - the test is ours
+                # The test is ours; os.environ is the script's printed values, as in its replay.
+                scope = {"os": types.SimpleNamespace(environ=self.script.printed)}
+                if not eval(test, scope, {"j": j}):  # noqa: S307
                     self.fail("nxlock %s: %s, the model says %s" % (" ".join(argv), out.strip(), test),
                               tag and tag + ":reason")
         return result.returncode, out
@@ -667,7 +670,7 @@ class LockModelMachine(RuleBasedStateMachine):
         elif holds:
             test = 'j.get("kind") == "exclusive"'
             if holds[0].value is not None and not self.backend.etcd:
-                test += ' and j.get("value") == "%s"' % holds[0].value
+                test += ' and j.get("value") == %s' % self.script.py_value(holds[0].value)
         status, out = self.nx(["--json", "status", k.name], statuses, test=test, tag=tag)
         if status not in (0, 1):
             return

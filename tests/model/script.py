@@ -16,7 +16,7 @@ check() {
   out=$("$@" 2>"$T/err"); local st=$?
   if [[ " $allowed " != *" $st "* ]]; then
     echo "MISMATCH: $* -> exit $st, model: $allowed ($(head -c 300 "$T/err"))"; fails=$((fails + 1))
-  elif [[ -n $test ]] && ! python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if ('"$test"') else 1)' "$out"; then
+  elif [[ -n $test ]] && ! python3 -c 'import json,os,sys; j=json.loads(sys.argv[1]); sys.exit(0 if ('"$test"') else 1)' "$out"; then
     echo "MISMATCH: $* -> $out, model: $test"; fails=$((fails + 1))
   fi
 }
@@ -54,6 +54,7 @@ class Script:
         self.header = header
         self.lines = []
         self.names = {}  # a value the run saw -> the shell variable holding it
+        self.printed = {}  # and back: the variable -> the value (a check's os.environ)
         self.count = 0
         self.jobs = []   # the background jobs' numbers: ended (their end files) at the end
 
@@ -71,8 +72,16 @@ class Script:
         self.count += 1
         name = "v%d" % self.count
         self.names[value] = name
-        self.lines.append("%s=$out" % name)
+        self.printed[name] = value
+        self.lines.append("export %s=$out" % name)
         return name
+
+    def py_value(self, value):
+        """A Python expression for `value` in a check's test: the printed value's
+        variable where a command printed it, so that a replay compares its own."""
+        if value in self.names:
+            return 'os.environ["%s"]' % self.names[value]
+        return repr(value)
 
     def check(self, statuses, command, test=""):
         self.lines.append("check %s %s -- %s" % (shlex.quote(" ".join(str(s) for s in sorted(statuses))),

@@ -53,15 +53,23 @@ Status QuorumLock::status() {
   std::map<std::string, std::size_t> held;
   std::map<std::string, std::size_t> expired;
   std::map<std::string, std::size_t> first;
+  std::optional<std::size_t> first_foreign;
   for (std::size_t i = 0; i < n; ++i) {
     ServerView view;
     view.server = m_channels[i]->spec.name;
     if (errors[i]) {
-      if (errors[i]->kind() != ErrorKind::unavailable) {
+      // A minority holding what is not a lock cannot outvote a majority's holder;
+      // without such a majority, its error is the answer (below).
+      const bool foreign = errors[i]->kind() == ErrorKind::data;
+      if (!foreign && errors[i]->kind() != ErrorKind::unavailable) {
         throw *errors[i];
       }
-      view.state = ServerView::State::unavailable;
+      view.state = foreign ? ServerView::State::foreign : ServerView::State::unavailable;
       view.error = errors[i]->what();
+      if (foreign && !first_foreign) {
+        first_foreign = i;
+      }
+      answered += foreign ? 1 : 0;
       m_views.push_back(std::move(view));
       continue;
     }
@@ -112,6 +120,9 @@ Status QuorumLock::status() {
     out.now_seconds = util::whole_seconds(reading);
     out.fence = highest_fence(&*value);
     return out;
+  }
+  if (first_foreign) {
+    throw *errors[*first_foreign];
   }
   if (answered < majority_of(n)) {
     throw no_majority(answered, errors);
