@@ -281,12 +281,12 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
       const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
       lock::Lockable& lock = *lock_ptr;
       ctx.out.bytes_field("key", lock.key());
-      std::optional<std::string> holder_problem;
-      const bool deleted = lock.force_release(holder_problem);
-      if (holder_problem) {
+      const lock::Removal removal = lock.force_release();
+      const bool deleted = removal.removed;
+      if (removal.holder_problem) {
         ctx.out.warn("lock '" + util::escape(lock.key()) +
-                     "': holder details not removed: " + *holder_problem);
-        ctx.out.field("holder_error", *holder_problem);
+                     "': holder details not removed: " + *removal.holder_problem);
+        ctx.out.field("holder_error", *removal.holder_problem);
       }
       ctx.out.field("released", deleted);
       if (!deleted) {
@@ -322,8 +322,9 @@ Runner renew_runner(std::shared_ptr<RenewArgs> args) {
     const auto lock_ptr =
         lock_for_value(ctx, *clock, ctx.key(args->key), args->slots, args->value, value);
     lock::Lockable& lock = *lock_ptr;
-    std::string renewed;
-    const Verdict verdict = lock.renew(value, args->ttl, renewed);
+    const lock::Renewed renewal = lock.renew(value, args->ttl);
+    const Verdict verdict = renewal.verdict;
+    const std::string& renewed = renewal.value;
     ctx.out.bytes_field("key", lock.key());
     ctx.out.field("renewed", verdict == Verdict::done);
     if (verdict != Verdict::done) {

@@ -58,12 +58,15 @@ class EtcdMutex final : public Lockable {
   Verdict release(std::string_view value) override;
   // --hold: while `not_before` is ahead, the key moves to a new lease that
   // lasts until then (its create revision, its place, stays), and the old one is revoked.
-  Verdict release_after(std::string_view value, util::Micros not_before,
-                        std::string& kept_value) override;
+  Kept release_after(std::string_view value, util::Micros not_before) override;
+  // A keepalive writes no value: the plan has none (a lost reply leaves no value to try).
+  RenewalPlan plan_renewal(std::string_view value, std::int64_t ttl) override;
   // A keepalive of the lease. A lease answered with no TTL is gone (expired);
   // a DELETE of the key seen on its watch, or the key not found, is absent.
-  // Throws util::Error(usage) when `ttl` is not the lease's: a lease's TTL cannot change.
-  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
+  // Throws util::Error(usage) when the plan's ttl is not the lease's: a lease's
+  // TTL cannot change. Done, the value names the lease and the TTL it was granted.
+  Renewed renew(std::string_view value, const RenewalPlan& plan) override;
+  using Lockable::renew;
   // The details go in the key's own value (a txn, not waited for), with the
   // holder's next step: its watch (loss_fd), a renewal, or its end while it
   // holds (`lock`). A job that ends at once never sends them: its release
@@ -71,7 +74,7 @@ class EtcdMutex final : public Lockable {
   void record_holder(Holder holder) override;
   std::optional<Holder> holder_of(std::string_view value) override;
   // Deletes the holder's key (the lowest create revision): the next in line goes.
-  bool force_release(std::optional<std::string>& holder_problem) override;
+  Removal force_release() override;
   Status status() override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_client.set_cap(monotonic_deadline);

@@ -58,12 +58,10 @@ Verdict EtcdMutex::release(std::string_view value) {
   return revoke(lease) ? Verdict::done : Verdict::expired;
 }
 
-Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
-                                 std::string& kept_value) {
+Kept EtcdMutex::release_after(std::string_view value, Micros not_before) {
   const Micros now = util::wall_now();
   if (not_before <= now) {
-    kept_value.clear();
-    return release(value);
+    return {release(value), {}};
   }
   const std::int64_t lease = lease_or_throw(m_key, value);
   // A lease cannot outlive its keepalives, so the key moves to a lease that
@@ -98,26 +96,30 @@ Verdict EtcdMutex::release_after(std::string_view value, Micros not_before,
                                    {"lease", std::to_string(held)}}}}})}});
   if (!txn.value("succeeded", false)) {
     revoke(held, true);
-    kept_value.clear();
-    return Verdict::absent;
+    return {Verdict::absent, {}};
   }
   m_watch.reset();
   revoke(lease, true);  // its key is on the new lease now
-  kept_value = kept;
-  return Verdict::done;
+  return {Verdict::done, kept};
 }
 
-Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
+RenewalPlan EtcdMutex::plan_renewal(std::string_view value, std::int64_t ttl) {
+  (void)value;
+  return {ttl, util::wall_now(), {}};
+}
+
+Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
+  const std::int64_t ttl = plan.ttl;
   const std::int64_t lease = lease_or_throw(m_key, value);
   if (lease == m_lease && m_deleted) {
-    return Verdict::absent;
+    return {Verdict::absent, {}};
   }
   send_holder();
   if (lease != m_lease) {
     // `nxlock renew` from a shell: the lease of an earlier `lock`.
     const auto ttl_now = time_to_live(lease);
     if (!ttl_now) {
-      return Verdict::expired;
+      return {Verdict::expired, {}};
     }
     if (ttl_now->second != ttl) {
       throw Error(ErrorKind::usage, "-t " + std::to_string(ttl),
@@ -130,12 +132,12 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
     const json own = m_client.call("/v3/kv/range",
                                    {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
     if (own.value("kvs", json::array()).empty()) {
-      return Verdict::absent;
+      return {Verdict::absent, {}};
     }
   }
   const std::int64_t granted = keep_alive(lease);
   if (granted <= 0) {
-    return Verdict::expired;  // the lease is gone: so is every key attached to it
+    return {Verdict::expired, {}};  // the lease is gone: so is every key attached to it
   }
   if (lease != m_lease || !m_watch) {
     // No watch tells us of a DELETE: look (linearizable), and watch from there.
@@ -143,7 +145,7 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
     const auto kvs = own.value("kvs", json::array());
     if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
                         store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
-      return Verdict::absent;
+      return {Verdict::absent, {}};
     }
     if (lease == m_lease && m_fence != 0) {
       try {
@@ -155,8 +157,7 @@ Verdict EtcdMutex::renew(std::string_view value, std::int64_t ttl, std::string& 
       }
     }
   }
-  new_value = value_of(lease, std::min(granted, ttl));
-  return Verdict::done;
+  return {Verdict::done, value_of(lease, std::min(granted, ttl))};
 }
 
 int EtcdMutex::loss_fd() {
@@ -235,14 +236,14 @@ std::optional<Holder> EtcdMutex::holder_of(std::string_view value) {
   return std::nullopt;
 }
 
-bool EtcdMutex::force_release(std::optional<std::string>& holder_problem) {
-  (void)holder_problem;  // the details are the key's own value: they go with it
+Removal EtcdMutex::force_release() {
+  // The details are the key's own value: they go with it, never a problem apart.
   const auto holder = owner();
   if (!holder) {
-    return false;
+    return {};
   }
   const json answer = m_client.call("/v3/kv/deleterange", {{"key", base64_encode(holder->kv.key)}});
-  return int_field(answer, "deleted", m_key) > 0;
+  return {int_field(answer, "deleted", m_key) > 0, std::nullopt};
 }
 
 Status EtcdMutex::status() {

@@ -333,19 +333,24 @@ store::SharedLeases::LeaseMatch LeaseLock::match(const LeaseRef& ref) const {
   return {.id = ref.id, .expiry = ref.expiry, .token = ours ? std::optional(m_fence) : std::nullopt};
 }
 
-Verdict LeaseLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep,
-                              std::string& new_value) {
+Renewed LeaseLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep) {
   const LeaseRef ref = lease_of(value);
-  new_value = value_of(ref, expiry);  // before the write: see Lock::renew
   m_store.keep_keys_for(lifetime_for(keep));
   if (m_shared.renew(keys(), match(ref), expiry)) {
-    return Verdict::done;
+    return {Verdict::done, value_of(ref, expiry)};
   }
-  return why_not(ref);
+  return {why_not(ref), {}};
 }
 
-Verdict LeaseLock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
-  return move_lease(value, expiry_for(now_seconds(), ttl), std::chrono::seconds(ttl), new_value);
+RenewalPlan LeaseLock::plan_renewal(std::string_view value, std::int64_t ttl) {
+  const LeaseRef ref = lease_of(value);
+  const Micros reading = m_clock.now();
+  return {ttl, reading, value_of(ref, expiry_for(util::whole_seconds(reading), ttl))};
+}
+
+Renewed LeaseLock::renew(std::string_view value, const RenewalPlan& plan) {
+  return move_lease(value, expiry_for(util::whole_seconds(plan.reading), plan.ttl),
+                    std::chrono::seconds(plan.ttl));
 }
 
 Verdict LeaseLock::release(std::string_view value) {
@@ -356,19 +361,13 @@ Verdict LeaseLock::release(std::string_view value) {
   return why_not(ref);
 }
 
-Verdict LeaseLock::release_after(std::string_view value, Micros not_before,
-                                 std::string& kept_value) {
-  kept_value.clear();
+Kept LeaseLock::release_after(std::string_view value, Micros not_before) {
   const Micros now = m_clock.now();
   if (not_before <= now) {
-    return release(value);
+    return {release(value), {}};
   }
-  const Verdict verdict =
-      move_lease(value, expiry_holding_until(not_before), not_before - now, kept_value);
-  if (verdict != Verdict::done) {
-    kept_value.clear();
-  }
-  return verdict;
+  const Renewed moved = move_lease(value, expiry_holding_until(not_before), not_before - now);
+  return {moved.verdict, moved.value};
 }
 
 std::vector<Status> LeaseLock::statuses() {

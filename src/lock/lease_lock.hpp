@@ -98,20 +98,22 @@ class LeaseLock final : public Lockable {
   Verdict release(std::string_view value) override;
 
   // release(), but while `not_before` is ahead the lease is kept until then.
-  Verdict release_after(std::string_view value, util::Micros not_before,
-                        std::string& kept_value) override;
+  Kept release_after(std::string_view value, util::Micros not_before) override;
 
-  // Moves the lease's expiry to now + ttl + 1, if it still holds the key.
-  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
+  // Reads the clock once: the lease `value` names moves to now + ttl + 1. Throws
+  // util::Error(usage) if `value` is not a value of this kind.
+  RenewalPlan plan_renewal(std::string_view value, std::int64_t ttl) override;
+
+  // Moves the lease's expiry to the plan's, if it still holds the key.
+  Renewed renew(std::string_view value, const RenewalPlan& plan) override;
+  using Lockable::renew;
 
   // Records who holds the lease, with its token, beside the lease (traced, never thrown).
   void record_holder(Holder holder) override;
   // The details of the holder of `value`: the exclusive holder's, for a leased
   // taker that found one; a slot's, for its EXPIRY.
   std::optional<Holder> holder_of(std::string_view value) override;
-  bool force_release(std::optional<std::string>& holder_problem) override {
-    return m_lock.force_release(holder_problem);
-  }
+  Removal force_release() override { return m_lock.force_release(); }
   Status status() override { return m_lock.status(); }
   // Every slot's state, slot 1 first (status --slots, a busy message).
   std::vector<Status> statuses();
@@ -135,9 +137,8 @@ class LeaseLock final : public Lockable {
   std::int64_t now_seconds();
   // Why a lease step on `ref` was refused.
   Verdict why_not(const LeaseRef& ref);
-  // Writes the lease to `expiry`; the verdict, and the new value in `new_value`.
-  Verdict move_lease(std::string_view value, std::int64_t expiry, util::Micros keep,
-                     std::string& new_value);
+  // Writes the lease `value` names to `expiry`; done, the value that names it now.
+  Renewed move_lease(std::string_view value, std::int64_t expiry, util::Micros keep);
 
   store::Store& m_store;
   store::SharedLeases& m_shared;

@@ -165,24 +165,28 @@ class Lock final : public Lockable {
   // lock's clock, microseconds): while that is still ahead, the expiry of the lock
   // still holding `value` is moved to it instead (atomic compare-and-set, as renew
   // does; shorter or longer than the ttl) and the holder details stay, marked
-  // finished. `kept_value` receives the value left in place, or is emptied when the
-  // lock was deleted. Verdicts as for release().
-  Verdict release_after(std::string_view value, util::Micros not_before,
-                        std::string& kept_value) override;
+  // finished. The value left in place comes back with the verdict (none when the
+  // lock was deleted). Verdicts as for release().
+  Kept release_after(std::string_view value, util::Micros not_before) override;
 
-  // Moves the expiry of a lock still holding `value` to now + ttl + 1 (atomic
-  // compare-and-set). On success `new_value` receives the value now stored.
-  // If it throws, `new_value` holds the value it was writing, which may have
-  // been stored even so (the reply was lost): renew from that value too.
-  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
+  // Reads the clock once: the renewal writes now + ttl + 1.
+  RenewalPlan plan_renewal(std::string_view value, std::int64_t ttl) override;
+
+  // Moves the expiry of a lock still holding `value` to the plan's value
+  // (atomic compare-and-set); on success the lock holds the plan's value. If
+  // it throws, the plan's value may have been stored even so (the reply was
+  // lost): renew from that value too.
+  Renewed renew(std::string_view value, const RenewalPlan& plan) override;
+  using Lockable::renew;
 
   // Records who holds the lock we took (advisory details beside it, see holder.hpp).
   void record_holder(Holder holder) override { m_holder.record(std::move(holder)); }
 
   // Deletes whatever the key holds, holds of every kind; true if something
-  // was there, and the first waiter is woken. The holder details and leases go too, best effort: if they cannot (a corrupt record), the lock is
-  // still released and `holder_problem` says why.
-  bool force_release(std::optional<std::string>& holder_problem) override;
+  // was there, and the first waiter is woken. The holder details and leases go
+  // too, best effort: if they cannot (a corrupt record), the lock is still
+  // released and the Removal says why.
+  Removal force_release() override;
 
   // Reads the lock's state and, when held, the holder's details.
   Status status() override;

@@ -144,16 +144,15 @@ Verdict Lock::release(std::string_view value) {
   return deleted ? Verdict::done : why_not(value);
 }
 
-Verdict Lock::release_after(std::string_view value, Micros not_before, std::string& kept_value) {
-  kept_value.clear();
+Kept Lock::release_after(std::string_view value, Micros not_before) {
   const Micros now = m_clock.now();
   if (not_before <= now) {
-    return release(value);
+    return {release(value), {}};
   }
   refuse_leased();
   // Expired: the lock may be someone else's already; there is nothing to keep.
   if (const auto verdict = past_expiry(value, util::whole_seconds(now))) {
-    return *verdict;
+    return {*verdict, {}};
   }
   // not_before > now, so this value is >= now in whole seconds: never already expired.
   const std::string next = std::to_string(expiry_holding_until(not_before));
@@ -165,33 +164,36 @@ Verdict Lock::release_after(std::string_view value, Micros not_before, std::stri
   if (!swapped) {
     const Verdict verdict = why_not(value);
     m_holder.forget(value);
-    return verdict;
+    return {verdict, {}};
   }
   // The details follow the lock's new value and say the job is over.
   m_holder.finish(value, next, util::whole_seconds(now));
-  kept_value = next;
-  return Verdict::done;
+  return {Verdict::done, next};
 }
 
-Verdict Lock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
+RenewalPlan Lock::plan_renewal(std::string_view value, std::int64_t ttl) {
+  (void)value;  // every value of this lock is renewed to the same expiry
+  const Micros reading = m_clock.now();
+  return {ttl, reading, std::to_string(expiry_for(util::whole_seconds(reading), ttl))};
+}
+
+Renewed Lock::renew(std::string_view value, const RenewalPlan& plan) {
   refuse_leased();
-  const std::int64_t now = now_seconds();
-  if (const auto verdict = past_expiry(value, now)) {
-    return *verdict;
+  if (const auto verdict = past_expiry(value, util::whole_seconds(plan.reading))) {
+    return {*verdict, {}};
   }
-  const std::string next = std::to_string(expiry_for(now, ttl));
-  new_value = next;  // before the write: see renew() in lock.hpp
-  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
-  const bool swapped = swap_value(value, next);
+  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(plan.ttl)));
+  const bool swapped = swap_value(value, plan.value);
   if (!swapped) {
-    return why_not(value);
+    return {why_not(value), {}};
   }
   // Keep the details attached to the lock's new value.
-  m_holder.follow(value, next);
-  return Verdict::done;
+  m_holder.follow(value, plan.value);
+  return {Verdict::done, plan.value};
 }
 
-bool Lock::force_release(std::optional<std::string>& holder_problem) {
+Removal Lock::force_release() {
+  Removal removal;
   const std::size_t removed = m_store.del({m_key});
   try {
     // Leased holders' leases go too: they would otherwise keep the key held at their next renewal.
@@ -199,7 +201,7 @@ bool Lock::force_release(std::optional<std::string>& holder_problem) {
     m_store.del({store::holder_key(m_key), leases, store::details_key(leases)});
   } catch (const util::Error& e) {
     // Advisory details: a corrupt record must not turn a release into a failure.
-    holder_problem = e.what();
+    removal.holder_problem = e.what();
   }
   // A plain delete wakes the key's watchers; the first queued waiter may sleep on its own wake-up.
   if (store::WaitersQueue* const waiters = m_store.queue(); waiters != nullptr && removed > 0) {
@@ -209,7 +211,8 @@ bool Lock::force_release(std::optional<std::string>& holder_problem) {
       util::trace(std::string("first waiter not woken (it polls): ") + e.what());
     }
   }
-  return removed > 0;
+  removal.removed = removed > 0;
+  return removal;
 }
 
 Status Lock::status() {

@@ -1,9 +1,10 @@
 // Lockable: what cli/ and run/ ask of a lock, on one server (Lock), a quorum (QuorumLock),
 // or a counting semaphore's slot (Semaphore).
 //
-// The result types are those of lock.hpp; they are only declared here, so that
+// Most result types are those of lock.hpp; they are only declared here, so that
 // lock.hpp can include this file for Lock to implement it. Callers include
-// lock/lock.hpp (or lock/quorum.hpp).
+// lock/lock.hpp (or lock/quorum.hpp). The results of renewal, release_after
+// and force_release are defined here: each step returns what it did.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,37 @@ struct ServerView {
   std::string error;  // unavailable, foreign: why
 };
 
+// A renewal decided before any write (Lockable::plan_renewal): the caller
+// knows what renew() writes, so that when renew() throws (its reply was lost,
+// yet the write may have been made) it can renew from that value too.
+struct RenewalPlan {
+  std::int64_t ttl = 0;     // seconds
+  util::Micros reading{0};  // the lock's clock reading the new expiry was computed from
+  // The value renew() writes; empty where renewing writes no value (etcd
+  // keeps the lease alive: the key is not written).
+  std::string value;
+};
+
+// What renew() did.
+struct Renewed {
+  Verdict verdict{};
+  std::string value;  // done: the value that holds the lock now
+};
+
+// What release_after() did.
+struct Kept {
+  Verdict verdict{};
+  std::string value;  // done, and kept for the hold: the value left in place; empty if deleted
+};
+
+// What force_release() did.
+struct Removal {
+  bool removed = false;  // something was there
+  // The holder details (or leases) could not go (a corrupt record): why. The
+  // lock was released even so.
+  std::optional<std::string> holder_problem;
+};
+
 class Lockable {
  public:
   virtual ~Lockable() = default;
@@ -54,11 +86,21 @@ class Lockable {
   virtual Verdict release(std::string_view value) = 0;
 
   // release(), but kept until `not_before` (Unix time, microseconds); see Lock.
-  virtual Verdict release_after(std::string_view value, util::Micros not_before,
-                                std::string& kept_value) = 0;
+  virtual Kept release_after(std::string_view value, util::Micros not_before) = 0;
 
-  // Moves the expiry of the lock still holding `value` to now + ttl + 1; see Lock.
-  virtual Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) = 0;
+  // Decides a renewal of the lock holding `value` for `ttl` seconds: reads the
+  // clock and computes the value renew() will write. Writes nothing.
+  virtual RenewalPlan plan_renewal(std::string_view value, std::int64_t ttl) = 0;
+
+  // Moves the expiry of the lock still holding `value` to the plan's (now + ttl
+  // + 1); see Lock. `value` may be an earlier value than the one the plan was
+  // made for (on_value_or_earlier): the same plan serves each.
+  virtual Renewed renew(std::string_view value, const RenewalPlan& plan) = 0;
+
+  // Both at once, for a caller with nothing to do between them.
+  Renewed renew(std::string_view value, std::int64_t ttl) {
+    return renew(value, plan_renewal(value, ttl));
+  }
 
   // Records who holds the lock we took (advisory details beside it).
   virtual void record_holder(Holder holder) = 0;
@@ -66,8 +108,8 @@ class Lockable {
   // The details recorded for the lock holding `value`, if any.
   virtual std::optional<Holder> holder_of(std::string_view value) = 0;
 
-  // Deletes whatever the key holds; true if something was there.
-  virtual bool force_release(std::optional<std::string>& holder_problem) = 0;
+  // Deletes whatever the key holds; see Removal.
+  virtual Removal force_release() = 0;
 
   // The lock's state (a quorum's: the majority's view).
   virtual Status status() = 0;

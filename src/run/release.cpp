@@ -63,8 +63,10 @@ void release(LockedRun& run, bool keep_for_hold, RunLockedOutcome& outcome) {
   ReleaseStep release_one = [&](const std::string& value) { return run.lock.release(value); };
   if (keep_for_hold && run.options.hold > Micros(0)) {
     release_one = [&](const std::string& value) {
-      return run.lock.release_after(value, run.options.acquired_at + run.options.hold,
-                                    outcome.kept_value);
+      outcome.kept_value.clear();
+      lock::Kept kept = run.lock.release_after(value, run.options.acquired_at + run.options.hold);
+      outcome.kept_value = std::move(kept.value);
+      return kept.verdict;
     };
   }
   try {

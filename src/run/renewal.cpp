@@ -36,13 +36,20 @@ std::optional<Loss> Renewal::step() {
   if (sent < m_next) {
     return std::nullopt;
   }
+  // The value this renewal writes, known before any write: if renew() throws,
+  // its reply was lost, and the value may have been stored even so.
   std::string written;
   const Micros act_by = m_held.valid_until - m_lead;
   try {
     lock::DeadlineScope deadline(m_lock, act_by);
+    const lock::RenewalPlan plan = m_lock.plan_renewal(m_held.value, m_ttl.count() / 1'000'000);
+    written = plan.value;
+    std::string renewed;
     const lock::Verdict verdict =
         lock::on_value_or_earlier(m_held.value, m_held.maybe_ours, [&](const std::string& value) {
-          return m_lock.renew(value, m_ttl.count() / 1'000'000, written);
+          lock::Renewed step = m_lock.renew(value, plan);
+          renewed = std::move(step.value);
+          return step.verdict;
         });
     if (verdict != lock::Verdict::done) {
       return Loss{verdict, {}};
@@ -51,7 +58,7 @@ std::optional<Loss> Renewal::step() {
     // (the replica that confirmed it re-syncs from the new master and drops
     // it): the value before it, under our token, is still ours.
     m_held.maybe_ours.assign(1, m_held.value);
-    m_held.value = written;
+    m_held.value = renewed;
     // The new value was computed after `sent`; a quorum's drift margin comes off.
     m_held.valid_until = sent + m_ttl - m_lock.validity_margin(m_ttl.count() / 1'000'000);
     m_next = util::mono_now() + m_interval;

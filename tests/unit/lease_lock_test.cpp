@@ -103,13 +103,13 @@ TEST_F(LeaseLockTest, AnExpiredLeaseIsNoLongerHeldNorRenewed) {
   LeaseLock shared(store, clock, "k", 0);
   const auto a = shared.acquire(5, once);
   ASSERT_EQ(a.outcome, AcquireResult::Outcome::acquired);
-  std::string renewed;
-  EXPECT_EQ(shared.renew(a.value, 7, renewed), Verdict::done);
-  EXPECT_NE(renewed, a.value);
+  const lock::Renewed renewed = shared.renew(a.value, 7);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_NE(renewed.value, a.value);
   clock.set(1'000'000'000LL + 20);  // the holder died and stopped renewing
   Lock exclusive(store, clock, "k");
   EXPECT_EQ(exclusive.acquire(10, once).outcome, AcquireResult::Outcome::acquired);
-  EXPECT_EQ(shared.renew(renewed, 5, renewed), Verdict::expired);
+  EXPECT_EQ(shared.renew(renewed.value, 5).verdict, Verdict::expired);
   EXPECT_EQ(exclusive.status().shared_holders, 0u);
 }
 
@@ -121,8 +121,7 @@ TEST_F(LeaseLockTest, RenewalMovesTheKeyWithTheLatestLease) {
   EXPECT_EQ(*store.get("k"), std::to_string(1'000'000'000LL + 51));
   EXPECT_EQ(second.release(b.value), Verdict::done);
   EXPECT_EQ(*store.get("k"), std::to_string(1'000'000'000LL + 6));  // back to the one left
-  std::string renewed;
-  EXPECT_EQ(first.renew(a.value, 100, renewed), Verdict::done);
+  EXPECT_EQ(first.renew(a.value, 100).verdict, Verdict::done);
   EXPECT_EQ(*store.get("k"), std::to_string(1'000'000'000LL + 101));
 }
 
@@ -200,8 +199,7 @@ TEST_F(LeaseLockTest, ABareValueNeverReleasesLeasedHolders) {
   Lock shell(store, clock, "k");
   const std::string bare = *store.get("k");
   EXPECT_EQ(error_kind_of([&] { shell.release(bare); }), util::ErrorKind::usage);
-  std::string renewed;
-  EXPECT_EQ(error_kind_of([&] { shell.renew(bare, 10, renewed); }), util::ErrorKind::usage);
+  EXPECT_EQ(error_kind_of([&] { shell.renew(bare, 10); }), util::ErrorKind::usage);
   EXPECT_EQ(store.get("k"), bare);  // still held, by its shared holder
   EXPECT_EQ(shared.release(a.value), Verdict::done);
 }
@@ -212,19 +210,18 @@ TEST_F(LeaseLockTest, ALeaseIsLostWithTheKeyItsSetHeld) {
   ASSERT_EQ(a.outcome, AcquireResult::Outcome::acquired);
   // A page client's GETSET: the key is someone else's now.
   store.set("k", std::to_string(1'000'000'000LL + 30));
-  std::string renewed;
-  EXPECT_EQ(shared.renew(a.value, 10, renewed), Verdict::taken_over);
+  EXPECT_EQ(shared.renew(a.value, 10).verdict, Verdict::taken_over);
   EXPECT_EQ(*store.get("k"), std::to_string(1'000'000'000LL + 30));  // never written over
   EXPECT_EQ(shared.release(a.value), Verdict::taken_over);
   EXPECT_EQ(Lock(store, clock, "k").status().shared_holders, 0u);
   // A page client's DEL: lost too, and the next taker starts a new set.
   store.del({"k"});
-  EXPECT_EQ(shared.renew(a.value, 10, renewed), Verdict::absent);
+  EXPECT_EQ(shared.renew(a.value, 10).verdict, Verdict::absent);
   LeaseLock next(store, clock, "k", 0);
   const auto b = next.acquire(10, once);
   ASSERT_EQ(b.outcome, AcquireResult::Outcome::acquired);
   EXPECT_GT(b.fence, a.fence);
-  EXPECT_EQ(shared.renew(a.value, 10, renewed), Verdict::held_by_other);
+  EXPECT_EQ(shared.renew(a.value, 10).verdict, Verdict::held_by_other);
   EXPECT_EQ(Lock(store, clock, "k").status().shared_holders, 1u);
 }
 
@@ -232,10 +229,8 @@ TEST_F(LeaseLockTest, ForceRemovesEveryKindAndItsRenewalFails) {
   LeaseLock a(store, clock, "k", 2);
   const auto got = a.acquire(10, once);
   ASSERT_EQ(got.outcome, AcquireResult::Outcome::acquired);
-  std::optional<std::string> problem;
-  EXPECT_TRUE(Lock(store, clock, "k").force_release(problem));
-  std::string renewed;
-  EXPECT_NE(a.renew(got.value, 10, renewed), Verdict::done);
+  EXPECT_TRUE(Lock(store, clock, "k").force_release().removed);
+  EXPECT_NE(a.renew(got.value, 10).verdict, Verdict::done);
   EXPECT_FALSE(store.get(store::shared_key("k")).has_value());
 }
 
@@ -269,9 +264,10 @@ TEST_F(LeaseLockTest, ASlotsValueActsOnItsSlotOnly) {
   const auto got_a = a.acquire(k_ttl, once);
   const auto got_b = b.acquire(k_ttl, once);
   ASSERT_EQ(got_b.outcome, AcquireResult::Outcome::acquired);
-  std::string renewed;
   clock.set(1'000'000'000LL + 5);
-  EXPECT_EQ(b.renew(got_b.value, k_ttl + 30, renewed), Verdict::done);
+  const lock::Renewed renewal = b.renew(got_b.value, k_ttl + 30);
+  EXPECT_EQ(renewal.verdict, Verdict::done);
+  const std::string& renewed = renewal.value;
   EXPECT_NE(renewed, got_b.value);
 
   // `unlock dump 2:VALUE` from a shell: no acquisition of its own.

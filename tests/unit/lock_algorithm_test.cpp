@@ -209,9 +209,9 @@ TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
   // C4 retrying sees a held lock.
   EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::busy);
   // The winner still owns its value: it can renew it and release it.
-  std::string renewed;
-  EXPECT_EQ(c5.renew(c5_attempt.value, k_short_ttl, renewed), Verdict::done);
-  EXPECT_EQ(c5.release(renewed), Verdict::done);
+  const lock::Renewed renewed = c5.renew(c5_attempt.value, k_short_ttl);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(c5.release(renewed.value), Verdict::done);
   EXPECT_FALSE(store.inner.get(k_key).has_value());
 }
 
@@ -373,11 +373,11 @@ TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
   Lock lock(store, clock, k_key);
   const auto value = lock.try_once(k_short_ttl).value;
   clock.set(k_t0 + 5);
-  std::string renewed;
-  EXPECT_EQ(lock.renew(value, 30, renewed), Verdict::done);
-  EXPECT_EQ(renewed, std::to_string(k_t0 + 5 + 30 + 1));
-  EXPECT_EQ(store.inner.get(k_key), renewed);
-  EXPECT_EQ(lock.renew(value, 30, renewed), Verdict::taken_over);  // old value is stale now
+  const lock::Renewed renewed = lock.renew(value, 30);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(renewed.value, std::to_string(k_t0 + 5 + 30 + 1));
+  EXPECT_EQ(store.inner.get(k_key), renewed.value);
+  EXPECT_EQ(lock.renew(value, 30).verdict, Verdict::taken_over);  // old value is stale now
 }
 
 TEST(LockAlgorithm, AcquireWithoutWaitingReportsTheHolder) {
@@ -434,11 +434,11 @@ TEST(LockHold, ReleaseAfterKeepsTheLockUntilTheHoldEnds) {
   const auto value = lock.try_once(k_short_ttl).value;
   lock.record_holder(lock::describe_holder(value, 42, "report", k_t0));
   clock.set(at(k_t0, 500'000));  // the job took half a second
-  std::string kept;
-  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3, 250'000), kept), Verdict::done);
-  EXPECT_EQ(kept, std::to_string(k_t0 + 3));  // shorter than the ttl's expiry
-  EXPECT_EQ(store.inner.get(k_key), kept);
-  const auto holder = lock::read_holder(store, k_key, kept);
+  const lock::Kept kept = lock.release_after(value, at(k_t0 + 3, 250'000));
+  EXPECT_EQ(kept.verdict, Verdict::done);
+  EXPECT_EQ(kept.value, std::to_string(k_t0 + 3));  // shorter than the ttl's expiry
+  EXPECT_EQ(store.inner.get(k_key), kept.value);
+  const auto holder = lock::read_holder(store, k_key, kept.value);
   ASSERT_TRUE(holder.has_value());  // the details stay while the lock is held
   EXPECT_EQ(holder->pid, 42);
   EXPECT_EQ(holder->finished_at, k_t0);
@@ -456,10 +456,10 @@ TEST(LockHold, AHoldLongerThanTheTtlWins) {
   FakeClock clock(k_t0);
   Lock lock(store, clock, k_key);
   const auto value = lock.try_once(k_short_ttl).value;
-  std::string kept;
-  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3 * k_short_ttl), kept), Verdict::done);
-  EXPECT_EQ(kept, std::to_string(k_t0 + 3 * k_short_ttl - 1));
-  EXPECT_EQ(store.inner.get(k_key), kept);
+  const lock::Kept kept = lock.release_after(value, at(k_t0 + 3 * k_short_ttl));
+  EXPECT_EQ(kept.verdict, Verdict::done);
+  EXPECT_EQ(kept.value, std::to_string(k_t0 + 3 * k_short_ttl - 1));
+  EXPECT_EQ(store.inner.get(k_key), kept.value);
 }
 
 TEST(LockHold, AHoldThatHasPassedReleasesAtOnce) {
@@ -469,9 +469,9 @@ TEST(LockHold, AHoldThatHasPassedReleasesAtOnce) {
   const auto value = lock.try_once(k_short_ttl).value;
   lock.record_holder(lock::describe_holder(value, 42, "report", k_t0));
   clock.set(k_t0 + 5);
-  std::string kept = "stale";
-  EXPECT_EQ(lock.release_after(value, at(k_t0 + 3), kept), Verdict::done);
-  EXPECT_TRUE(kept.empty());
+  const lock::Kept kept = lock.release_after(value, at(k_t0 + 3));
+  EXPECT_EQ(kept.verdict, Verdict::done);
+  EXPECT_TRUE(kept.value.empty());
   EXPECT_FALSE(store.inner.get(k_key).has_value());
   EXPECT_FALSE(store.inner.get(store::holder_key(k_key)).has_value());
 }
@@ -483,14 +483,14 @@ TEST(LockHold, NothingIsHeldForALostLock) {
   Lock lock(store, clock, k_key);
   const auto value = lock.try_once(k_short_ttl).value;
   clock.set(k_t0 + k_short_ttl + 2);
-  std::string kept;
-  EXPECT_EQ(lock.release_after(value, at(k_t0 + 60), kept), Verdict::expired);
-  EXPECT_TRUE(kept.empty());
+  const lock::Kept kept = lock.release_after(value, at(k_t0 + 60));
+  EXPECT_EQ(kept.verdict, Verdict::expired);
+  EXPECT_TRUE(kept.value.empty());
   EXPECT_EQ(store.inner.get(k_key), value);
 
   store.inner.set(k_key, std::to_string(k_t0 + 50));
   clock.set(k_t0 + 1);
-  EXPECT_EQ(lock.release_after(value, at(k_t0 + 60), kept), Verdict::taken_over);
+  EXPECT_EQ(lock.release_after(value, at(k_t0 + 60)).verdict, Verdict::taken_over);
   EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + 50));
 }
 
@@ -514,8 +514,7 @@ TEST(LockHold, ReleaseAfterLeavesTheNextHoldersDetailsAlone) {
       b.record_holder(lock::describe_holder(b_value, 2, "b", k_t0 + 100));
     };
   };
-  std::string kept;
-  EXPECT_EQ(a.release_after(a_value, at(k_t0 + 3), kept), Verdict::done);
+  EXPECT_EQ(a.release_after(a_value, at(k_t0 + 3)).verdict, Verdict::done);
   ASSERT_FALSE(b_value.empty());
   const auto holder = lock::read_holder(store, k_key, b_value);
   ASSERT_TRUE(holder.has_value());
@@ -593,8 +592,7 @@ TEST(LockFencing, TheLoserOfATakeoverTakesNoToken) {
   EXPECT_EQ(c4_attempt.fence, 0);
   EXPECT_EQ(c4.fence(), 0);
   EXPECT_EQ(store.inner.get(k_fence_key), std::to_string(c5_attempt.fence));
-  std::string renewed;
-  EXPECT_EQ(c5.renew(c5_attempt.value, k_short_ttl, renewed), Verdict::done);
+  EXPECT_EQ(c5.renew(c5_attempt.value, k_short_ttl).verdict, Verdict::done);
 }
 
 // A holds the lock; it is force-deleted and B takes it in
@@ -609,8 +607,7 @@ TEST(LockFencing, TwoAcquisitionsWithTheSameValueAreNeverConfused) {
   ASSERT_EQ(a_attempt.outcome, Attempt::Outcome::acquired);
 
   Lock forcer(store, clock, k_key);
-  std::optional<std::string> problem;
-  EXPECT_TRUE(forcer.force_release(problem));
+  EXPECT_TRUE(forcer.force_release().removed);
   EXPECT_EQ(store.inner.get(k_fence_key), "1");  // unlock --force never resets it
 
   Lock b(store, clock, k_key);
@@ -620,17 +617,16 @@ TEST(LockFencing, TwoAcquisitionsWithTheSameValueAreNeverConfused) {
   EXPECT_GT(b_attempt.fence, a_attempt.fence);
 
   clock.set(k_t0 + 1);
-  std::string written;
-  EXPECT_EQ(a.renew(a_attempt.value, k_short_ttl, written), Verdict::taken_over);
+  EXPECT_EQ(a.renew(a_attempt.value, k_short_ttl).verdict, Verdict::taken_over);
   EXPECT_EQ(store.inner.get(k_key), b_attempt.value);
-  std::string kept;
-  EXPECT_EQ(a.release_after(a_attempt.value, util::Micros((k_t0 + 5) * 1'000'000), kept),
+  EXPECT_EQ(a.release_after(a_attempt.value, util::Micros((k_t0 + 5) * 1'000'000)).verdict,
             Verdict::taken_over);
   EXPECT_EQ(a.release(a_attempt.value), Verdict::taken_over);
   EXPECT_EQ(store.inner.get(k_key), b_attempt.value);
 
-  EXPECT_EQ(b.renew(b_attempt.value, k_short_ttl, written), Verdict::done);
-  EXPECT_EQ(b.release(written), Verdict::done);
+  const lock::Renewed renewed = b.renew(b_attempt.value, k_short_ttl);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(b.release(renewed.value), Verdict::done);
   EXPECT_FALSE(store.inner.get(k_key).has_value());
 }
 
@@ -644,9 +640,9 @@ TEST(LockFencing, ALockThatTookNothingGoesByTheValue) {
   ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
   Lock from_shell(store, clock, k_key);
   EXPECT_EQ(from_shell.fence(), 0);
-  std::string renewed;
-  EXPECT_EQ(from_shell.renew(a.value, k_short_ttl + 5, renewed), Verdict::done);
-  EXPECT_EQ(from_shell.release(renewed), Verdict::done);
+  const lock::Renewed renewed = from_shell.renew(a.value, k_short_ttl + 5);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(from_shell.release(renewed.value), Verdict::done);
   EXPECT_EQ(store.inner.get(k_fence_key), "1");
 }
 

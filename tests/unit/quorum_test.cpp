@@ -263,11 +263,11 @@ TEST_F(QuorumTest, OneServerDownStillLocksRenewsAndReleases) {
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
-  std::string renewed;
-  EXPECT_EQ(quorum->renew(result.value, 120, renewed), Verdict::done);
-  EXPECT_EQ(values()[0], renewed);
-  EXPECT_EQ(values()[2], renewed);
-  EXPECT_EQ(quorum->release(renewed), Verdict::done);
+  const lock::Renewed renewed = quorum->renew(result.value, 120);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(values()[0], renewed.value);
+  EXPECT_EQ(values()[2], renewed.value);
+  EXPECT_EQ(quorum->release(renewed.value), Verdict::done);
   EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
 }
 
@@ -278,8 +278,7 @@ TEST_F(QuorumTest, ARenewalThatLosesTheMajorityIsUndoneOnTheMinority) {
   const std::string other = std::to_string(std::stoll(result.value) + 7);
   servers[0].data.set("k", other);
   servers[1].data.set("k", other);
-  std::string renewed;
-  EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::taken_over);
+  EXPECT_EQ(quorum->renew(result.value, 60).verdict, Verdict::taken_over);
   EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, std::nullopt}));
 }
 
@@ -299,14 +298,13 @@ TEST_F(QuorumTest, AServerOurAcquisitionDidNotTakeIsNotOursThoughItHoldsOurValue
   const auto taken = waiter.try_once(60);
   ASSERT_EQ(taken.outcome, lock::Attempt::Outcome::acquired);
   ASSERT_EQ(taken.value, result.value);
-  std::string renewed;
-  EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::done);
-  EXPECT_EQ(quorum->release(renewed), Verdict::done);
+  const lock::Renewed renewed = quorum->renew(result.value, 60);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(quorum->release(renewed.value), Verdict::done);
   EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{std::nullopt, std::nullopt,
                                                                taken.value}))
       << "the waiter's lock on the third server is left alone";
-  std::string kept;
-  EXPECT_EQ(waiter.renew(taken.value, 60, kept), Verdict::done) << "still the waiter's";
+  EXPECT_EQ(waiter.renew(taken.value, 60).verdict, Verdict::done) << "still the waiter's";
 }
 
 TEST_F(QuorumTest, ALostRenewalLeavesAServerOurAcquisitionDidNotTake) {
@@ -324,8 +322,7 @@ TEST_F(QuorumTest, ALostRenewalLeavesAServerOurAcquisitionDidNotTake) {
   const std::string other = std::to_string(std::stoll(result.value) + 7);
   servers[0].data.set("k", other);
   servers[1].data.set("k", other);
-  std::string renewed;
-  EXPECT_EQ(quorum->renew(result.value, 60, renewed), Verdict::taken_over);
+  EXPECT_EQ(quorum->renew(result.value, 60).verdict, Verdict::taken_over);
   EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, result.value}));
 }
 
@@ -386,11 +383,11 @@ TEST_F(QuorumTest, TheTokenIsTheHighestOfTheDecidingServersAndIsRaisedOnTheOther
   EXPECT_EQ(servers[0].data.get(counter), "41") << "raised";
   EXPECT_EQ(servers[1].data.get(counter), "41");
   // The raised counters are ours: renew and release (fenced by them) still work.
-  std::string renewed;
-  EXPECT_EQ(quorum->renew(result.value, 120, renewed), Verdict::done);
-  EXPECT_EQ(servers[0].data.get("k"), renewed);
+  const lock::Renewed renewed = quorum->renew(result.value, 120);
+  EXPECT_EQ(renewed.verdict, Verdict::done);
+  EXPECT_EQ(servers[0].data.get("k"), renewed.value);
   EXPECT_EQ(quorum->status().fence, 41);
-  EXPECT_EQ(quorum->release(renewed), Verdict::done);
+  EXPECT_EQ(quorum->release(renewed.value), Verdict::done);
   servers[2].stopped = false;
   const auto found = values();
   EXPECT_EQ(found[0], std::nullopt);
@@ -463,9 +460,9 @@ TEST_F(QuorumTest, AStoppedServerHoldsUpNoStep) {
   EXPECT_GT(result.fence, 0);
   std::string value = result.value;
   for (int i = 0; i < 4; ++i) {
-    std::string renewed;
-    ASSERT_EQ(quorum->renew(value, 60 + i, renewed), Verdict::done) << i;
-    value = renewed;
+    const lock::Renewed renewed = quorum->renew(value, 60 + i);
+    ASSERT_EQ(renewed.verdict, Verdict::done) << i;
+    value = renewed.value;
   }
   EXPECT_EQ(quorum->status().state, lock::Status::State::held);
   EXPECT_EQ(quorum->release(value), Verdict::done);

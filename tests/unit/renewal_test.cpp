@@ -55,10 +55,12 @@ class ScriptedLock final : public lock::Lockable {
   std::int64_t fence() const override { return 1; }
   lock::AcquireResult acquire(std::int64_t, const lock::WaitPolicy&) override { return {}; }
   lock::Verdict release(std::string_view) override { return lock::Verdict::done; }
-  lock::Verdict release_after(std::string_view, Micros, std::string&) override {
-    return lock::Verdict::done;
+  lock::Kept release_after(std::string_view, Micros) override { return {lock::Verdict::done, {}}; }
+  // Each renewal writes "v" and its number.
+  lock::RenewalPlan plan_renewal(std::string_view, std::int64_t ttl) override {
+    return {ttl, Micros(0), "v" + std::to_string(renewals + 1)};
   }
-  lock::Verdict renew(std::string_view, std::int64_t, std::string& new_value) override {
+  lock::Renewed renew(std::string_view, const lock::RenewalPlan& plan) override {
     ++renewals;
     last_called = util::mono_now();
     std::this_thread::sleep_for(reply_delay);
@@ -66,15 +68,17 @@ class ScriptedLock final : public lock::Lockable {
     if (!answers.empty()) {
       answers.pop_front();
     }
-    new_value = "v" + std::to_string(renewals);
     if (answer == Answer::unavailable) {
       throw util::Error(util::ErrorKind::unavailable, "redis://x", "connection refused");
     }
-    return answer == Answer::done ? lock::Verdict::done : lock::Verdict::taken_over;
+    if (answer != Answer::done) {
+      return {lock::Verdict::taken_over, {}};
+    }
+    return {lock::Verdict::done, plan.value};
   }
   void record_holder(lock::Holder) override {}
   std::optional<lock::Holder> holder_of(std::string_view) override { return std::nullopt; }
-  bool force_release(std::optional<std::string>&) override { return false; }
+  lock::Removal force_release() override { return {}; }
   lock::Status status() override { return {}; }
   void set_deadline(std::optional<Micros> deadline) override { deadlines.push_back(deadline); }
 

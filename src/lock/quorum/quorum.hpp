@@ -99,12 +99,13 @@ class QuorumLock final : public Lockable {
   std::int64_t fence() const override { return m_fence; }
   AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
   Verdict release(std::string_view value) override;
-  Verdict release_after(std::string_view value, util::Micros not_before,
-                        std::string& kept_value) override;
-  Verdict renew(std::string_view value, std::int64_t ttl, std::string& new_value) override;
+  Kept release_after(std::string_view value, util::Micros not_before) override;
+  RenewalPlan plan_renewal(std::string_view value, std::int64_t ttl) override;
+  Renewed renew(std::string_view value, const RenewalPlan& plan) override;
+  using Lockable::renew;
   void record_holder(Holder holder) override;
   std::optional<Holder> holder_of(std::string_view value) override;
-  bool force_release(std::optional<std::string>& holder_problem) override;
+  Removal force_release() override;
   Status status() override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
   util::Micros validity_margin(std::int64_t ttl) const override { return drift_margin(ttl); }

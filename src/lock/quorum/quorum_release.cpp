@@ -105,34 +105,35 @@ Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
   return tally(verdicts, replies.errors, doing);
 }
 
-Verdict QuorumLock::release_after(std::string_view value, Micros not_before,
-                                  std::string& kept_value) {
-  kept_value.clear();
+Kept QuorumLock::release_after(std::string_view value, Micros not_before) {
   const Micros reading = m_clock.now();
   if (not_before <= reading) {
-    return release(value);
+    return {release(value), {}};
   }
   parse_user_value(m_key, value);
   std::vector<std::optional<Verdict>> verdicts;
   const Verdict verdict = on_every_holder(
       value, reading,
       [not_before](Lock& lock, std::string_view v) {
-        std::string kept;
-        return lock.release_after(v, not_before, kept);
+        return lock.release_after(v, not_before).verdict;
       },
       "kept for --hold", verdicts);
-  if (verdict == Verdict::done) {
-    kept_value = std::to_string(expiry_holding_until(not_before));
+  if (verdict != Verdict::done) {
+    return {verdict, {}};
   }
-  return verdict;
+  return {verdict, std::to_string(expiry_holding_until(not_before))};
 }
 
-Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string& new_value) {
-  parse_user_value(m_key, value);
+RenewalPlan QuorumLock::plan_renewal(std::string_view value, std::int64_t ttl) {
+  parse_user_value(m_key, value);  // a usage error before any server is touched
   const Micros reading = m_clock.now();
-  const std::int64_t now = util::whole_seconds(reading);
-  const std::string next = std::to_string(expiry_for(now, ttl));
-  new_value = next;  // before the writes: see renew() in lock.hpp
+  return {ttl, reading, std::to_string(expiry_for(util::whole_seconds(reading), ttl))};
+}
+
+Renewed QuorumLock::renew(std::string_view value, const RenewalPlan& plan) {
+  parse_user_value(m_key, value);
+  const std::int64_t now = util::whole_seconds(plan.reading);
+  const std::string& next = plan.value;
   // Values that have expired can be nobody's now: no need to try them again.
   std::erase_if(m_written, [&](const std::string& v) {
     const auto parsed = store::parse_lock_timestamp(v);
@@ -142,12 +143,11 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
     m_written.push_back(next);
   }
   std::vector<std::optional<Verdict>> verdicts;
+  // Each server's lock reads the clock frozen at the plan's reading: its own
+  // plan writes the same value.
   const Verdict verdict = on_every_holder(
-      value, reading,
-      [ttl](Lock& lock, std::string_view v) {
-        std::string written;
-        return lock.renew(v, ttl, written);
-      },
+      value, plan.reading,
+      [ttl = plan.ttl](Lock& lock, std::string_view v) { return lock.renew(v, ttl).verdict; },
       "renewed", verdicts);
   if (verdict != Verdict::done) {
     // Lost on a majority: the minority that renewed lets go, so the next taker
@@ -158,46 +158,38 @@ Verdict QuorumLock::renew(std::string_view value, std::int64_t ttl, std::string&
     }
     // A shell's renew has no token: its own writes go. A holder's go only under its token.
     undo(next, keep, m_fence != 0);
+    return {verdict, {}};
   }
-  return verdict;
+  return {verdict, next};
 }
 
-bool QuorumLock::force_release(std::optional<std::string>& holder_problem) {
-  struct Removal {
-    bool removed = false;
-    std::optional<std::string> problem;
-  };
+Removal QuorumLock::force_release() {
   const std::size_t majority = majority_of(m_channels.size());
   const auto replies = ask<Removal>(
-      m_channels,
-      [](QuorumChannel& channel) {
-        Removal removal;
-        removal.removed = channel.open().force_release(removal.problem);
-        return removal;
-      },
+      m_channels, [](QuorumChannel& channel) { return channel.open().force_release(); },
       [majority](const Replies<Removal>& so_far) {
         return so_far.answered >= majority ? Decision::done_after_grace : Decision::open;
       },
       m_deadline, everyone());
   std::size_t answered = 0;
-  bool removed = false;
+  Removal removal;
   for (std::size_t i = 0; i < m_channels.size(); ++i) {
     const auto& error = replies.errors[i];
     if (error && error->kind() != ErrorKind::unavailable) {
       throw *error;
     }
-    if (const auto& removal = replies.values[i]) {
+    if (const auto& one = replies.values[i]) {
       ++answered;
-      removed = removed || removal->removed;
-      if (removal->problem && !holder_problem) {
-        holder_problem = removal->problem;
+      removal.removed = removal.removed || one->removed;
+      if (one->holder_problem && !removal.holder_problem) {
+        removal.holder_problem = one->holder_problem;
       }
     }
   }
   if (answered < majority) {
     throw no_majority(answered, replies.errors);
   }
-  return removed;
+  return removal;
 }
 
 }  // namespace nxlock::lock
