@@ -16,6 +16,9 @@ class Clock {
   // How far the clock now() follows may be ahead of now()'s reading (it never
   // runs ahead of it): a value computed from now() may be that much short.
   virtual util::Micros lag() const { return util::Micros(0); }
+  // Whether now() follows the lock's store's own clock (StoreClock): a step
+  // may then decide with that clock at its own instant (store::StepPolicy::own_clock).
+  virtual bool is_store_clock() const { return false; }
 };
 
 // The caller's own real-time clock (the SETNX page's original behaviour).
@@ -34,13 +37,13 @@ class LocalClock final : public Clock {
 // whose exchange took longer than k_max_carried_lag serves one decision and
 // is read again for the next, so values written from it are not carried short.
 // The store also decides takeovers with its own clock at that instant
-// (Store::decide_on_own_clock).
+// (store::StepPolicy::own_clock).
 class StoreClock final : public Clock {
  public:
   static constexpr util::Micros k_resync{10'000'000};
   static constexpr util::Micros k_max_carried_lag{250'000};
 
-  explicit StoreClock(store::Store& store) : m_store(store) { m_store.decide_on_own_clock(true); }
+  explicit StoreClock(store::Store& store) : m_store(store) {}
   util::Micros now() override {
     const util::Micros mono = util::mono_now();
     if (!m_read_at || mono - *m_read_at >= k_resync || m_lag > k_max_carried_lag) {
@@ -52,6 +55,7 @@ class StoreClock final : public Clock {
     return m_reading + (mono - *m_read_at);
   }
   util::Micros lag() const override { return m_lag; }
+  bool is_store_clock() const override { return true; }
 
  private:
   store::Store& m_store;

@@ -78,9 +78,10 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
   return holder;
 }
 
-void write_holder(store::Store& store, std::string_view key, const Holder& holder) {
+void write_holder(store::Store& store, std::string_view key, const Holder& holder,
+                  util::Micros lifetime) {
   try {
-    store.set(store::holder_key(key), holder.to_json());
+    store.set(store::holder_key(key), holder.to_json(), {.lifetime = lifetime});
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not recorded: ") + e.what());
   }
@@ -121,23 +122,24 @@ void forget_holder(store::Store& store, std::string_view key, std::string_view v
   }
 }
 
-void HolderBook::record(Holder holder) {
-  write_holder(m_store, m_key, holder);
+void HolderBook::record(Holder holder, util::Micros lifetime) {
+  write_holder(m_store, m_key, holder, lifetime);
   m_holder = std::move(holder);
 }
 
-void HolderBook::follow(std::string_view from, std::string_view to) {
+void HolderBook::follow(std::string_view from, std::string_view to, util::Micros lifetime) {
   if (ours(from)) {
     Holder holder = *m_holder;
     holder.value = to;
-    record(std::move(holder));
+    record(std::move(holder), lifetime);
   } else if (auto holder = read_holder(m_store, m_key, from)) {
     holder->value = to;
-    write_holder(m_store, m_key, *holder);
+    write_holder(m_store, m_key, *holder, lifetime);
   }
 }
 
-void HolderBook::finish(std::string_view from, std::string_view to, std::int64_t finished_at) {
+void HolderBook::finish(std::string_view from, std::string_view to, std::int64_t finished_at,
+                        util::Micros lifetime) {
   if (!ours(from)) {
     return;
   }
@@ -147,7 +149,8 @@ void HolderBook::finish(std::string_view from, std::string_view to, std::int64_t
   holder.value = to;
   holder.finished_at = finished_at;
   try {
-    m_store.compare_and_set(store::holder_key(m_key), m_holder->to_json(), holder.to_json());
+    m_store.compare_and_set(store::holder_key(m_key), m_holder->to_json(), holder.to_json(),
+                            std::nullopt, {.lifetime = lifetime});
     m_holder = std::move(holder);
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not updated: ") + e.what());

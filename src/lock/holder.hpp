@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "store/store.hpp"
+#include "util/time.hpp"
 
 namespace nxlock::lock {
 
@@ -45,8 +46,10 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
                        std::int64_t acquired_at);
 
 // Writes the record; failures are traced, never thrown: details are advisory and
-// must not cost the caller a lock it already holds.
-void write_holder(store::Store& store, std::string_view key, const Holder& holder);
+// must not cost the caller a lock it already holds. The record is kept
+// `lifetime` (store::StepPolicy::lifetime; zero: no expiry).
+void write_holder(store::Store& store, std::string_view key, const Holder& holder,
+                  util::Micros lifetime);
 
 // The record for the lock currently holding `value`, if there is one.
 std::optional<Holder> read_holder(store::Store& store, std::string_view key,
@@ -63,15 +66,19 @@ class HolderBook {
  public:
   HolderBook(store::Store& store, std::string_view key) : m_store(store), m_key(key) {}
 
+  // Each write keeps the record `lifetime` (store::StepPolicy::lifetime): the
+  // lock's own keys' lifetime, so the details expire with the lock.
+
   // Writes `holder` beside the lock and remembers it.
-  void record(Holder holder);
+  void record(Holder holder, util::Micros lifetime);
 
   // The lock moved from value `from` to `to` (a renewal): the details follow it.
-  void follow(std::string_view from, std::string_view to);
+  void follow(std::string_view from, std::string_view to, util::Micros lifetime);
 
   // run-locked --hold: the lock moved from `from` to `to`, and the job finished
   // at `finished_at` (Unix seconds). Only our own record is changed.
-  void finish(std::string_view from, std::string_view to, std::int64_t finished_at);
+  void finish(std::string_view from, std::string_view to, std::int64_t finished_at,
+              util::Micros lifetime);
 
   // The lock holding `value` is gone: so are its details.
   void forget(std::string_view value);

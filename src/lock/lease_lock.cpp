@@ -224,7 +224,7 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     const std::int64_t now = now_seconds();
     const Micros valid_from = std::min(before, util::mono_now() - m_clock.lag());
     const std::int64_t expiry = expiry_for(now, ttl);
-    m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
+    m_lifetime = lifetime_for(std::chrono::seconds(ttl));
     if (ticket) {
       ticket->joined(waiting);  // before the step: see Lock::acquire
     }
@@ -235,7 +235,7 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     request.ticket = ticket ? ticket->ticket() : std::string_view();
     request.waiting = waiting;
     request.lease = k_queue_lease;
-    const auto step = m_shared.take(keys(), request);
+    const auto step = m_shared.take(keys(), request, step_policy());
     Look look;
     look.now_seconds = now;
     if (step.outcome == store::SharedLeases::Take::Outcome::taken) {
@@ -335,8 +335,8 @@ store::SharedLeases::LeaseMatch LeaseLock::match(const LeaseRef& ref) const {
 
 Renewed LeaseLock::move_lease(std::string_view value, std::int64_t expiry, Micros keep) {
   const LeaseRef ref = lease_of(value);
-  m_store.keep_keys_for(lifetime_for(keep));
-  if (m_shared.renew(keys(), match(ref), expiry)) {
+  m_lifetime = lifetime_for(keep);
+  if (m_shared.renew(keys(), match(ref), expiry, step_policy())) {
     return {Verdict::done, value_of(ref, expiry)};
   }
   return {why_not(ref), {}};
@@ -355,7 +355,7 @@ Renewed LeaseLock::renew(std::string_view value, const RenewalPlan& plan) {
 
 Verdict LeaseLock::release(std::string_view value) {
   const LeaseRef ref = lease_of(value);
-  if (m_shared.release(keys(), match(ref))) {
+  if (m_shared.release(keys(), match(ref), step_policy())) {
     return Verdict::done;
   }
   return why_not(ref);

@@ -134,6 +134,8 @@ class LeaseLock final : public Lockable {
   // The value that names lease `ref` at `expiry`, in this lock's form.
   std::string value_of(const LeaseRef& ref, std::int64_t expiry) const;
   store::SharedLeases::Keys keys() const;
+  // The policy passed with each lease step: as Lock::step_policy.
+  store::StepPolicy step_policy() const { return {m_lifetime, m_clock.is_store_clock()}; }
   std::int64_t now_seconds();
   // Why a lease step on `ref` was refused.
   Verdict why_not(const LeaseRef& ref);
@@ -149,6 +151,9 @@ class LeaseLock final : public Lockable {
   std::string m_leases_key;
   int m_slots = 0;
   int m_slot = 0;
+  // How long the keys of this lock's last lease write are kept (lifetime_for),
+  // passed with every later lease step: as Lock's.
+  util::Micros m_lifetime{0};
   std::string m_id;  // a shared holder's lease id; a slot's is "#SLOT"
   std::int64_t m_fence = 0;
   Lock m_lock;  // the exclusive view of the same key: status, --force

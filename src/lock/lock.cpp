@@ -22,7 +22,7 @@ using util::Micros;
 // A value quoted in a message is cut after this many bytes.
 constexpr std::size_t k_quoted_value_bytes = 40;
 // Every key a lock step writes expires this long after the lock's own expiry
-// (Store::keep_keys_for): nothing piles up, and no clock mode can see a live
+// (store::StepPolicy::lifetime): nothing piles up, and no clock mode can see a live
 // lock vanish. The holder's belief in its lock ends when the server's clock
 // reaches the lock value (plus a second) whatever clock wrote the value, so a
 // few seconds would do; an hour also covers a holder's clock stepped by an hour.
@@ -100,7 +100,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   const std::int64_t now = now_seconds();
   const Micros valid_from = held_from(before);
   const std::string value = std::to_string(expiry_for(now, ttl));
-  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
+  m_lifetime = lifetime_for(std::chrono::seconds(ttl));
 
   const auto acquired = [&](std::int64_t fence) {
     m_fence = fence;
@@ -108,7 +108,7 @@ Attempt Lock::try_once(std::int64_t ttl) {
   };
 
   // SETNX, and the token with it when it sets (see Store's fenced steps).
-  const auto set = m_store.set_if_absent(m_key, value, m_fence_key);
+  const auto set = m_store.set_if_absent(m_key, value, m_fence_key, step_policy());
   if (set.fence) {
     return acquired(*set.fence);
   }
@@ -125,11 +125,11 @@ Attempt Lock::try_queued(std::int64_t ttl, std::string_view ticket, bool waiting
   const std::int64_t now = now_seconds();
   const Micros valid_from = held_from(before);
   const std::string value = std::to_string(expiry_for(now, ttl));
-  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(ttl)));
+  m_lifetime = lifetime_for(std::chrono::seconds(ttl));
 
   // The gate, the SETNX (with its token) and the GET of a busy lock, in one step.
   const auto step = m_store.queue()->take_or_queue(m_key, value, m_fence_key, m_queue_key, ticket,
-                                                   waiting, lease);
+                                                   waiting, lease, step_policy());
   switch (step.outcome) {
     case store::WaitersQueue::QueuedSet::Outcome::set:
       if (!step.fence) {
@@ -177,7 +177,8 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
   // store takes the token in the same step exactly when the old value says we
   // own the lock (store::getset_owns), with our clock reading or, on the
   // backend's own clock, the backend's at that instant: the token is the verdict.
-  const auto swap = m_store.get_and_set(m_key, value, store::Takeover{m_fence_key, now});
+  const auto swap =
+      m_store.get_and_set(m_key, value, store::Takeover{m_fence_key, now}, step_policy());
   const auto& old = swap.old;
   if (swap.fence) {
     return acquired(*swap.fence);  // expired, or deleted meanwhile
@@ -192,7 +193,7 @@ Attempt Lock::after_setnx(std::int64_t now, Micros valid_from, const std::string
   // "taken over" (the page calls the overwrite harmless; C5 won). A store that
   // compares first wrote nothing.
   if (swap.written && *old != value) {
-    m_store.compare_and_set(m_key, value, *old);
+    m_store.compare_and_set(m_key, value, *old, std::nullopt, step_policy());
   }
   const auto old_value = store::parse_lock_timestamp(*old);
   if (!old_value) {

@@ -21,7 +21,7 @@
 namespace nxlock::lock {
 
 // How long the keys of a lock that expires `held_for` from now are kept
-// (Store::keep_keys_for): nothing piles up, and no clock mode sees a live lock vanish.
+// (store::StepPolicy::lifetime): nothing piles up, and no clock mode sees a live lock vanish.
 util::Micros lifetime_for(util::Micros held_for);
 
 // The lock value for a lock taken at `now_seconds` for `ttl` seconds.
@@ -180,7 +180,7 @@ class Lock final : public Lockable {
   using Lockable::renew;
 
   // Records who holds the lock we took (advisory details beside it, see holder.hpp).
-  void record_holder(Holder holder) override { m_holder.record(std::move(holder)); }
+  void record_holder(Holder holder) override { m_holder.record(std::move(holder), m_lifetime); }
 
   // Deletes whatever the key holds, holds of every kind; true if something
   // was there, and the first waiter is woken. The holder details and leases go
@@ -203,6 +203,9 @@ class Lock final : public Lockable {
   const std::string& key() const override { return m_key; }
   std::int64_t fence() const override { return m_fence; }
   store::Store& store() { return m_store; }
+  // The policy passed with each of this lock's steps (and a quorum's steps on
+  // its store): the lifetime of its keys, and whose clock decides.
+  store::StepPolicy step_policy() const { return {m_lifetime, m_clock.is_store_clock()}; }
 
   std::optional<Holder> holder_of(std::string_view value) override {
     return read_holder(m_store, m_key, value);
@@ -248,6 +251,11 @@ class Lock final : public Lockable {
   std::string m_fence_key;
   std::string m_queue_key;
   std::int64_t m_fence = 0;  // our acquisition's token, once try_once() took the lock
+  // How long the keys of this lock's last write are kept (lifetime_for): set by
+  // each step that moves the lock's expiry (an acquisition, a renewal, a
+  // release_after), and passed with every later step, which keeps the keys it
+  // writes (holder details, counter) as long. Zero before any: no expiry.
+  util::Micros m_lifetime{0};
   HolderBook m_holder;
 };
 

@@ -76,7 +76,7 @@ void Lock::refuse_leased() {
 }
 
 bool Lock::swap_value(std::string_view from, std::string_view to) {
-  return m_store.compare_and_set(m_key, from, to, fence_guard());
+  return m_store.compare_and_set(m_key, from, to, fence_guard(), step_policy());
 }
 
 bool Lock::raise_fence(std::int64_t token) {
@@ -90,7 +90,8 @@ bool Lock::raise_fence(std::int64_t token) {
   // Atomic on every backend: the counter moves only if it still holds our token.
   // Raising a counter never harms the order (later tokens only get larger); the
   // guard is what lets our fenced steps go on using the raised value as ours.
-  if (!m_store.compare_and_set(m_fence_key, std::to_string(m_fence), std::to_string(token))) {
+  if (!m_store.compare_and_set(m_fence_key, std::to_string(m_fence), std::to_string(token),
+                               std::nullopt, step_policy())) {
     return false;
   }
   m_fence = token;
@@ -103,7 +104,7 @@ bool Lock::delete_value(std::string_view value) {
     // `unlock KEY VALUE`: no token to compare. The deletion wakes the key's
     // watchers; the first queued waiter may be asleep on its own wake-up alone
     // (the embedded store), so it gets one too.
-    const bool deleted = m_store.compare_and_delete(m_key, value);
+    const bool deleted = m_store.compare_and_delete(m_key, value, std::nullopt, step_policy());
     if (deleted && waiters != nullptr) {
       try {
         waiters->leave(m_key, m_queue_key, {});
@@ -115,8 +116,9 @@ bool Lock::delete_value(std::string_view value) {
   }
   // The release wakes the first queued waiter only (all of them, on a backend
   // without a queue).
-  return waiters != nullptr ? waiters->release_and_wake(m_key, value, *fence_guard(), m_queue_key)
-                            : m_store.compare_and_delete(m_key, value, fence_guard());
+  return waiters != nullptr
+             ? waiters->release_and_wake(m_key, value, *fence_guard(), m_queue_key, step_policy())
+             : m_store.compare_and_delete(m_key, value, fence_guard(), step_policy());
 }
 
 std::optional<Verdict> Lock::past_expiry(std::string_view value, std::int64_t now) {
@@ -156,7 +158,7 @@ Kept Lock::release_after(std::string_view value, Micros not_before) {
   }
   // not_before > now, so this value is >= now in whole seconds: never already expired.
   const std::string next = std::to_string(expiry_holding_until(not_before));
-  m_store.keep_keys_for(lifetime_for(not_before - now));
+  m_lifetime = lifetime_for(not_before - now);
   // Not a DEL: waiters are left asleep (a compare-and-set wakes none on Redis, and
   // a file-store watcher woken by it finds the lock still held) until the new
   // expiry, where their wait ends by itself.
@@ -167,7 +169,7 @@ Kept Lock::release_after(std::string_view value, Micros not_before) {
     return {verdict, {}};
   }
   // The details follow the lock's new value and say the job is over.
-  m_holder.finish(value, next, util::whole_seconds(now));
+  m_holder.finish(value, next, util::whole_seconds(now), m_lifetime);
   return {Verdict::done, next};
 }
 
@@ -182,13 +184,13 @@ Renewed Lock::renew(std::string_view value, const RenewalPlan& plan) {
   if (const auto verdict = past_expiry(value, util::whole_seconds(plan.reading))) {
     return {*verdict, {}};
   }
-  m_store.keep_keys_for(lifetime_for(std::chrono::seconds(plan.ttl)));
+  m_lifetime = lifetime_for(std::chrono::seconds(plan.ttl));
   const bool swapped = swap_value(value, plan.value);
   if (!swapped) {
     return {why_not(value), {}};
   }
   // Keep the details attached to the lock's new value.
-  m_holder.follow(value, plan.value);
+  m_holder.follow(value, plan.value, m_lifetime);
   return {Verdict::done, plan.value};
 }
 

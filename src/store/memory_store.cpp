@@ -40,7 +40,8 @@ MemoryStore::MemoryStore(std::function<util::Micros()> clock, Tokens tokens)
     : m_clock(std::move(clock)), m_tokens(tokens) {}
 
 SetIfAbsent MemoryStore::set_if_absent(std::string_view key, std::string_view value,
-                                       std::optional<std::string_view> counter) {
+                                       std::optional<std::string_view> counter,
+                                       StepPolicy /*policy*/) {
   const auto last = counter ? token_of(*counter) : std::nullopt;  // a bad counter: nothing written
   const auto [it, inserted] = m_data.try_emplace(std::string(key), value);
   m_version += inserted ? 1 : 0;
@@ -60,7 +61,7 @@ std::optional<std::string> MemoryStore::get(std::string_view key) {
 }
 
 Swap MemoryStore::get_and_set(std::string_view key, std::string_view value,
-                              std::optional<Takeover> takeover) {
+                              std::optional<Takeover> takeover, StepPolicy /*policy*/) {
   const auto last = takeover ? token_of(takeover->counter) : std::nullopt;
   Swap swap;
   swap.old = get(key);
@@ -72,7 +73,7 @@ Swap MemoryStore::get_and_set(std::string_view key, std::string_view value,
   return swap;
 }
 
-void MemoryStore::set(std::string_view key, std::string_view value) {
+void MemoryStore::set(std::string_view key, std::string_view value, StepPolicy /*policy*/) {
   m_data.insert_or_assign(std::string(key), std::string(value));
   ++m_version;
 }
@@ -87,7 +88,7 @@ std::size_t MemoryStore::del(const std::vector<std::string>& keys) {
 }
 
 bool MemoryStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                     std::optional<Fence> fence) {
+                                     std::optional<Fence> fence, StepPolicy /*policy*/) {
   const auto it = m_data.find(key);
   if (it == m_data.end() || it->second != expected || !holds(fence)) {
     return false;
@@ -98,7 +99,8 @@ bool MemoryStore::compare_and_delete(std::string_view key, std::string_view expe
 }
 
 bool MemoryStore::compare_and_set(std::string_view key, std::string_view expected,
-                                  std::string_view value, std::optional<Fence> fence) {
+                                  std::string_view value, std::optional<Fence> fence,
+                                  StepPolicy /*policy*/) {
   const auto it = m_data.find(key);
   if (it == m_data.end() || it->second != expected || !holds(fence)) {
     return false;
@@ -137,7 +139,8 @@ bool MemoryStore::holds(const std::optional<Fence>& fence) {
   return true;
 }
 
-SharedLeases::Take MemoryLeases::take(const Keys& keys, const TakeRequest& request) {
+SharedLeases::Take MemoryLeases::take(const Keys& keys, const TakeRequest& request,
+                                      StepPolicy /*policy*/) {
   const std::int64_t now = util::whole_seconds(m_store.now());
   LeaseBook book(m_store.get(keys.leases));
   book.prune(now);
@@ -163,7 +166,8 @@ SharedLeases::Take MemoryLeases::take(const Keys& keys, const TakeRequest& reque
   return result;
 }
 
-bool MemoryLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
+bool MemoryLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
+                         StepPolicy /*policy*/) {
   const std::int64_t now = util::whole_seconds(m_store.now());
   LeaseBook book(m_store.get(keys.leases));
   book.prune(now);
@@ -175,7 +179,7 @@ bool MemoryLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t
   return true;
 }
 
-bool MemoryLeases::release(const Keys& keys, const LeaseMatch& lease) {
+bool MemoryLeases::release(const Keys& keys, const LeaseMatch& lease, StepPolicy /*policy*/) {
   const std::int64_t now = util::whole_seconds(m_store.now());
   LeaseBook book(m_store.get(keys.leases));
   book.prune(now);

@@ -56,7 +56,7 @@ struct Fence {
 // get_and_set()'s ownership guard: a token is issued from `counter` only if the
 // old value was absent or a lock timestamp older than `now_seconds` (getset_owns
 // in fenced_steps.hpp). `now_seconds` is the clock reading the caller's own
-// decision uses; after decide_on_own_clock(true) the backend may decide with its
+// decision uses; with StepPolicy::own_clock the backend may decide with its
 // own clock at the instant of the step instead.
 struct Takeover {
   std::string_view counter;
@@ -106,9 +106,26 @@ inline bool is_slot_lease(std::string_view id) {
 
 class LockListing;
 
+// How a lock step treats the keys it writes, passed with the step (the
+// key/value commands pass none: the default). Backends that expire nothing
+// by themselves, or keep no clock of their own, may ignore it.
+struct StepPolicy {
+  // Every key the step writes (the lock, its holder details, its counter) is
+  // kept at least this long from the write, and then expires: Redis sets the
+  // expiry in the same script as the write (SET and GETSET drop one). A fencing
+  // counter is kept Store::k_fence_keep (or this, if longer) after each step
+  // that uses it. Zero: the lock and holder keys get no expiry.
+  util::Micros lifetime{0};
+  // The lock's "now" is this backend's own clock (the default clock, not
+  // --clock local): get_and_set() with a Takeover may then decide expiry with
+  // the backend's clock at the instant of the step, rather than on a carried
+  // estimate of it.
+  bool own_clock = false;
+};
+
 class Store {
  public:
-  // How long a fencing counter outlives its last use (keep_keys_for): long
+  // How long a fencing counter outlives its last use (StepPolicy): long
   // enough that a failover or a quorum server's clock skew cannot make tokens
   // of back-to-back holders go back.
   static constexpr util::Micros k_fence_keep{7LL * 24 * 3600 * 1'000'000};
@@ -127,10 +144,14 @@ class Store {
   // above its successor's. nxlock never resets it. Throws util::Error(data) if
   // the counter holds something else than an integer (nothing is written then).
 
+  // Each step that writes takes a StepPolicy last: the lock layer's, for a
+  // lock's step; none for the key/value commands.
+
   // SETNX: sets key to value if it does not exist. With a `counter`, INCR it,
   // only if that set the key, atomically: `fence` is the token.
   virtual SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                                    std::optional<std::string_view> counter = {}) = 0;
+                                    std::optional<std::string_view> counter = {},
+                                    StepPolicy policy = {}) = 0;
 
   // GET: the value, or nullopt if the key does not exist.
   virtual std::optional<std::string> get(std::string_view key) = 0;
@@ -139,10 +160,10 @@ class Store {
   // the step also takes a token exactly when the caller owns the lock (see
   // Takeover): the caller owns it exactly when `fence` is set.
   virtual Swap get_and_set(std::string_view key, std::string_view value,
-                           std::optional<Takeover> takeover = {}) = 0;
+                           std::optional<Takeover> takeover = {}, StepPolicy policy = {}) = 0;
 
   // SET: sets key to value unconditionally.
-  virtual void set(std::string_view key, std::string_view value) = 0;
+  virtual void set(std::string_view key, std::string_view value, StepPolicy policy = {}) = 0;
 
   // DEL: removes the keys that exist, and wakes each key's watchers; returns
   // how many were removed.
@@ -151,12 +172,13 @@ class Store {
   // Deletes key only if it holds exactly `expected` (and the `fence` holds),
   // and then wakes the key's watchers. True if deleted.
   virtual bool compare_and_delete(std::string_view key, std::string_view expected,
-                                  std::optional<Fence> fence = {}) = 0;
+                                  std::optional<Fence> fence = {}, StepPolicy policy = {}) = 0;
 
   // Sets key to `value` only if it holds exactly `expected` (and the `fence`
   // holds). True if set.
   virtual bool compare_and_set(std::string_view key, std::string_view expected,
-                               std::string_view value, std::optional<Fence> fence = {}) = 0;
+                               std::string_view value, std::optional<Fence> fence = {},
+                               StepPolicy policy = {}) = 0;
 
   // The waiters' queue, or nullptr if this backend keeps none.
   virtual WaitersQueue* queue() { return nullptr; }
@@ -174,21 +196,7 @@ class Store {
   // Starts watching key for changes (see Watcher).
   virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
 
-  // ---- How the lock layer uses the backend (optional; defaults do nothing) ----
-
-  // From now on every lock step's write (the lock, its holder details, its
-  // counter) keeps its key at least `lifetime` from the write, and then lets it
-  // expire: Redis sets the expiry in the same script as the write (SET and
-  // GETSET drop one). A fencing counter is kept k_fence_keep (or `lifetime`, if
-  // longer) after each step that uses it. Zero (the default): the lock and holder
-  // keys get no expiry (the key/value commands never call this).
-  virtual void keep_keys_for(util::Micros) {}
-
-  // The lock layer's "now" is this backend's own clock (the default clock, not
-  // --clock local): get_and_set() with a Takeover may then decide expiry with
-  // the backend's clock at the instant of the step, rather than on a carried
-  // estimate of it.
-  virtual void decide_on_own_clock(bool) {}
+  // ---- A bound on every exchange (optional; the default does nothing) ----
 
   // Bounds every later operation by a monotonic deadline (util::mono_now()
   // time), on top of the backend's own per-command timeout, until called
@@ -236,13 +244,14 @@ class WaitersQueue {
   // renewed to now + `lease`, all in the same atomic step.
   virtual QueuedSet take_or_queue(std::string_view key, std::string_view value,
                                   std::string_view counter, std::string_view queue,
-                                  std::string_view ticket, bool waiting, util::Micros lease) = 0;
+                                  std::string_view ticket, bool waiting, util::Micros lease,
+                                  StepPolicy policy = {}) = 0;
 
   // Releases a lock taken in the queue's order: Store::compare_and_delete()
   // with a fence, waking only the queue's first live waiter (or every watcher
   // of the key, when the queue is empty).
-  virtual bool release_and_wake(std::string_view key, std::string_view expected,
-                                const Fence& fence, std::string_view queue) = 0;
+  virtual bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
+                                std::string_view queue, StepPolicy policy = {}) = 0;
 
   // Takes `ticket` out of the queue; if that leaves a live waiter first while
   // `key` is free, wakes it. An empty ticket only wakes.
@@ -260,9 +269,9 @@ class WaitersQueue {
   // take_or_queue() answered as a queued step (set, or held with the value a
   // busy lock needs): for a step the queue does not take part in.
   static QueuedSet unqueued(Store& store, std::string_view key, std::string_view value,
-                            std::string_view counter) {
+                            std::string_view counter, StepPolicy policy) {
     QueuedSet result;
-    result.fence = store.set_if_absent(key, value, counter).fence;
+    result.fence = store.set_if_absent(key, value, counter, policy).fence;
     if (result.fence) {
       result.outcome = QueuedSet::Outcome::set;
     } else {
@@ -329,7 +338,7 @@ class SharedLeases {
   // comes from the lock's own counter, so it is above every token issued for
   // the key before, whatever the kind. A ticket that took leaves the queue and
   // wakes the next waiter.
-  virtual Take take(const Keys& keys, const TakeRequest& request) = 0;
+  virtual Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy = {}) = 0;
 
   // The lease a renewal or a release is for. A value names its lease by id
   // and expiry; a slot's id ("#N") and expiry are another holder's too once
@@ -344,12 +353,13 @@ class SharedLeases {
   // Moves the live lease `lease` names to `expiry` (and the lock key with it),
   // only while its set still holds the lock key. False otherwise: the lease is
   // no longer ours. A lease of an older nxlock has no token to match.
-  virtual bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) = 0;
+  virtual bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
+                     StepPolicy policy = {}) = 0;
 
   // Removes the lease on the same conditions; the last live one deletes
   // the lock key. A release wakes the first waiter of `queue` (or every
   // watcher) when it frees room: the last lease, or any slot. True if done.
-  virtual bool release(const Keys& keys, const LeaseMatch& lease) = 0;
+  virtual bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy = {}) = 0;
 
   // Records `details` (one line: who holds it, as the lock layer writes it)
   // beside the live lease `id`, removed with the lease and expiring with it.

@@ -79,14 +79,16 @@ class TracingQueue final : public WaitersQueue {
 
   QueuedSet take_or_queue(std::string_view key, std::string_view value, std::string_view counter,
                           std::string_view queue, std::string_view ticket, bool waiting,
-                          util::Micros lease) override {
+                          util::Micros lease, StepPolicy policy) override {
     // One step on the backend, traced as the documented steps it holds (the same
     // words as without a queue): the SETNX, or that another waiter goes first,
     // then the GET of a busy lock.
     const std::string step = step_text("SETNX", {key, value});
     const auto result = traced(
         step,
-        [&] { return m_inner.take_or_queue(key, value, counter, queue, ticket, waiting, lease); },
+        [&] {
+          return m_inner.take_or_queue(key, value, counter, queue, ticket, waiting, lease, policy);
+        },
         [&](const QueuedSet& r) {
           switch (r.outcome) {
             case QueuedSet::Outcome::set:
@@ -105,10 +107,10 @@ class TracingQueue final : public WaitersQueue {
   }
 
   bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
-                        std::string_view queue) override {
+                        std::string_view queue, StepPolicy policy) override {
     return traced(
         step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(fence),
-        [&] { return m_inner.release_and_wake(key, expected, fence, queue); }, flag_text);
+        [&] { return m_inner.release_and_wake(key, expected, fence, queue, policy); }, flag_text);
   }
 
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override {
@@ -134,13 +136,13 @@ class TracingShared final : public SharedLeases {
  public:
   explicit TracingShared(SharedLeases& inner) : m_inner(inner) {}
 
-  Take take(const Keys& keys, const TakeRequest& request) override {
+  Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy) override {
     const std::string expiry_text = std::to_string(request.expiry);
     const std::string kind =
         request.slots > 0 ? "slot of " + std::to_string(request.slots) : std::string(request.id);
     return traced(
         step_text("TAKE-LEASE", {keys.lock, keys.leases, kind, expiry_text}),
-        [&] { return m_inner.take(keys, request); },
+        [&] { return m_inner.take(keys, request, policy); },
         [&](const Take& r) {
           switch (r.outcome) {
             case Take::Outcome::taken:
@@ -158,22 +160,23 @@ class TracingShared final : public SharedLeases {
     return number ? std::to_string(*number) : "-";
   }
 
-  bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) override {
+  bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
+             StepPolicy policy) override {
     const std::string expiry_text = std::to_string(expiry);
     const std::string if_text = number_text(lease.expiry);
     const std::string token_text = number_text(lease.token);
     return traced(
         step_text("RENEW-LEASE",
                   {keys.lock, keys.leases, lease.id, if_text, token_text, expiry_text}),
-        [&] { return m_inner.renew(keys, lease, expiry); }, flag_text);
+        [&] { return m_inner.renew(keys, lease, expiry, policy); }, flag_text);
   }
 
-  bool release(const Keys& keys, const LeaseMatch& lease) override {
+  bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy) override {
     const std::string if_text = number_text(lease.expiry);
     const std::string token_text = number_text(lease.token);
     return traced(
         step_text("RELEASE-LEASE", {keys.lock, keys.leases, lease.id, if_text, token_text}),
-        [&] { return m_inner.release(keys, lease); }, flag_text);
+        [&] { return m_inner.release(keys, lease, policy); }, flag_text);
   }
 
   bool record_details(std::string_view leases, std::string_view id,
@@ -237,9 +240,11 @@ TracingStore::TracingStore(std::unique_ptr<Store> inner) : m_inner(std::move(inn
 // A fenced step reads as the page's step, and the counter's INCR that came
 // with it: "SETNX k 1795446489 → 1, INCR {k}:fence → 7".
 SetIfAbsent TracingStore::set_if_absent(std::string_view key, std::string_view value,
-                                        std::optional<std::string_view> counter) {
+                                        std::optional<std::string_view> counter,
+                                        StepPolicy policy) {
   return traced(
-      step_text("SETNX", {key, value}), [&] { return m_inner->set_if_absent(key, value, counter); },
+      step_text("SETNX", {key, value}),
+      [&] { return m_inner->set_if_absent(key, value, counter, policy); },
       [&](const SetIfAbsent& result) {
         return counter ? setnx_text(*counter, result.fence) : flag_text(result.set);
       });
@@ -251,9 +256,10 @@ std::optional<std::string> TracingStore::get(std::string_view key) {
 }
 
 Swap TracingStore::get_and_set(std::string_view key, std::string_view value,
-                               std::optional<Takeover> takeover) {
+                               std::optional<Takeover> takeover, StepPolicy policy) {
   return traced(
-      step_text("GETSET", {key, value}), [&] { return m_inner->get_and_set(key, value, takeover); },
+      step_text("GETSET", {key, value}),
+      [&] { return m_inner->get_and_set(key, value, takeover, policy); },
       [&](const Swap& swap) {
         if (!takeover) {
           return optional_text(swap.old);
@@ -265,11 +271,11 @@ Swap TracingStore::get_and_set(std::string_view key, std::string_view value,
       });
 }
 
-void TracingStore::set(std::string_view key, std::string_view value) {
+void TracingStore::set(std::string_view key, std::string_view value, StepPolicy policy) {
   traced(
       step_text("SET", {key, value}),
       [&] {
-        m_inner->set(key, value);
+        m_inner->set(key, value, policy);
         return true;
       },
       [](bool) { return std::string("OK"); });
@@ -287,18 +293,19 @@ std::size_t TracingStore::del(const std::vector<std::string>& keys) {
 }
 
 bool TracingStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                      std::optional<Fence> fence) {
+                                      std::optional<Fence> fence, StepPolicy policy) {
   return traced(
       step_text("DEL-IF-EQUAL", {key, expected}) + fence_condition(fence),
-      [&] { return m_inner->compare_and_delete(key, expected, fence); }, flag_text);
+      [&] { return m_inner->compare_and_delete(key, expected, fence, policy); }, flag_text);
 }
 
 // "SET-IF-EQUAL k old new if {k}:fence = 7 → 1": the holder's value and token.
 bool TracingStore::compare_and_set(std::string_view key, std::string_view expected,
-                                   std::string_view value, std::optional<Fence> fence) {
+                                   std::string_view value, std::optional<Fence> fence,
+                                   StepPolicy policy) {
   return traced(
       step_text("SET-IF-EQUAL", {key, expected, value}) + fence_condition(fence),
-      [&] { return m_inner->compare_and_set(key, expected, value, fence); }, flag_text);
+      [&] { return m_inner->compare_and_set(key, expected, value, fence, policy); }, flag_text);
 }
 
 util::Micros TracingStore::now() {

@@ -100,23 +100,27 @@ class TempFileStore final : public store::Store {
   TempFileStore() : m_store(m_dir.path() + "/store", {}) {}
   std::string describe() const override { return m_store.describe(); }
   store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
-                                   std::optional<std::string_view> c = {}) override {
-    return m_store.set_if_absent(k, v, c);
+                                   std::optional<std::string_view> c = {},
+                                   store::StepPolicy p = {}) override {
+    return m_store.set_if_absent(k, v, c, p);
   }
   std::optional<std::string> get(std::string_view k) override { return m_store.get(k); }
   store::Swap get_and_set(std::string_view k, std::string_view v,
-                          std::optional<store::Takeover> t = {}) override {
-    return m_store.get_and_set(k, v, t);
+                          std::optional<store::Takeover> t = {},
+                          store::StepPolicy p = {}) override {
+    return m_store.get_and_set(k, v, t, p);
   }
-  void set(std::string_view k, std::string_view v) override { m_store.set(k, v); }
+  void set(std::string_view k, std::string_view v, store::StepPolicy p = {}) override {
+    m_store.set(k, v, p);
+  }
   std::size_t del(const std::vector<std::string>& keys) override { return m_store.del(keys); }
   bool compare_and_delete(std::string_view k, std::string_view e,
-                          std::optional<store::Fence> f = {}) override {
-    return m_store.compare_and_delete(k, e, f);
+                          std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+    return m_store.compare_and_delete(k, e, f, p);
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
-                       std::optional<store::Fence> f = {}) override {
-    return m_store.compare_and_set(k, e, v, f);
+                       std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+    return m_store.compare_and_set(k, e, v, f, p);
   }
   store::WaitersQueue* queue() override { return m_store.queue(); }
   store::LockListing* listing() override { return m_store.listing(); }

@@ -34,22 +34,24 @@ class ScriptedStore final : public store::Store {
 
   std::string describe() const override { return "scripted"; }
   store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
-                                   std::optional<std::string_view> c = {}) override {
+                                   std::optional<std::string_view> c = {},
+                                   store::StepPolicy p = {}) override {
     step("SETNX");
-    return inner.set_if_absent(k, v, c);
+    return inner.set_if_absent(k, v, c, p);
   }
   std::optional<std::string> get(std::string_view k) override {
     step("GET");
     return inner.get(k);
   }
   store::Swap get_and_set(std::string_view k, std::string_view v,
-                          std::optional<store::Takeover> t = {}) override {
+                          std::optional<store::Takeover> t = {},
+                          store::StepPolicy p = {}) override {
     step("GETSET");
-    return inner.get_and_set(k, v, t);
+    return inner.get_and_set(k, v, t, p);
   }
-  void set(std::string_view k, std::string_view v) override {
+  void set(std::string_view k, std::string_view v, store::StepPolicy p = {}) override {
     step("SET");
-    inner.set(k, v);
+    inner.set(k, v, p);
   }
   std::size_t del(const std::vector<std::string>& keys) override {
     step("DEL");
@@ -57,14 +59,14 @@ class ScriptedStore final : public store::Store {
   }
   // The fenced steps log as the page's steps they are.
   bool compare_and_delete(std::string_view k, std::string_view e,
-                          std::optional<store::Fence> f = {}) override {
+                          std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
     step("CAD");
-    return inner.compare_and_delete(k, e, f);
+    return inner.compare_and_delete(k, e, f, p);
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
-                       std::optional<store::Fence> f = {}) override {
+                       std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
     step("CAS");
-    return inner.compare_and_set(k, e, v, f);
+    return inner.compare_and_set(k, e, v, f, p);
   }
   util::Micros now() override { return inner.now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override { return inner.watch(k); }
@@ -398,7 +400,8 @@ TEST(LockAlgorithm, StatusReadsStateAndHolder) {
   Lock lock(store, clock, k_key);
   EXPECT_EQ(lock.status().state, lock::Status::State::free);
   const auto value = lock.try_once(k_short_ttl).value;
-  lock::write_holder(store, k_key, lock::describe_holder(value, 42, "backup.sh", k_t0));
+  lock::write_holder(store, k_key, lock::describe_holder(value, 42, "backup.sh", k_t0),
+                     util::Micros(0));
   auto status = lock.status();
   EXPECT_EQ(status.state, lock::Status::State::held);
   ASSERT_TRUE(status.holder.has_value());

@@ -78,39 +78,41 @@ class Connection final : public store::Store {
   explicit Connection(FakeServer& server) : m_server(server) {}
   std::string describe() const override { return "fake"; }
   store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
-                                   std::optional<std::string_view> c = {}) override {
+                                   std::optional<std::string_view> c = {},
+                                   store::StepPolicy p = {}) override {
     check();
-    return m_server.data.set_if_absent(k, v, c);
+    return m_server.data.set_if_absent(k, v, c, p);
   }
   std::optional<std::string> get(std::string_view k) override {
     check();
     return m_server.data.get(k);
   }
   store::Swap get_and_set(std::string_view k, std::string_view v,
-                          std::optional<store::Takeover> t = {}) override {
+                          std::optional<store::Takeover> t = {},
+                          store::StepPolicy p = {}) override {
     check();
-    return m_server.data.get_and_set(k, v, t);
+    return m_server.data.get_and_set(k, v, t, p);
   }
-  void set(std::string_view k, std::string_view v) override {
+  void set(std::string_view k, std::string_view v, store::StepPolicy p = {}) override {
     check();
-    m_server.data.set(k, v);
+    m_server.data.set(k, v, p);
   }
   std::size_t del(const std::vector<std::string>& keys) override {
     check();
     return m_server.data.del(keys);
   }
   bool compare_and_delete(std::string_view k, std::string_view e,
-                          std::optional<store::Fence> f = {}) override {
+                          std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
     check();
-    return m_server.data.compare_and_delete(k, e, f);
+    return m_server.data.compare_and_delete(k, e, f, p);
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
-                       std::optional<store::Fence> f = {}) override {
+                       std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
     check();
     if (m_server.refuse_counter_writes && k == store::fence_key("k")) {
       return false;
     }
-    return m_server.data.compare_and_set(k, e, v, f);
+    return m_server.data.compare_and_set(k, e, v, f, p);
   }
   Micros now() override { return util::wall_now(); }
   std::unique_ptr<store::Watcher> watch(std::string_view k) override {

@@ -316,30 +316,30 @@ TEST_F(RedisStoreTest, AnAbsentCounterCountsAsTheHoldersAndIsWrittenBack) {
 // counter for a week.
 TEST_F(RedisStoreTest, LockStepsSetExpiriesOnEveryKeyTheyWrite) {
   const auto store = open();
-  store->keep_keys_for(100s);
+  const store::StepPolicy keep{.lifetime = 100s};
   const auto pttl = [](const char* key) {
     return std::stoll(shared_redis().command({"PTTL", key}));
   };
-  const auto token = store->set_if_absent("k", "1", "c").fence;
+  const auto token = store->set_if_absent("k", "1", "c", keep).fence;
   ASSERT_TRUE(token);
   EXPECT_GT(pttl("k"), 90'000);
   EXPECT_LE(pttl("k"), 100'000);
   EXPECT_GT(pttl("c"), 6LL * 24 * 3600 * 1000);
-  store->set("h", "details");
+  store->set("h", "details", keep);
   EXPECT_GT(pttl("h"), 90'000);
-  ASSERT_TRUE(store->compare_and_set("h", "details", "more"));
+  ASSERT_TRUE(store->compare_and_set("h", "details", "more", std::nullopt, keep));
   EXPECT_GT(pttl("h"), 90'000);
-  ASSERT_TRUE(store->compare_and_set("k", "1", "2", store::Fence("c", *token)));
+  ASSERT_TRUE(store->compare_and_set("k", "1", "2", store::Fence("c", *token), keep));
   EXPECT_GT(pttl("k"), 90'000);
   const auto swap =
-      store->get_and_set("k", "3", store::Takeover{"c", 1'000});  // "2" expired at 1000
+      store->get_and_set("k", "3", store::Takeover{"c", 1'000}, keep);  // "2" expired at 1000
   ASSERT_TRUE(swap.fence);
   EXPECT_GT(pttl("k"), 90'000);
   // The quorum raises a counter: it keeps its week.
   ASSERT_TRUE(store->compare_and_set("c", std::to_string(*swap.fence),
-                                     std::to_string(*swap.fence + 5)));
+                                     std::to_string(*swap.fence + 5), std::nullopt, keep));
   EXPECT_GT(pttl("c"), 6LL * 24 * 3600 * 1000);
-  ASSERT_TRUE(store->compare_and_delete("k", "3", store::Fence("c", *swap.fence + 5)));
+  ASSERT_TRUE(store->compare_and_delete("k", "3", store::Fence("c", *swap.fence + 5), keep));
   EXPECT_EQ(shared_redis().command({"EXISTS", "k"}), "0");
 }
 
@@ -349,12 +349,13 @@ TEST_F(RedisStoreTest, LockStepsSetExpiriesOnEveryKeyTheyWrite) {
 // holder another value for a moment).
 TEST_F(RedisStoreTest, OnItsOwnClockTheServerDecidesATakeover) {
   const auto store = open();
-  store->decide_on_own_clock(true);
+  const store::StepPolicy own_clock{.own_clock = true};
   const std::int64_t server_now = util::whole_seconds(store->now());
   const std::string live = std::to_string(server_now + 30);
   shared_redis().command({"SET", "k", live});
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto swap = store->get_and_set("k", "mine", store::Takeover{"c", server_now + 3600});
+  const auto swap =
+      store->get_and_set("k", "mine", store::Takeover{"c", server_now + 3600}, own_clock);
   EXPECT_EQ(swap.old, live);
   EXPECT_FALSE(swap.fence);
   EXPECT_FALSE(swap.written);
@@ -364,7 +365,8 @@ TEST_F(RedisStoreTest, OnItsOwnClockTheServerDecidesATakeover) {
   // Expired by the server's clock: taken, even if the caller's clock lags.
   const std::string expired = std::to_string(server_now - 2);
   shared_redis().command({"SET", "k", expired});
-  const auto taken = store->get_and_set("k", "mine", store::Takeover{"c", server_now - 3600});
+  const auto taken =
+      store->get_and_set("k", "mine", store::Takeover{"c", server_now - 3600}, own_clock);
   EXPECT_EQ(taken.old, expired);
   EXPECT_TRUE(taken.fence);
   EXPECT_EQ(store->get("k"), "mine");

@@ -90,30 +90,34 @@ TEST(TracingStore, AGuardedStepIsTracedWithItsCounter) {
 class BrokenStore final : public Store, public WaitersQueue {
  public:
   std::string describe() const override { return "broken"; }
-  SetIfAbsent set_if_absent(std::string_view, std::string_view,
-                            std::optional<std::string_view>) override {
+  SetIfAbsent set_if_absent(std::string_view, std::string_view, std::optional<std::string_view>,
+                            StepPolicy) override {
     fail();
   }
   std::optional<std::string> get(std::string_view) override { fail(); }
-  Swap get_and_set(std::string_view, std::string_view, std::optional<Takeover>) override { fail(); }
-  void set(std::string_view, std::string_view) override { fail(); }
-  std::size_t del(const std::vector<std::string>&) override { fail(); }
-  bool compare_and_delete(std::string_view, std::string_view, std::optional<Fence>) override {
+  Swap get_and_set(std::string_view, std::string_view, std::optional<Takeover>,
+                   StepPolicy) override {
     fail();
   }
-  bool compare_and_set(std::string_view, std::string_view, std::string_view,
-                       std::optional<Fence>) override {
+  void set(std::string_view, std::string_view, StepPolicy) override { fail(); }
+  std::size_t del(const std::vector<std::string>&) override { fail(); }
+  bool compare_and_delete(std::string_view, std::string_view, std::optional<Fence>,
+                          StepPolicy) override {
+    fail();
+  }
+  bool compare_and_set(std::string_view, std::string_view, std::string_view, std::optional<Fence>,
+                       StepPolicy) override {
     fail();
   }
   util::Micros now() override { fail(); }
   std::unique_ptr<Watcher> watch(std::string_view) override { fail(); }
   WaitersQueue* queue() override { return this; }
   QueuedSet take_or_queue(std::string_view, std::string_view, std::string_view, std::string_view,
-                          std::string_view, bool, util::Micros) override {
+                          std::string_view, bool, util::Micros, StepPolicy) override {
     fail();
   }
-  bool release_and_wake(std::string_view, std::string_view, const Fence&,
-                        std::string_view) override {
+  bool release_and_wake(std::string_view, std::string_view, const Fence&, std::string_view,
+                        StepPolicy) override {
     fail();
   }
   void leave(std::string_view, std::string_view, std::string_view) override { fail(); }

@@ -45,14 +45,15 @@ void QuorumLock::undo(const std::string& value, const std::vector<bool>& keep,
         // Under our token there, where we took one: two takers in the same
         // second write the same value, and an unguarded delete of ours would
         // take the other's lock from under it.
-        const std::int64_t token = channel.open().fence();
+        const Lock& lock = channel.open();
+        const std::int64_t token = lock.fence();
         if (token == 0 && under_token_only) {
           return false;  // an acquisition's round: a server where we hold no token holds none of ours
         }
         const std::string counter = store::fence_key(key);
         const bool deleted = channel.store->compare_and_delete(
-            key, value,
-            token == 0 ? std::nullopt : std::optional(store::Fence{counter, token}));
+            key, value, token == 0 ? std::nullopt : std::optional(store::Fence{counter, token}),
+            lock.step_policy());
         if (deleted && util::tracing()) {
           util::trace("quorum: undone on " + channel.spec.name + ": DEL-IF-EQUAL " + key + " " +
                       value);

@@ -93,7 +93,8 @@ EtcdStore::EtcdStore(const Url& url, const ConnectOptions& options)
     : m_client(etcd_config(url, options)) {}
 
 SetIfAbsent EtcdStore::set_if_absent(std::string_view key, std::string_view value,
-                                     std::optional<std::string_view> counter) {
+                                     std::optional<std::string_view> counter,
+                                     StepPolicy /*policy*/) {
   const json request = {
       {"compare", json::array({{{"key", base64_encode(key)},
                                 {"target", "CREATE"},
@@ -120,7 +121,7 @@ std::optional<std::string> EtcdStore::get(std::string_view key) {
 }
 
 Swap EtcdStore::get_and_set(std::string_view key, std::string_view value,
-                            std::optional<Takeover> takeover) {
+                            std::optional<Takeover> takeover, StepPolicy /*policy*/) {
   if (takeover) {
     refuse_lock_step(key);
   }
@@ -134,7 +135,7 @@ Swap EtcdStore::get_and_set(std::string_view key, std::string_view value,
   return out;
 }
 
-void EtcdStore::set(std::string_view key, std::string_view value) {
+void EtcdStore::set(std::string_view key, std::string_view value, StepPolicy /*policy*/) {
   m_client.call("/v3/kv/put", {{"key", base64_encode(key)}, {"value", base64_encode(value)}});
 }
 
@@ -154,7 +155,7 @@ std::size_t EtcdStore::del(const std::vector<std::string>& keys) {
 }
 
 bool EtcdStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                   std::optional<Fence> fence) {
+                                   std::optional<Fence> fence, StepPolicy /*policy*/) {
   if (fence) {
     refuse_lock_step(key);
   }
@@ -165,7 +166,8 @@ bool EtcdStore::compare_and_delete(std::string_view key, std::string_view expect
 }
 
 bool EtcdStore::compare_and_set(std::string_view key, std::string_view expected,
-                                std::string_view value, std::optional<Fence> fence) {
+                                std::string_view value, std::optional<Fence> fence,
+                                StepPolicy /*policy*/) {
   if (fence) {
     refuse_lock_step(key);
   }

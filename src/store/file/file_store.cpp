@@ -100,7 +100,8 @@ void FileStore::mutate(std::string_view key, bool may_insert, const Buckets::Dec
 // lock's token in the lock's own entry, so nothing stays behind a released lock.
 
 SetIfAbsent FileStore::set_if_absent(std::string_view key, std::string_view value,
-                                     std::optional<std::string_view> counter) {
+                                     std::optional<std::string_view> counter,
+                                     StepPolicy /*policy*/) {
   SetIfAbsent result;
   mutate(key, true, [&](const Entry* current) {
     result.set = current == nullptr;
@@ -200,7 +201,7 @@ bool FileStore::raise_token(std::string_view lock_key, std::string_view expected
   return done;
 }
 
-void FileStore::set(std::string_view key, std::string_view value) {
+void FileStore::set(std::string_view key, std::string_view value, StepPolicy /*policy*/) {
   const Change change = tagged_put(value);
   mutate(key, true, [&](const Entry*) { return change; });
 }
@@ -243,7 +244,7 @@ std::size_t FileStore::del(const std::vector<std::string>& keys) {
 }
 
 bool FileStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                   std::optional<Fence> fence) {
+                                   std::optional<Fence> fence, StepPolicy /*policy*/) {
   bool deleted = false;
   mutate(key, false, [&](const Entry* current) {
     // Fenced: the lock's own entry holds its token (see set_if_absent()).
@@ -255,7 +256,8 @@ bool FileStore::compare_and_delete(std::string_view key, std::string_view expect
 }
 
 bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
-                                std::string_view value, std::optional<Fence> fence) {
+                                std::string_view value, std::optional<Fence> fence,
+                                StepPolicy /*policy*/) {
   if (fence) {
     return renew_owned(key, expected, value, fence->token);
   }
@@ -278,7 +280,7 @@ bool FileStore::compare_and_set(std::string_view key, std::string_view expected,
 }
 
 Swap FileStore::get_and_set(std::string_view key, std::string_view value,
-                            std::optional<Takeover> takeover) {
+                            std::optional<Takeover> takeover, StepPolicy /*policy*/) {
   Swap swap;
   mutate(key, true, [&](const Entry* current) {
     if (current != nullptr) {

@@ -75,7 +75,8 @@ SharedLeases::Take FileLeases::take_lease(const Keys& keys, const TakeRequest& r
   return result;
 }
 
-SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request) {
+SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request,
+                                    StepPolicy /*policy*/) {
   // The queue's gate is an unlocked read, as for the queued SETNX: an
   // exclusive waiter that joins just after it waits for this one lease.
   const auto leave_line = [&] {
@@ -112,7 +113,8 @@ SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request
   return result;
 }
 
-bool FileLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
+bool FileLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
+                       StepPolicy /*policy*/) {
   const std::int64_t now = now_seconds();
   bool renewed = false;
   std::string lock_value;
@@ -138,7 +140,7 @@ bool FileLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t e
   return renewed;
 }
 
-bool FileLeases::release(const Keys& keys, const LeaseMatch& lease) {
+bool FileLeases::release(const Keys& keys, const LeaseMatch& lease, StepPolicy /*policy*/) {
   const std::int64_t now = now_seconds();
   bool released = false;
   bool room = false;

@@ -311,7 +311,7 @@ std::string FileQueue::keep_in_line(std::string_view queue, std::string_view tic
 WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::string_view value,
                                                  std::string_view counter, std::string_view queue,
                                                  std::string_view ticket, bool waiting,
-                                                 util::Micros lease) {
+                                                 util::Micros lease, StepPolicy policy) {
   // The queue's upkeep, then the SETNX: not one atomic step, and it need not
   // be: only the first waiter passes the gate, and it stays first until it
   // leaves the queue after its SETNX, so nobody passes the gate meanwhile.
@@ -353,7 +353,7 @@ WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::stri
   }
   // First in line (or the line is empty), and the lock was held a moment ago:
   // once more, now that our place is written.
-  result = unqueued(m_steps, key, value, counter);
+  result = unqueued(m_steps, key, value, counter, policy);
   if (result.outcome == QueuedSet::Outcome::set && !first.empty()) {
     m_leaving = Leaving{std::string(queue), std::string(ticket)};
   }
@@ -361,7 +361,8 @@ WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::stri
 }
 
 bool FileQueue::release_and_wake(std::string_view key, std::string_view expected,
-                                 const Fence& fence, std::string_view queue) {
+                                 const Fence& fence, std::string_view queue,
+                                 StepPolicy /*policy*/) {
   const bool deleted = m_steps.compare_and_delete(key, expected, std::optional(fence));
   if (deleted) {
     wake_first(queue);

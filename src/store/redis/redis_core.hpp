@@ -50,16 +50,12 @@ class RedisCore {
   // channel when there is one.
   std::unique_ptr<Watcher> subscribe(std::string_view key, std::string ticket);
 
-  // Store::set_deadline, Store::keep_keys_for and Store::decide_on_own_clock.
+  // Store::set_deadline.
   void set_deadline(std::optional<util::Micros> monotonic_deadline);
-  void keep_keys_for(util::Micros lifetime) { m_keep = lifetime; }
-  void decide_on_own_clock(bool yes) { m_own_clock = yes; }
-  util::Micros keep() const { return m_keep; }
-  bool own_clock() const { return m_own_clock; }
-  // keep_keys_for's lifetime, and the counter's (at least k_fence_keep), as
-  // PEXPIRE arguments: whole milliseconds, rounded up; "0" for none.
-  std::string lock_keep_ms() const;
-  std::string counter_keep_ms() const;
+  // A step's lifetime (StepPolicy::lifetime), and its counter's (at least
+  // k_fence_keep), as PEXPIRE arguments: whole milliseconds, rounded up; "0" for none.
+  static std::string lock_keep_ms(util::Micros lifetime);
+  static std::string counter_keep_ms(util::Micros lifetime);
 
  private:
   redis::Connection& node(const std::string& address);
@@ -87,8 +83,6 @@ class RedisCore {
   bool m_for_locks = false;                                        // ConnectOptions::for_locks
   std::function<void(const std::string&)> m_warn;                  // ConnectOptions::warn
   std::shared_ptr<bool> m_warned = std::make_shared<bool>(false);  // INFO refused: said once
-  util::Micros m_keep{0};    // keep_keys_for: 0 sets no expiry on the lock and holder keys
-  bool m_own_clock = false;  // decide_on_own_clock
 };
 
 }  // namespace nxlock::store

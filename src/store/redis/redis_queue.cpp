@@ -42,14 +42,14 @@ bool queue_forbidden(const Error& e) {
 WaitersQueue::QueuedSet RedisQueue::take_or_queue(std::string_view key, std::string_view value,
                                                   std::string_view counter, std::string_view queue,
                                                   std::string_view ticket, bool waiting,
-                                                  util::Micros lease) {
+                                                  util::Micros lease, StepPolicy policy) {
   // One script: the gate, the SETNX and INCR, the queue's upkeep and the GET a
   // busy lock needs, in one round trip (see k_set_if_absent_queued_script).
   const std::string leases = store::queue_lease_key(queue);
   const std::string lease_us = std::to_string(lease.count());
   const std::string keep = std::to_string(k_queue_keep_ms);
-  const std::string lock_keep = m_core.lock_keep_ms();
-  const std::string counter_keep = m_core.counter_keep_ms();
+  const std::string lock_keep = RedisCore::lock_keep_ms(policy.lifetime);
+  const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
   Reply reply;
   try {
     if (m_forbidden) {
@@ -79,7 +79,7 @@ WaitersQueue::QueuedSet RedisQueue::take_or_queue(std::string_view key, std::str
     // The lock's slot is moving to another node, and the queue's keys are not
     // all there yet, or the user may not keep a queue: the unqueued steps
     // (an entry of ours lapses with its lease).
-    return unqueued(m_steps, key, value, counter);
+    return unqueued(m_steps, key, value, counter, policy);
   }
   // {outcome, value}, and for a waiter behind, how many are ahead of it.
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3) {
@@ -101,13 +101,13 @@ WaitersQueue::QueuedSet RedisQueue::take_or_queue(std::string_view key, std::str
 }
 
 bool RedisQueue::release_and_wake(std::string_view key, std::string_view expected,
-                                  const Fence& fence, std::string_view queue) {
+                                  const Fence& fence, std::string_view queue, StepPolicy policy) {
   // A script: see k_compare_and_delete_queued_script.
   const std::string token = std::to_string(fence.token);
   const std::string channel = wake_channel(key);
   const std::string leases = store::queue_lease_key(queue);
   try {
-    const std::string counter_keep = m_core.counter_keep_ms();
+    const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
     const auto reply =
         m_core.run({{"EVAL", k_compare_and_delete_queued_script, "4", key, fence.counter, queue,
                      leases, expected, token, channel, counter_keep},

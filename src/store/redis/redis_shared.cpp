@@ -24,15 +24,16 @@ bool said_one_added(const redisReply& reply) {
 
 }  // namespace
 
-SharedLeases::Take RedisLeases::take(const Keys& keys, const TakeRequest& request) {
+SharedLeases::Take RedisLeases::take(const Keys& keys, const TakeRequest& request,
+                                     StepPolicy policy) {
   // One script: the queue's gate, the lease, the lock key that covers it and
   // the token, in one atomic step (see k_take_shared_script).
   const std::string queue_leases = store::queue_lease_key(keys.queue);
   const std::string expiry_text = std::to_string(request.expiry);
   const std::string lease_us = std::to_string(request.lease.count());
   const std::string queue_keep = std::to_string(redis::k_queue_keep_ms);
-  const std::string lock_keep = m_core.lock_keep_ms();
-  const std::string counter_keep = m_core.counter_keep_ms();
+  const std::string lock_keep = RedisCore::lock_keep_ms(policy.lifetime);
+  const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
   const std::string slots = std::to_string(request.slots);
   const std::string details = store::details_key(keys.leases);
   const auto taken = [](const redisReply& r) {
@@ -68,11 +69,12 @@ SharedLeases::Take RedisLeases::take(const Keys& keys, const TakeRequest& reques
   return result;
 }
 
-bool RedisLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry) {
+bool RedisLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
+                        StepPolicy policy) {
   const std::string expiry_text = std::to_string(expiry);
   const std::string if_text = lease.expiry ? std::to_string(*lease.expiry) : std::string();
   const std::string token_text = lease.token ? std::to_string(*lease.token) : std::string();
-  const std::string lock_keep = m_core.lock_keep_ms();
+  const std::string lock_keep = RedisCore::lock_keep_ms(policy.lifetime);
   // An unconfirmed renewal is left as it is: the lease keeps at least its old expiry.
   const std::string details = store::details_key(keys.leases);
   const Reply reply =
@@ -83,10 +85,10 @@ bool RedisLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t 
   return integer_of(*reply, m_core.name()) == 1;
 }
 
-bool RedisLeases::release(const Keys& keys, const LeaseMatch& lease) {
+bool RedisLeases::release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy) {
   const std::string queue_leases = store::queue_lease_key(keys.queue);
   const std::string channel = redis::wake_channel(keys.lock);
-  const std::string lock_keep = m_core.lock_keep_ms();
+  const std::string lock_keep = RedisCore::lock_keep_ms(policy.lifetime);
   const std::string if_text = lease.expiry ? std::to_string(*lease.expiry) : std::string();
   const std::string token_text = lease.token ? std::to_string(*lease.token) : std::string();
   const std::string details = store::details_key(keys.leases);

@@ -48,7 +48,7 @@ bool is_string(const redisReply& reply) {
 }  // namespace
 
 SetIfAbsent RedisStore::set_if_absent(std::string_view key, std::string_view value,
-                                      std::optional<std::string_view> counter) {
+                                      std::optional<std::string_view> counter, StepPolicy policy) {
   // An unconfirmed set is deleted again. The counter keeps its step: tokens
   // need only grow, never be dense.
   const auto undo = [&](const redisReply&) { compare_and_delete(key, value); };
@@ -57,8 +57,8 @@ SetIfAbsent RedisStore::set_if_absent(std::string_view key, std::string_view val
     return {integer_of(*reply, m_core.name()) == 1, std::nullopt};
   }
   // A script, not SETNX then INCR: see k_set_if_absent_fenced_script.
-  const std::string keep = m_core.lock_keep_ms();
-  const std::string counter_keep = m_core.counter_keep_ms();
+  const std::string keep = RedisCore::lock_keep_ms(policy.lifetime);
+  const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
   const auto reply = m_core.write(
       {{"EVAL", k_set_if_absent_fenced_script, "2", key, *counter, value, keep, counter_keep}, key},
       is_token, undo);
@@ -72,11 +72,11 @@ std::optional<std::string> RedisStore::get(std::string_view key) {
 }
 
 Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
-                             std::optional<Takeover> takeover) {
+                             std::optional<Takeover> takeover, StepPolicy policy) {
   // An unconfirmed swap gives the old value back (or deletes ours).
   const auto give_back = [&](const std::optional<std::string>& old) {
     if (old) {
-      compare_and_set(key, value, *old);
+      compare_and_set(key, value, *old, std::nullopt, policy);
     } else {
       compare_and_delete(key, value);
     }
@@ -93,10 +93,9 @@ Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
   // server's own clock the script decides with TIME at the instant of the
   // step: never on an estimate carried from an earlier reply, which a slow
   // exchange can leave running ahead of the server.
-  const std::string now =
-      m_core.own_clock() ? std::string() : std::to_string(takeover->now_seconds);
-  const std::string keep = m_core.lock_keep_ms();
-  const std::string counter_keep = m_core.counter_keep_ms();
+  const std::string now = policy.own_clock ? std::string() : std::to_string(takeover->now_seconds);
+  const std::string keep = RedisCore::lock_keep_ms(policy.lifetime);
+  const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
   const auto reply = m_core.write(
       {{"EVAL", k_get_and_set_fenced_script, "2", key, takeover->counter, value, now, keep,
         counter_keep},
@@ -112,10 +111,10 @@ Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
   return swap;
 }
 
-void RedisStore::set(std::string_view key, std::string_view value) {
-  // A lock's holder details expire with it (keep_keys_for); SET PX is one step.
-  if (m_core.keep() > util::Micros(0)) {
-    const std::string ms = m_core.lock_keep_ms();
+void RedisStore::set(std::string_view key, std::string_view value, StepPolicy policy) {
+  // A lock's holder details expire with it (StepPolicy); SET PX is one step.
+  if (policy.lifetime > util::Micros(0)) {
+    const std::string ms = RedisCore::lock_keep_ms(policy.lifetime);
     m_core.run({{"SET", key, value, "PX", ms}, key});
     return;
   }
@@ -171,7 +170,7 @@ std::size_t RedisStore::del(const std::vector<std::string>& keys) {
 }
 
 bool RedisStore::compare_and_delete(std::string_view key, std::string_view expected,
-                                    std::optional<Fence> fence) {
+                                    std::optional<Fence> fence, StepPolicy policy) {
   const std::string channel = wake_channel(key);
   if (!fence) {
     // A script, not GET then DEL: see k_compare_and_delete_script.
@@ -181,7 +180,7 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
   }
   // A script: see k_compare_and_delete_fenced_script.
   const std::string token = std::to_string(fence->token);
-  const std::string counter_keep = m_core.counter_keep_ms();
+  const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
   const auto reply = m_core.run({{"EVAL", k_compare_and_delete_fenced_script, "2", key,
                                   fence->counter, expected, token, channel, counter_keep},
                                  key});
@@ -189,8 +188,9 @@ bool RedisStore::compare_and_delete(std::string_view key, std::string_view expec
 }
 
 bool RedisStore::compare_and_set(std::string_view key, std::string_view expected,
-                                 std::string_view value, std::optional<Fence> fence) {
-  const std::string keep = m_core.lock_keep_ms();
+                                 std::string_view value, std::optional<Fence> fence,
+                                 StepPolicy policy) {
+  const std::string keep = RedisCore::lock_keep_ms(policy.lifetime);
   // An unconfirmed swap goes back to `expected`: the caller (a renewal)
   // retries from the value it knows.
   if (!fence) {
@@ -204,7 +204,7 @@ bool RedisStore::compare_and_set(std::string_view key, std::string_view expected
   }
   // A script: see k_compare_and_set_fenced_script.
   const std::string token = std::to_string(fence->token);
-  const std::string counter_keep = m_core.counter_keep_ms();
+  const std::string counter_keep = RedisCore::counter_keep_ms(policy.lifetime);
   const auto swap = [&](std::string_view from, std::string_view to) {
     return Command{{"EVAL", k_compare_and_set_fenced_script, "2", key, fence->counter, from, to,
                     token, keep, counter_keep},

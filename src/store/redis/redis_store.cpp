@@ -263,12 +263,12 @@ Reply RedisCore::write(const Command& command, const std::function<bool(const re
                   " replicas confirmed the write within the timeout (--replicas); " + undone);
 }
 
-std::string RedisCore::lock_keep_ms() const {
-  return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(m_keep).count());
+std::string RedisCore::lock_keep_ms(util::Micros lifetime) {
+  return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(lifetime).count());
 }
 
-std::string RedisCore::counter_keep_ms() const {
-  const util::Micros keep = std::max(m_keep, Store::k_fence_keep);
+std::string RedisCore::counter_keep_ms(util::Micros lifetime) {
+  const util::Micros keep = std::max(lifetime, Store::k_fence_keep);
   return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(keep).count());
 }
 

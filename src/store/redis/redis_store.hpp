@@ -31,16 +31,17 @@ class RedisStore final : public Store {
 
   std::string describe() const override { return m_core.name(); }
   SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                            std::optional<std::string_view> counter = {}) override;
+                            std::optional<std::string_view> counter = {},
+                            StepPolicy policy = {}) override;
   std::optional<std::string> get(std::string_view key) override;
   Swap get_and_set(std::string_view key, std::string_view value,
-                   std::optional<Takeover> takeover = {}) override;
-  void set(std::string_view key, std::string_view value) override;
+                   std::optional<Takeover> takeover = {}, StepPolicy policy = {}) override;
+  void set(std::string_view key, std::string_view value, StepPolicy policy = {}) override;
   std::size_t del(const std::vector<std::string>& keys) override;  // and PUBLISH, in one trip
   bool compare_and_delete(std::string_view key, std::string_view expected,
-                          std::optional<Fence> fence = {}) override;
+                          std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
-                       std::optional<Fence> fence = {}) override;
+                       std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
   WaitersQueue* queue() override { return &m_queue; }
   SharedLeases* shared() override { return &m_leases; }
   LockListing* listing() override { return &m_listing; }
@@ -49,8 +50,6 @@ class RedisStore final : public Store {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_core.set_deadline(monotonic_deadline);
   }
-  void keep_keys_for(util::Micros lifetime) override { m_core.keep_keys_for(lifetime); }
-  void decide_on_own_clock(bool yes) override { m_core.decide_on_own_clock(yes); }
 
  private:
   RedisCore m_core;

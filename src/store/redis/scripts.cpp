@@ -78,7 +78,7 @@ const std::string_view k_compare_and_set_script =
 // or a takeover of an absent or expired lock. A token that cannot be issued
 // (the counter holds no integer) undoes the script's own write and returns the
 // error, so a failed step leaves nothing behind. Every key written gets its
-// expiry in the same script (keep_keys_for).
+// expiry in the same script (StepPolicy::lifetime).
 //
 // KEYS: lock, counter. ARGV: value, lock keep (ms), counter keep (ms).
 const std::string_view k_set_if_absent_fenced_script = NXLOCK_TIME_PRELUDE NXLOCK_ISSUE
