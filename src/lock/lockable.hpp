@@ -46,13 +46,13 @@ struct RenewalPlan {
 
 // What renew() did.
 struct Renewed {
-  Verdict verdict{};
+  Verdict verdict;
   std::string value;  // done: the value that holds the lock now
 };
 
 // What release_after() did.
 struct Kept {
-  Verdict verdict{};
+  Verdict verdict;
   std::string value;  // done, and kept for the hold: the value left in place; empty if deleted
 };
 
