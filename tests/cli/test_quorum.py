@@ -140,6 +140,18 @@ class Quorum(NxlockTestCase):
         r = self.q("lock", "-n", "other")
         self.assertEqual(r.returncode, 65, r.stderr)
 
+    def test_what_is_not_a_lock_on_a_minority_does_not_stop_an_unlock(self):
+        value = self.lock("job", "-t", "60")
+        self.servers[0].cli("SET", "job", "junk-value")
+        # The third server answers last, after the one holding what is not a lock.
+        os.kill(self.servers[2].process.pid, signal.SIGSTOP)
+        resume = threading.Timer(0.5, self.resume, (self.servers[2],))
+        resume.start()
+        self.addCleanup(resume.cancel)
+        r = self.q("unlock", "job", value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.values("job"), ["junk-value", None, None])
+
     def test_two_servers_down_is_69(self):
         self.servers[1].stop()
         self.servers[2].stop()
