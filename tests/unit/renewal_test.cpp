@@ -131,6 +131,18 @@ TEST_F(RenewalTest, AConfirmedRenewalCountsFromWhenItWasSent) {
   EXPECT_EQ(held.maybe_ours, std::vector<std::string>{"v0"});
 }
 
+// A renewal whose reply was lost may have been stored even so: the value it
+// planned to write is tried too, from the next renewal on.
+TEST_F(RenewalTest, TheValueOfARenewalThatGotNoReplyMayBeOurs) {
+  held.value = "v0";
+  held.valid_until = util::mono_now() + Micros(1'000'000);
+  run::Renewal renewal(lock, held, 1, Micros(0), reporter);
+  lock.answers = {ScriptedLock::Answer::unavailable};
+  EXPECT_FALSE(step_once(renewal, lock, Micros(2'000'000)).has_value());
+  EXPECT_EQ(held.value, "v0");
+  EXPECT_EQ(held.maybe_ours, std::vector<std::string>{"v1"});
+}
+
 TEST_F(RenewalTest, ARefusedRenewalIsALossWithItsVerdict) {
   held.value = "v0";
   held.valid_until = util::mono_now() + Micros(1'000'000);
