@@ -187,6 +187,9 @@ class Lock final : public Lockable {
   // Reads the lock's state and, when held, the holder's details.
   Status status() override;
 
+  // The latest token issued for this key (the counter), whatever the key holds.
+  std::optional<std::int64_t> latest_token();
+
   // Quorum mode: moves this backend's fencing counter up to `token` (the quorum's
   // token), only while it still holds this lock's own token, that is while no
   // acquisition of the key has been made here since ours (every owning step

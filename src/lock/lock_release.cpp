@@ -212,14 +212,19 @@ bool Lock::force_release(std::optional<std::string>& holder_problem) {
   return removed > 0;
 }
 
+std::optional<std::int64_t> Lock::latest_token() {
+  if (const auto counter = m_store.get(m_fence_key)) {
+    return store::parse_fence(*counter);
+  }
+  return std::nullopt;
+}
+
 Status Lock::status() {
   Status status;
   status.now_seconds = now_seconds();
   // In every state: the latest token issued (read apart from the value, so not
   // atomically with it).
-  if (const auto counter = m_store.get(m_fence_key)) {
-    status.fence = store::parse_fence(*counter);
-  }
+  status.fence = latest_token();
   // The key and its leases as one read: apart, a renewal between the two
   // reads would make a live set of leases look lost.
   std::optional<std::string> current;

@@ -3,6 +3,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import unittest
 
@@ -103,11 +104,17 @@ class Quorum(NxlockTestCase):
 
     def test_what_is_not_a_lock_on_a_minority_does_not_hide_the_majoritys_holder(self):
         value = self.lock("job", "-t", "60")
+        # Counters apart, as takes over time leave them: the quorum's token is the middle one.
+        token = json.loads(self.q("status", "--json", "job").stdout)["fence"]
+        for server, counter in zip(self.servers, (token + 50, token + 100, token)):
+            server.cli("SET", "{job}:fence:job", str(counter))
         self.servers[0].cli("SET", "job", "junk-value")
         r = self.q("status", "--json", "job")
         self.assertEqual(r.returncode, 0, r.stderr)
         status = json.loads(r.stdout)
         self.assertEqual((status["state"], status["value"]), ("held", value))
+        # A token never goes back: the foreign server's counter still counts.
+        self.assertEqual(status["fence"], token + 50)
         self.assertEqual([s["state"] for s in status["servers"]], ["foreign", "held", "held"])
         self.assertIn("not a lock timestamp", status["servers"][0]["error"])
         # Where no majority holds one value, what is not a lock is the answer: 65.
@@ -115,6 +122,35 @@ class Quorum(NxlockTestCase):
         r = self.q("status", "job")
         self.assertEqual(r.returncode, 65, r.stderr)
         self.assertIn(b"junk-value", r.stderr)
+
+    def test_what_is_not_a_lock_on_a_minority_does_not_stop_a_take(self):
+        self.servers[0].cli("SET", "job", "junk-value")
+        # The third server answers last, after the one holding what is not a lock.
+        os.kill(self.servers[2].process.pid, signal.SIGSTOP)
+        resume = threading.Timer(0.5, self.resume, (self.servers[2],))
+        resume.start()
+        self.addCleanup(resume.cancel)
+        r = self.q("lock", "-n", "-t", "60", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        value = r.stdout.decode().strip()
+        self.assertEqual(self.values("job"), ["junk-value", value, value])
+        # Where no majority can be taken, what is not a lock is the answer: 65.
+        self.servers[1].cli("SET", "other", "junk-value")
+        self.servers[2].cli("SET", "other", str(int(time.time()) + 60))
+        r = self.q("lock", "-n", "other")
+        self.assertEqual(r.returncode, 65, r.stderr)
+
+    def test_what_is_not_a_lock_on_a_minority_does_not_stop_an_unlock(self):
+        value = self.lock("job", "-t", "60")
+        self.servers[0].cli("SET", "job", "junk-value")
+        # The third server answers last, after the one holding what is not a lock.
+        os.kill(self.servers[2].process.pid, signal.SIGSTOP)
+        resume = threading.Timer(0.5, self.resume, (self.servers[2],))
+        resume.start()
+        self.addCleanup(resume.cancel)
+        r = self.q("unlock", "job", value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.values("job"), ["junk-value", None, None])
 
     def test_two_servers_down_is_69(self):
         self.servers[1].stop()

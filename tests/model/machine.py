@@ -268,9 +268,10 @@ class LockModelMachine(RuleBasedStateMachine):
                 return 64
             takeable = sum(1 for h in k.raw if h is None or self.q_expired(h))
             junk = any(h is not None and h.kind == "junk" for h in k.raw)
+            # What is not a lock cannot be taken, nor stop a majority of the others.
             if takeable >= 2:
-                return {0, 65} if junk else 0
-            return {65, 75} if junk else 75
+                return 0
+            return 65 if junk else 75
         if k.garbage is not None:
             return 65
         if not k.holds:
@@ -847,15 +848,16 @@ class LockModelMachine(RuleBasedStateMachine):
     def q_predict_release(self, k, value):
         count = sum(1 for h in k.raw if h is not None and h.value == value)
         hold = next((h for h in k.raw if h is not None and h.value == value), None)
-        if any(h is not None and h.kind == "junk" for h in k.raw):
-            return ({0, 1, 65} if count else {1, 65}), "", hold
+        # What is not a lock on a server holds nothing of ours: it cannot stop a
+        # majority of the others, and is the answer (65) only where there is none.
+        junk = any(h is not None and h.kind == "junk" for h in k.raw)
         if hold is not None and self.q_expired(hold):
-            return 1, "", None
+            return ({1, 65} if junk else 1), "", None
         if count >= 2:
             return 0, "", hold
         if count == 1:
-            return {0, 1}, "", hold
-        return 1, "", None
+            return ({0, 1, 65} if junk else {0, 1}), "", hold
+        return ({1, 65} if junk else 1), "", None
 
     def q_after_release(self, k, hold):
         pass

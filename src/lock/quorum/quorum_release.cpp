@@ -19,11 +19,15 @@ Verdict QuorumLock::tally(const std::vector<std::optional<Verdict>>& verdicts,
   const std::size_t n = m_channels.size();
   std::size_t unanswered = 0;
   const Error* first = nullptr;
+  // A server holding what is not a lock holds nothing of ours: it cannot stop a
+  // majority of the others, and is the answer only where there is none.
+  const Error* foreign = nullptr;
   for (const auto& error : errors) {
-    if (error && error->kind() != ErrorKind::unavailable) {
+    if (error && error->kind() == ErrorKind::data) {
+      foreign = foreign ? foreign : &*error;
+    } else if (error && error->kind() != ErrorKind::unavailable) {
       throw *error;
-    }
-    if (error) {
+    } else if (error) {
       ++unanswered;
       first = first ? first : &*error;
     }
@@ -44,6 +48,9 @@ Verdict QuorumLock::tally(const std::vector<std::optional<Verdict>>& verdicts,
                 std::string(doing) + " on " + std::to_string(done) + " of " + std::to_string(n) +
                     " servers, " + std::to_string(unanswered) + " did not answer (a majority is " +
                     std::to_string(majority_of(n)) + "): " + first->what());
+  }
+  if (foreign) {
+    throw *foreign;
   }
   // Not ours on a majority: say why as most of them do.
   Verdict why = Verdict::taken_over;

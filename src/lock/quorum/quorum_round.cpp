@@ -116,12 +116,18 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
   const auto& errors = replies.errors;
 
   const util::Error* hard_error = nullptr;
+  // A server holding what is not a lock cannot be taken, but a majority without
+  // it can: only when none is reached is it the answer (as status has it).
+  const util::Error* foreign_error = nullptr;
   std::vector<bool> keep(n, false);
   std::map<std::int64_t, std::size_t> busy_counts;
   for (std::size_t i = 0; i < n; ++i) {
     if (errors[i]) {
       round.servers[i].error = errors[i];
-      if (!hard_error && errors[i]->kind() != util::ErrorKind::unavailable) {
+      const util::ErrorKind kind = errors[i]->kind();
+      if (kind == util::ErrorKind::data) {
+        foreign_error = foreign_error ? foreign_error : &*errors[i];
+      } else if (!hard_error && kind != util::ErrorKind::unavailable) {
         hard_error = &*errors[i];
       }
       continue;
@@ -175,8 +181,8 @@ QuorumRound QuorumLock::try_round(std::int64_t ttl) {
     if (round.acquired_on > 0 || round.answered < n) {
       undo(round.value, keep, true);
     }
-    if (hard_error) {
-      throw *hard_error;
+    if (hard_error || foreign_error) {
+      throw hard_error ? *hard_error : *foreign_error;
     }
     return round;
   }

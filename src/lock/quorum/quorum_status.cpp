@@ -5,6 +5,7 @@
 
 #include "lock/quorum/quorum.hpp"
 #include "lock/quorum/quorum_fanout.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::lock {
 
@@ -54,6 +55,7 @@ Status QuorumLock::status() {
   std::map<std::string, std::size_t> expired;
   std::map<std::string, std::size_t> first;
   std::optional<std::size_t> first_foreign;
+  std::vector<std::optional<std::int64_t>> foreign_fences(n);
   for (std::size_t i = 0; i < n; ++i) {
     ServerView view;
     view.server = m_channels[i]->spec.name;
@@ -68,6 +70,15 @@ Status QuorumLock::status() {
       view.error = errors[i]->what();
       if (foreign && !first_foreign) {
         first_foreign = i;
+      }
+      if (foreign) {
+        // No take succeeds over what is not a lock: this server's counter still
+        // says what its last take was given, which the quorum's token counts.
+        try {
+          foreign_fences[i] = m_channels[i]->open().latest_token();
+        } catch (const util::Error& e) {
+          util::trace(std::string("a foreign value's token not read: ") + e.what());
+        }
       }
       answered += foreign ? 1 : 0;
       m_views.push_back(std::move(view));
@@ -102,13 +113,16 @@ Status QuorumLock::status() {
     }
     return std::optional<std::string>();
   };
-  // The quorum's token (quorum_token) among the servers holding `value`, or among
-  // all that answered.
+  // The quorum's token (quorum_token) among the servers holding `value` (and those
+  // holding what is not a lock), or among all that answered.
   const auto highest_fence = [&](const std::string* value) {
     std::vector<std::int64_t> fences;
     for (std::size_t i = 0; i < n; ++i) {
       if (statuses[i] && statuses[i]->fence && (!value || statuses[i]->value == *value)) {
         fences.push_back(*statuses[i]->fence);
+      }
+      if (foreign_fences[i]) {
+        fences.push_back(*foreign_fences[i]);
       }
     }
     return quorum_token(std::move(fences), n);
