@@ -7,7 +7,7 @@ import threading
 import time
 import unittest
 
-from harness import BIN, NxlockTestCase, RedisServer, alive, die_with_parent, read, wait_for
+from harness import BIN, NxlockTestCase, RedisServer, alive, dying_with_parent, read, wait_for
 
 
 class Quorum(NxlockTestCase):
@@ -272,8 +272,8 @@ class Quorum(NxlockTestCase):
         for _ in range(6):
             loop = ("for j in 1 2 3 4 5; do %s %s run-locked -w 120 job sh -c '%s' || exit 9; "
                     "done" % (os.path.abspath(BIN), urls, section))
-            workers.append(subprocess.Popen(["sh", "-c", loop], env=self.env,
-                                            stderr=subprocess.PIPE, preexec_fn=die_with_parent))
+            workers.append(subprocess.Popen(dying_with_parent(["sh", "-c", loop]), env=self.env,
+                                            stderr=subprocess.PIPE))
         for worker in workers:
             _, err = worker.communicate(timeout=300)
             self.assertEqual(worker.returncode, 0, err)
