@@ -25,6 +25,9 @@ std::string Holder::to_json() const {
     j["start"] = start;
     j["boot"] = boot;
   }
+  if (fence != 0) {
+    j["fence"] = fence;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -40,6 +43,9 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   h.command = j.value("command", "");
   h.acquired_at = j.value("acquired_at", std::int64_t{0});
   h.finished_at = j.value("finished_at", std::int64_t{0});
+  if (j.contains("fence") && j["fence"].is_number_integer()) {
+    h.fence = j["fence"].get<std::int64_t>();
+  }
   if (j.contains("start") && j["start"].is_number_unsigned() && j.contains("boot") &&
       j["boot"].is_string()) {
     h.start = j["start"].get<std::uint64_t>();

@@ -29,6 +29,9 @@ struct Holder {
   // records of older versions.
   std::uint64_t start = 0;
   std::string boot;
+  // A quorum's token for this acquisition (quorum_token), which no one server's
+  // counter need hold; 0 elsewhere, where the lock's counter says it.
+  std::int64_t fence = 0;
 
   // True when the holder process is known to be gone: it ran on this host, and
   // either this host has booted since or that process no longer runs. False

@@ -159,6 +159,9 @@ std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
         row.holder = std::move(other.holder);
       }
     }
+    if (row.holder && row.holder->fence != 0) {
+      row.fence = row.holder->fence;  // the holder's own record of it, as status shows it
+    }
     rows.push_back(std::move(row));
   }
   std::sort(rows.begin(), rows.end(), by_key_and_slot);

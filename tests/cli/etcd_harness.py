@@ -14,7 +14,7 @@ import tempfile
 import time
 import urllib.request
 
-from harness import die_with_parent, free_port
+from harness import dying_with_parent, free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -52,7 +52,7 @@ class Member:
         listen = ",".join("%s://%s:%d" % (scheme, host, self.client_port)
                           for host in ("127.0.0.1", *hosts))
         log = open(self.dir + ".log", "ab")
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(dying_with_parent(
             [ETCD, "--name", self.name, "--data-dir", self.dir,
              "--listen-client-urls", listen,
              "--advertise-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
@@ -60,8 +60,8 @@ class Member:
              "--initial-advertise-peer-urls", self.peer_url,
              "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
              "--heartbeat-interval", "50", "--election-timeout", "500",
-             "--log-level", "warn", *extra],
-            stdout=log, stderr=log, preexec_fn=die_with_parent)
+             "--log-level", "warn", *extra]),
+            stdout=log, stderr=log)
         log.close()
 
     def restart(self):

@@ -350,14 +350,22 @@ def matrix_choice():
 class Backend:
     """Where nxlock keeps its keys for one test: a name, the --url (or the several
     --url of a quorum) to reach it, what it offers, and for Redis a redis-cli on
-    the server that holds the keys."""
+    the server that holds the keys.
 
-    def __init__(self, name, url, offers=None, cli=None):
+    For a test that looks at what a backend keeps (tests/cli/test_nothing_piles_up.py):
+    `servers`, a redis-cli (same calling form) on each Redis server that keeps keys
+    of its own (a Cluster's masters, each server of a quorum; the one server
+    otherwise; none for the embedded store and etcd), and `deployment`, the
+    object the backend was started from (etcd's: etcd_harness.EtcdCluster)."""
+
+    def __init__(self, name, url, offers=None, cli=None, servers=None, deployment=None):
         self.name = name
         self.urls = [url] if isinstance(url, str) else list(url)
         self.url = self.urls[0]
         self.offers = OFFERS.get(name, EVERYTHING) if offers is None else frozenset(offers)
         self._cli = cli
+        self.servers = list(servers) if servers is not None else ([cli] if cli else [])
+        self.deployment = deployment
 
     def args(self):
         found = []
@@ -393,7 +401,9 @@ def start_cluster():
         return subprocess.run([REDIS_CLI, "-c", "-p", str(cluster.nodes[0].port), *args],
                               capture_output=True, check=True, timeout=COMMAND_TIMEOUT).stdout
 
-    return ExtraBackend(Backend("cluster", cluster.url(), cli=cluster_cli),
+    return ExtraBackend(Backend("cluster", cluster.url(), cli=cluster_cli,
+                                servers=[node.cli for node in cluster.nodes],
+                                deployment=cluster),
                         cluster.flushall, cluster.stop)
 
 
@@ -401,7 +411,8 @@ def start_sentinel():
     from sentinel_harness import Deployment
     # One replica: nxlock then waits for it to confirm each write, as in production.
     deployment = Deployment(replicas=1)
-    return ExtraBackend(Backend("sentinel", deployment.url(), cli=deployment.master.cli),
+    return ExtraBackend(Backend("sentinel", deployment.url(), cli=deployment.master.cli,
+                                deployment=deployment),
                         deployment.master.flushall, deployment.stop)
 
 
@@ -423,13 +434,15 @@ def start_quorum():
         for server in servers:
             server.stop()
 
-    return ExtraBackend(Backend("quorum", [s.url for s in servers]), wipe, stop)
+    return ExtraBackend(Backend("quorum", [s.url for s in servers],
+                                servers=[s.cli for s in servers], deployment=servers),
+                        wipe, stop)
 
 
 def start_etcd():
     from etcd_harness import EtcdCluster
     etcd = EtcdCluster(1)
-    return ExtraBackend(Backend("etcd", etcd.url()), etcd.wipe, etcd.stop)
+    return ExtraBackend(Backend("etcd", etcd.url(), deployment=etcd), etcd.wipe, etcd.stop)
 
 
 # How each extra backend starts (tests/model/backends.py starts the same deployments

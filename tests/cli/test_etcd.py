@@ -16,7 +16,7 @@ import time
 import unittest
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
-from harness import NxlockTestCase, RedisServer, alive, die_with_parent, read, wait_for
+from harness import NxlockTestCase, RedisServer, alive, dying_with_parent, read, wait_for
 from test_tls import Certificates
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
@@ -44,10 +44,10 @@ class EtcdSingleTest(NxlockTestCase):
 
     def ctl_lock(self, key, log, name, pause):
         return subprocess.Popen(
-            [ETCDCTL, "--endpoints", self.etcd.endpoints(), "lock", key, "--",
-             "sh", "-c", LOGGED % pause, name, log],
+            dying_with_parent([ETCDCTL, "--endpoints", self.etcd.endpoints(), "lock", key, "--",
+                               "sh", "-c", LOGGED % pause, name, log]),
             env=dict(self.env, ETCDCTL_API="3"), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+            stderr=subprocess.DEVNULL)
 
     def nx_lock(self, key, log, name, pause, *options):
         return self.popen("run-locked", *options, key, "sh", "-c", LOGGED % pause, name, log,

@@ -1,6 +1,6 @@
-"""The embedded store under production faults: tokens that never go back,
-nothing left behind, a live holder never taken over because of a clock, no store
-made by a read."""
+"""The embedded store under production faults: tokens that never go back, a live
+holder never taken over because of a clock, no store made by a read. (Nothing left
+behind: test_nothing_piles_up.py.)"""
 import json
 import os
 import shutil
@@ -10,7 +10,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, files_under, read, wait_for
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, read, wait_for
 
 # FAKETIME_DONT_FAKE_MONOTONIC: only the wall clock is off, as after a clock step.
 FAKE_ENV = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
@@ -91,99 +91,6 @@ class TestTokens(FileSafetyCase):
             self.assertGreater(later, earlier, tokens)
         # Tokens are microseconds since the epoch at least: up to 16 digits.
         self.assertLessEqual(len(str(tokens[-1])), 16)
-
-
-class TestNothingPilesUp(FileSafetyCase):
-    """Released locks leave nothing; abandoned ones and dead waiters go."""
-
-    def test_released_locks_leave_a_bounded_number_of_files(self):
-        got = self.lock_json("-n", "first")
-        self.assertEqual(self.nx("unlock", "first", got["value"]).returncode, 0)
-        before = files_under(self.store_path)
-        for i in range(100):
-            got = self.lock_json("-n", "lock-%d" % i)
-            r = self.nx("unlock", "lock-%d" % i, got["value"])
-            self.assertEqual(r.returncode, 0, r.stderr)
-        for i in range(100):
-            r = self.nx("run-locked", "-n", "run-%d" % i, "true")
-            self.assertEqual(r.returncode, 0, r.stderr)
-        after = files_under(self.store_path)
-        self.assertLessEqual(len(after - before), 2, sorted(after - before))
-
-    def test_an_abandoned_expired_lock_goes_after_a_later_command(self):
-        before = files_under(self.store_path)
-        # A `lock` taken two hours ago that nobody released...
-        r = self.faked("-2h", "lock", "-t", "1", "crashed-lock")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        # ...and a run-locked killed with its job (its holder details stay too).
-        p = self.start_run_locked("crashed-run", "-t", "1")
-        os.kill(p.pid, signal.SIGKILL)
-        p.communicate(timeout=COMMAND_TIMEOUT)
-        left = files_under(self.store_path) - before
-        buckets = sorted(f for f in left if f.startswith("data/"))
-        self.assertGreaterEqual(len(buckets), 3, left)
-        # Until it expired (1 s, and the second it ends in).
-        self.assertTrue(wait_for(lambda: self.nx("status", "crashed-run").returncode == 1,
-                                 timeout=10))
-        time.sleep(1.1)
-        # Later commands on other keys of the same stripes clean up as they go.
-        for bucket in buckets:
-            stripe = bucket.split("/")[1]
-            key = key_in_stripe(stripe, "later")
-            got = self.lock_json("-n", key)
-            self.assertEqual(self.nx("unlock", key, got["value"]).returncode, 0)
-        left = files_under(self.store_path) - before
-        self.assertEqual(sorted(f for f in left if f.startswith("data/")), [])
-        self.assertEqual(self.nx("get", "crashed-lock").returncode, 1)
-
-    def test_a_killed_waiters_fifo_goes(self):
-        got = self.lock_json("-n", "-t", "60", "busy")
-        waiter = self.popen("lock", "-w", "30", "busy",
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.addCleanup(self.stop, waiter)
-        wait_dir = os.path.join(self.store_path, "wait")
-        self.assertTrue(wait_for(lambda: os.path.isdir(wait_dir) and os.listdir(wait_dir),
-                                 timeout=10), "the waiter made no FIFO")
-        os.kill(waiter.pid, signal.SIGKILL)
-        waiter.communicate(timeout=COMMAND_TIMEOUT)
-        time.sleep(1.5)  # its place in line lapses
-        r = self.nx("unlock", "busy", got["value"])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(os.listdir(wait_dir), [])
-        # Nor does the line stay behind.
-        self.assertEqual(files_under(os.path.join(self.store_path, "data")), set())
-
-    def test_files_follow_a_group_shared_stores_bits(self):
-        shared = os.path.join(self.tmp, "shared")
-        os.mkdir(shared)
-        os.chmod(shared, 0o2770)
-        env = dict(self.env, NXLOCK_STORE=os.path.join(shared, "store"))
-        umask = os.umask(0o077)  # a user's private umask must not lock the group out
-        try:
-            holder = subprocess.run([BIN, "lock", "-t", "60", "g"], capture_output=True, env=env,
-                                    timeout=COMMAND_TIMEOUT)
-            self.assertEqual(holder.returncode, 0, holder.stderr)
-            store = os.path.join(shared, "store")
-            # An explicit path is made as mkdir(1) makes it...
-            os.chmod(store, 0o2770)  # ...and a group that shares it sets its bits once
-            waiter = subprocess.Popen([BIN, "lock", "-w", "20", "g"], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            self.addCleanup(self.stop, waiter)
-            wait_dir = os.path.join(store, "wait")
-            self.assertTrue(wait_for(lambda: os.path.isdir(wait_dir) and os.listdir(wait_dir),
-                                     timeout=10))
-            fifo = os.path.join(wait_dir, os.listdir(wait_dir)[0])
-            self.assertEqual(stat.S_IMODE(os.stat(fifo).st_mode), 0o660)
-            r = subprocess.run([BIN, "unlock", "g", holder.stdout.decode().strip()], env=env,
-                               capture_output=True, timeout=COMMAND_TIMEOUT)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            waiter.communicate(timeout=COMMAND_TIMEOUT)
-            self.assertEqual(waiter.returncode, 0)
-        finally:
-            os.umask(umask)
-        for name in files_under(os.path.join(store, "data")):
-            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(store, "data", name)).st_mode),
-                             0o660, name)
 
 
 class TestClockSteps(FileSafetyCase):

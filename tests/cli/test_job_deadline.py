@@ -16,7 +16,7 @@ import time
 import unittest
 
 from faults import RestartableRedis
-from harness import BIN, NxlockTestCase, RedisServer, alive, die_with_parent, read, wait_for
+from harness import BIN, NxlockTestCase, RedisServer, alive, dying_with_parent, read, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "lost_policy_job.py")
@@ -68,10 +68,10 @@ class Holder:
         self.exited_at = None
         self.launched = time.monotonic()
         self.process = subprocess.Popen(
-            [BIN, "-v", "--json", *url_args, "run-locked", "-t", str(TTL), *options, key,
-             sys.executable, JOB, self.logdir, "--on-term", "ignore", "--grandchild"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=test.env,
-            preexec_fn=die_with_parent)
+            dying_with_parent([BIN, "-v", "--json", *url_args, "run-locked", "-t", str(TTL),
+                               *options, key, sys.executable, JOB, self.logdir,
+                               "--on-term", "ignore", "--grandchild"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=test.env)
         test.addCleanup(self.close)
         self.threads = [threading.Thread(target=self._read_stderr),
                         threading.Thread(target=self._wait)]

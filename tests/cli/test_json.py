@@ -26,7 +26,7 @@ class Json(NxlockTestCase):
         return out
 
     def test_key_value_commands(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 self.assertEqual(self.js(*u, "setnx", "k", "v", status=0),
@@ -51,7 +51,11 @@ class Json(NxlockTestCase):
         self.assertNotIn("value", out)
 
     def test_lock_commands(self):
-        for backend in self.backends():
+        # The value is the page's bare timestamp (expires_at == int(value)). Not on a
+        # quorum: a shell's renew goes by the value alone there (man page, QUORUM OVER
+        # INDEPENDENT SERVERS), and a stale value's renewal in the second of the last
+        # one finds the value it would write already there, which it takes as done.
+        for backend in [b for b in self.backends(offering="timestamp") if b.name != "quorum"]:
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 out = self.js(*u, "lock", "-t", "30", "job", status=0)
@@ -96,7 +100,7 @@ class Json(NxlockTestCase):
                 self.assertNotIn("value", free)
 
     def test_run_locked(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 out = self.js(*u, "run-locked", "job", "sh", "-c", "exit 3", status=3)

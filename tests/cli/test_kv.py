@@ -1,4 +1,4 @@
-"""setnx/get/getset/del through the binary, on the embedded store and on Redis."""
+"""setnx/get/getset/del through the binary, on every backend that offers them (harness.backends)."""
 import json
 import os
 import re
@@ -38,7 +38,7 @@ class KeyValue(NxlockTestCase):
         cls.start_redis()
 
     def test_setnx_get_getset_del(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 r = self.nx(*u, "setnx", "k", "v1")
@@ -60,7 +60,7 @@ class KeyValue(NxlockTestCase):
                 self.assertEqual((r.returncode, r.stdout, r.stderr), (1, b"", b""))
 
     def test_binary_safe_values_and_keys(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             for i, value in enumerate(AWKWARD_VALUES):
                 key = b"key " + value[:40] + str(i).encode()
                 with self.subTest(backend=backend.name, value=value[:20]):
@@ -70,13 +70,13 @@ class KeyValue(NxlockTestCase):
                     self.assertEqual(r.stdout, value + b"\n")
 
     def test_leading_dash_after_double_dash(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 self.assertEqual(self.nx(*backend.args(), "setnx", "--", "-k", "-1").returncode, 0)
                 self.assertEqual(self.nx(*backend.args(), "get", "--", "-k").stdout, b"-1\n")
 
     def test_prefix_and_env_url(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 env = dict(self.env, NXLOCK_URL=backend.url, NXLOCK_PREFIX="app:")
                 self.assertEqual(self.nx("setnx", "k", "v", env=env).returncode, 0)
@@ -165,7 +165,7 @@ class KeyValue(NxlockTestCase):
         self.assertEqual(self.nx("-u", plain, "get", "k").returncode, 1)
 
     def test_json_output(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="kv"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 out = json.loads(self.nx(*u, "--json", "setnx", "k", "v").stdout)

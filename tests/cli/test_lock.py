@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, die_with_parent,
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, dying_with_parent,
                      wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,16 +64,13 @@ class LockTestCase(NxlockTestCase):
     def setUpClass(cls):
         cls.start_redis()
 
-    def backend(self, name):
-        """The backend of that name: "file", "redis" (TCP) or "unix"."""
-        return next(b for b in self.backends() if b.name == name)
-
 
 class TakeAndRelease(LockTestCase):
     """lock, status, unlock and renew: a held lock's whole life, on every backend."""
 
     def test_lock_status_unlock_cycle(self):
-        for backend in self.backends():
+        # The value is the page's bare timestamp, and the holder details a key `get` reads.
+        for backend in self.backends(offering=("timestamp", "kv")):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 before = int(time.time())
@@ -116,8 +113,11 @@ class TakeAndRelease(LockTestCase):
 class ExpiryAndTakeover(LockTestCase):
     """An expired lock is taken over, by the clock that decides; garbage never is."""
 
+    # The page's clients write the lock's key with setnx: where they can, and where
+    # the value is the page's timestamp.
+
     def test_expired_lock_is_taken_over_and_not_unlockable(self):
-        for backend in self.backends():
+        for backend in self.backends(offering=("timestamp", "kv")):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 stale = str(int(time.time()) - 5)
@@ -128,7 +128,7 @@ class ExpiryAndTakeover(LockTestCase):
                 self.assertEqual(self.nx(*u, "lock", "-n", "job").returncode, 0)
 
     def test_garbage_is_never_broken(self):
-        for backend in self.backends():
+        for backend in self.backends(offering=("timestamp", "kv")):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 self.nx(*u, "setnx", "data", "not a timestamp")
@@ -138,7 +138,7 @@ class ExpiryAndTakeover(LockTestCase):
                 self.assertEqual(self.nx(*u, "status", "data").returncode, 65)
 
     def test_unlock_says_why_truly(self):
-        for backend in self.backends():
+        for backend in self.backends(offering=("timestamp", "kv")):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 future = str(int(time.time()) + 300)
@@ -166,7 +166,7 @@ class ExpiryAndTakeover(LockTestCase):
             return subprocess.run(["faketime", "-f", "+%ds" % skew, BIN, *args], env=env,
                                   capture_output=True, timeout=30)
 
-        for backend in self.backends():
+        for backend in self.backends(offering=("timestamp", "kv")):
             u = backend.args()
             clocks = [("default", [], skew if backend.name == "file" else 0)]
             if backend.name != "file":
@@ -198,7 +198,7 @@ class WaitingAndWaking(LockTestCase):
     """lock -w: a waiter gives up at its deadline, and wakes on a release or an expiry."""
 
     def test_wait_times_out(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
@@ -220,7 +220,8 @@ class WaitingAndWaking(LockTestCase):
         # the clock; the median of several rounds absorbs the odd slow one on a
         # loaded machine.
         rounds = 7
-        for backend in self.backends():
+        # The trace's GET is the page's look at the timestamp.
+        for backend in self.backends(offering="timestamp"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 latencies = [self.time_one_handoff(u) for _ in range(rounds)]
@@ -266,7 +267,7 @@ class WaitingAndWaking(LockTestCase):
         return entered - released
 
     def test_waiter_wakes_at_expiry(self):
-        for backend in self.backends():
+        for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 self.assertEqual(self.nx(*u, "lock", "-t", "1", "job").returncode, 0)
@@ -275,8 +276,13 @@ class WaitingAndWaking(LockTestCase):
 
 
 class ContendersForAnExpiredLock(LockTestCase):
-    """Of ten clients that find the same lock expired, exactly one takes it. Its
-    subclasses take one backend each, as separate ctest entries run in parallel."""
+    """Of ten clients that find the same lock expired, exactly one takes it."""
+
+    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
+        # The expired lock is a page client's timestamp, written with setnx.
+        for backend in self.backends(offering=("timestamp", "kv")):
+            with self.subTest(backend=backend.name):
+                self.ten_contenders_one_expired_lock_exactly_one_wins(backend)
 
     def ten_contenders_one_expired_lock_exactly_one_wins(self, backend):
         rounds = 30
@@ -304,24 +310,15 @@ class ContendersForAnExpiredLock(LockTestCase):
                                                               winners_total))
 
 
-class ContendersForAnExpiredLockOnFile(ContendersForAnExpiredLock):
-    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
-        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("file"))
-
-
-class ContendersForAnExpiredLockOnRedis(ContendersForAnExpiredLock):
-    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
-        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("redis"))
-
-
-class ContendersForAnExpiredLockOnUnixSocket(ContendersForAnExpiredLock):
-    def test_ten_contenders_one_expired_lock_exactly_one_wins(self):
-        self.ten_contenders_one_expired_lock_exactly_one_wins(self.backend("unix"))
-
-
 class ContentionWithKilledHolders(LockTestCase):
-    """run-locked holders, some SIGKILLed, never overlap in their critical sections. Its
-    subclasses take one backend each, as separate ctest entries run in parallel."""
+    """run-locked holders, some SIGKILLed, never overlap in their critical sections."""
+
+    def test_contention_with_killed_holders_never_overlaps(self):
+        # Seconds per backend: the unix socket (Redis over TCP again) is left to
+        # NXLOCK_TEST_BACKENDS=all.
+        for backend in self.backends(offering="lock", by_default=("file", "redis")):
+            with self.subTest(backend=backend.name):
+                self.contention_with_killed_holders_never_overlaps(backend)
 
     def run_contention(self, backend, workers, sections, kill_probability, extra=()):
         """Workers loop on run-locked; a killer SIGKILLs some holders. Returns intervals."""
@@ -332,10 +329,10 @@ class ContentionWithKilledHolders(LockTestCase):
 
         def worker():
             for _ in range(sections):
-                r = subprocess.run([BIN, *backend.args(), "run-locked", "-t", "1", "-w", "60",
-                                    "crit", "sh", "-c", SECTION, log, "0.05"],
-                                   env=self.env, capture_output=True, timeout=90,
-                                   preexec_fn=die_with_parent)
+                r = subprocess.run(dying_with_parent([BIN, *backend.args(), "run-locked", "-t",
+                                                      "1", "-w", "60", "crit", "sh", "-c",
+                                                      SECTION, log, "0.05"]),
+                                   env=self.env, capture_output=True, timeout=90)
                 # An assertion raised in a thread would only end the thread: report it instead.
                 if r.returncode not in (0, -9):
                     failures.append("run-locked exited %d: %s" % (r.returncode, r.stderr))
@@ -381,26 +378,16 @@ class ContentionWithKilledHolders(LockTestCase):
               % (backend.name, len(intervals), len(kills)))
 
 
-class ContentionWithKilledHoldersOnFile(ContentionWithKilledHolders):
-    def test_contention_with_killed_holders_never_overlaps(self):
-        self.contention_with_killed_holders_never_overlaps(self.backend("file"))
-
-
-class ContentionWithKilledHoldersOnRedis(ContentionWithKilledHolders):
-    def test_contention_with_killed_holders_never_overlaps(self):
-        self.contention_with_killed_holders_never_overlaps(self.backend("redis"))
-
-
 class InteropWithThePageClient(LockTestCase):
     """nxlock and a client written from the SETNX page's algorithm share a lock safely."""
 
     def test_interop_with_a_client_written_from_the_page(self):
         log = os.path.join(self.tmp, "interop.log")
         open(log, "w").close()
-        clients = [subprocess.Popen([os.path.join(HERE, "setnx_page_client.sh"),
-                                     str(self.redis.port), "shared", "5", "6",
-                                     "sh", "-c", SECTION, log, "0.05"],
-                                    preexec_fn=die_with_parent) for _ in range(2)]
+        clients = [subprocess.Popen(dying_with_parent([os.path.join(HERE, "setnx_page_client.sh"),
+                                                       str(self.redis.port), "shared", "5", "6",
+                                                       "sh", "-c", SECTION, log, "0.05"]))
+                   for _ in range(2)]
         nxlock_done, failures = [], []
 
         def nxlock_worker():

@@ -6,7 +6,7 @@ import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase, BIN, die_with_parent
+from harness import NxlockTestCase, BIN, dying_with_parent
 
 
 def read_until(fd, needle, timeout):
@@ -33,8 +33,8 @@ class Terminal(NxlockTestCase):
         value = self.hold()
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
-        waiter = subprocess.Popen([BIN, "lock", "-w", "20", "job"], env=self.env,
-                                  stdout=subprocess.PIPE, stderr=slave, preexec_fn=die_with_parent)
+        waiter = subprocess.Popen(dying_with_parent([BIN, "lock", "-w", "20", "job"]),
+                                  env=self.env, stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         shown = read_until(master, b"waited 1s", timeout=10)
         line = shown.decode(errors="replace")
@@ -64,9 +64,8 @@ class Terminal(NxlockTestCase):
         value = self.hold()
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
-        waiter = subprocess.Popen([BIN, "-q", "lock", "-w", "20", "job"], env=self.env,
-                                  stdout=subprocess.DEVNULL, stderr=slave,
-                                  preexec_fn=die_with_parent)
+        waiter = subprocess.Popen(dying_with_parent([BIN, "-q", "lock", "-w", "20", "job"]),
+                                  env=self.env, stdout=subprocess.DEVNULL, stderr=slave)
         os.close(slave)
         shown = read_until(master, b"waiting", timeout=1.5)
         self.assertEqual(self.nx("unlock", "job", value).returncode, 0)

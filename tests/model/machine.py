@@ -400,6 +400,9 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.q_after_release(k, hold)
             elif not k.holds:
                 k.stale = False
+        elif self.backend.quorum and hold is not None:
+            # Released wherever it still was, a majority or not (the man page's QUORUM).
+            self.drop_hold(k, hold)
 
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
@@ -414,6 +417,9 @@ class LockModelMachine(RuleBasedStateMachine):
         args = (["--json"] if json_out else []) + ["renew", "-t", str(LONG), key, value]
         status, out = self.nx(args, statuses, test if json_out else "",
                               tag="renew:%s:%s" % (form(value[1]), self.kind_of(k)))
+        if status != 0 and self.backend.quorum and hold is not None:
+            # Renewed on a minority, which lets go again (the man page's QUORUM).
+            self.drop_hold(k, hold)
         if status != 0 or hold is None:
             return
         new = out.strip()

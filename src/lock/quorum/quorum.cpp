@@ -92,7 +92,9 @@ Error QuorumLock::no_majority(std::size_t answered,
 void QuorumLock::record_holder(Holder holder) {
   // Advisory details: the caller (the job, or `lock`'s output) need not wait for
   // any server; the jobs run in order on each server's queue, and the
-  // destructor gives them a bounded time to finish.
+  // destructor gives them a bounded time to finish. They carry our token: a
+  // server that took the lock after the majority did keeps a counter of its own.
+  holder.fence = m_fence;
   for (auto& channel : m_channels) {
     post(*channel, [holder](QuorumChannel& c) {
       try {

@@ -132,7 +132,16 @@ Status QuorumLock::status() {
   if (const auto value = majority_value(held)) {
     out = *statuses[first[*value]];
     out.now_seconds = util::whole_seconds(reading);
+    // The holder's own record of its token, where one is there: the counters of
+    // the servers holding it need not say it (a server that took the lock after
+    // the majority did, or lost it to another client since).
     out.fence = highest_fence(&*value);
+    for (const auto& status : statuses) {
+      if (status && status->value == *value && status->holder && status->holder->fence != 0) {
+        out.fence = status->holder->fence;
+        break;
+      }
+    }
     return out;
   }
   if (first_foreign) {
