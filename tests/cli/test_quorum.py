@@ -133,6 +133,19 @@ class Quorum(NxlockTestCase):
         rows = json.loads(self.q("list", "--json").stdout)["locks"]
         self.assertEqual([(row["key"], row["fence"]) for row in rows], [("job", token)])
 
+    def test_a_page_clients_lock_on_a_majority_moves_no_token_back(self):
+        page = str(int(time.time()) + 600)
+        self.servers[0].cli("SET", "job", page)
+        self.servers[0].cli("SET", "{job}:fence:job", "1000")  # an old take there
+        self.lock("job", "-t", "60")
+        token = json.loads(self.q("status", "--json", "job").stdout)["fence"]
+        # A page client takes over on a second server: its lock, with no token.
+        self.servers[2].cli("SET", "job", page)
+        r = self.q("status", "--json", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status = json.loads(r.stdout)
+        self.assertEqual((status["value"], status["fence"]), (page, token))
+
     def test_what_is_not_a_lock_on_a_minority_does_not_stop_a_take(self):
         self.servers[0].cli("SET", "job", "junk-value")
         # The third server answers last, after the one holding what is not a lock.
