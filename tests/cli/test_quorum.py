@@ -237,6 +237,22 @@ class Quorum(NxlockTestCase):
         # The minority that did renew let go again.
         self.assertEqual(self.values("job"), [None, other, other])
 
+    def test_a_renewed_value_cannot_be_renewed_again(self):
+        # Renewed from `value` to `renewed`, `value` is no one's: renewing it in the
+        # same second computes `renewed` again, which must not pass for its own.
+        for _ in range(5):
+            value = self.lock("job", "-t", "60")
+            wait_for(lambda: time.time() % 1 < 0.5, timeout=2, interval=0.01)
+            second = int(time.time())
+            r = self.q("renew", "-t", "60", "job", value)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            again = self.q("renew", "-t", "60", "job", value)
+            if int(time.time()) == second:
+                break
+            self.q("unlock", "--force", "job")
+        self.assertEqual(again.returncode, 1, again.stderr)
+        self.assertEqual(self.values("job"), [r.stdout.decode().strip()] * 3)
+
     def test_key_value_commands_refuse_several_urls(self):
         for args in (["get", "k"], ["setnx", "k", "v"], ["getset", "k", "v"], ["del", "k"]):
             r = self.q(*args)
