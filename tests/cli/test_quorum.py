@@ -242,7 +242,10 @@ class Quorum(NxlockTestCase):
         # same second computes `renewed` again, which must not pass for its own.
         for _ in range(5):
             value = self.lock("job", "-t", "60")
-            wait_for(lambda: time.time() % 1 < 0.5, timeout=2, interval=0.01)
+            taken = int(time.time())
+            # A later second than the lock's (else the renewal writes `value` again).
+            wait_for(lambda: int(time.time()) > taken and time.time() % 1 < 0.5, timeout=3,
+                     interval=0.01)
             second = int(time.time())
             r = self.q("renew", "-t", "60", "job", value)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -250,8 +253,10 @@ class Quorum(NxlockTestCase):
             if int(time.time()) == second:
                 break
             self.q("unlock", "--force", "job")
+        renewed = r.stdout.decode().strip()
+        self.assertNotEqual(renewed, value)
         self.assertEqual(again.returncode, 1, again.stderr)
-        self.assertEqual(self.values("job"), [r.stdout.decode().strip()] * 3)
+        self.assertEqual(self.values("job"), [renewed] * 3)
 
     def test_key_value_commands_refuse_several_urls(self):
         for args in (["get", "k"], ["setnx", "k", "v"], ["getset", "k", "v"], ["del", "k"]):
