@@ -133,6 +133,19 @@ class Quorum(NxlockTestCase):
         rows = json.loads(self.q("list", "--json").stdout)["locks"]
         self.assertEqual([(row["key"], row["fence"]) for row in rows], [("job", token)])
 
+    def test_a_page_clients_lock_on_a_majority_moves_no_token_back(self):
+        page = str(int(time.time()) + 600)
+        self.servers[0].cli("SET", "job", page)
+        self.servers[0].cli("SET", "{job}:fence:job", "1000")  # an old take there
+        self.lock("job", "-t", "60")
+        token = json.loads(self.q("status", "--json", "job").stdout)["fence"]
+        # A page client takes over on a second server: its lock, with no token.
+        self.servers[2].cli("SET", "job", page)
+        r = self.q("status", "--json", "job")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        status = json.loads(r.stdout)
+        self.assertEqual((status["value"], status["fence"]), (page, token))
+
     def test_what_is_not_a_lock_on_a_minority_does_not_stop_a_take(self):
         self.servers[0].cli("SET", "job", "junk-value")
         # The third server answers last, after the one holding what is not a lock.
@@ -223,6 +236,27 @@ class Quorum(NxlockTestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         # The minority that did renew let go again.
         self.assertEqual(self.values("job"), [None, other, other])
+
+    def test_a_renewed_value_cannot_be_renewed_again(self):
+        # Renewed from `value` to `renewed`, `value` is no one's: renewing it in the
+        # same second computes `renewed` again, which must not pass for its own.
+        for _ in range(5):
+            value = self.lock("job", "-t", "60")
+            taken = int(time.time())
+            # A later second than the lock's (else the renewal writes `value` again).
+            wait_for(lambda: int(time.time()) > taken and time.time() % 1 < 0.5, timeout=3,
+                     interval=0.01)
+            second = int(time.time())
+            r = self.q("renew", "-t", "60", "job", value)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            again = self.q("renew", "-t", "60", "job", value)
+            if int(time.time()) == second:
+                break
+            self.q("unlock", "--force", "job")
+        renewed = r.stdout.decode().strip()
+        self.assertNotEqual(renewed, value)
+        self.assertEqual(again.returncode, 1, again.stderr)
+        self.assertEqual(self.values("job"), [renewed] * 3)
 
     def test_key_value_commands_refuse_several_urls(self):
         for args in (["get", "k"], ["setnx", "k", "v"], ["getset", "k", "v"], ["del", "k"]):

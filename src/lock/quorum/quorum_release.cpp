@@ -146,16 +146,28 @@ Renewed QuorumLock::renew(std::string_view value, const RenewalPlan& plan) {
     const auto parsed = store::parse_lock_timestamp(v);
     return !parsed || *parsed < now;
   });
-  if (std::find(m_written.begin(), m_written.end(), next) == m_written.end()) {
-    m_written.push_back(next);
-  }
+  // What this renewal writes may have been stored even if its reply is lost: a
+  // later step tries it as ours. Not this one: `next` is also what renewing
+  // the value before ours computes in the same second, which is not ours.
+  const auto remember_next = [&] {
+    if (std::find(m_written.begin(), m_written.end(), next) == m_written.end()) {
+      m_written.push_back(next);
+    }
+  };
   std::vector<std::optional<Verdict>> verdicts;
   // Each server's lock reads the clock frozen at the plan's reading: its own
   // plan writes the same value.
-  const Verdict verdict = on_every_holder(
-      value, plan.reading,
-      [ttl = plan.ttl](Lock& lock, std::string_view v) { return lock.renew(v, ttl).verdict; },
-      "renewed", verdicts);
+  Verdict verdict = Verdict::done;
+  try {
+    verdict = on_every_holder(
+        value, plan.reading,
+        [ttl = plan.ttl](Lock& lock, std::string_view v) { return lock.renew(v, ttl).verdict; },
+        "renewed", verdicts);
+  } catch (const Error&) {
+    remember_next();
+    throw;
+  }
+  remember_next();
   if (verdict != Verdict::done) {
     // Lost on a majority: the minority that renewed lets go, so the next taker
     // need not wait for it to expire.

@@ -113,12 +113,13 @@ Status QuorumLock::status() {
     }
     return std::optional<std::string>();
   };
-  // The quorum's token (quorum_token) among the servers holding `value` (and those
-  // holding what is not a lock), or among all that answered.
-  const auto highest_fence = [&](const std::string* value) {
+  // The latest token the quorum issued (quorum_token), of every server that
+  // answered: a holder that took no token (a page client) or lost a server to
+  // one moves no counter back.
+  const auto latest_token = [&] {
     std::vector<std::int64_t> fences;
     for (std::size_t i = 0; i < n; ++i) {
-      if (statuses[i] && statuses[i]->fence && (!value || statuses[i]->value == *value)) {
+      if (statuses[i] && statuses[i]->fence) {
         fences.push_back(*statuses[i]->fence);
       }
       if (foreign_fences[i]) {
@@ -132,10 +133,9 @@ Status QuorumLock::status() {
   if (const auto value = majority_value(held)) {
     out = *statuses[first[*value]];
     out.now_seconds = util::whole_seconds(reading);
-    // The holder's own record of its token, where one is there: the counters of
-    // the servers holding it need not say it (a server that took the lock after
-    // the majority did, or lost it to another client since).
-    out.fence = highest_fence(&*value);
+    // The holder's own record of its token, where one is there: the counters need
+    // not say it (a server that took the lock after the majority did keeps its own).
+    out.fence = latest_token();
     for (const auto& status : statuses) {
       if (status && status->value == *value && status->holder && status->holder->fence != 0) {
         out.fence = status->holder->fence;
@@ -155,7 +155,7 @@ Status QuorumLock::status() {
     out.now_seconds = util::whole_seconds(reading);
     out.holder.reset();
   }
-  out.fence = highest_fence(nullptr);
+  out.fence = latest_token();
   return out;
 }
 
