@@ -55,7 +55,6 @@ Status QuorumLock::status() {
   std::map<std::string, std::size_t> expired;
   std::map<std::string, std::size_t> first;
   std::optional<std::size_t> first_foreign;
-  std::vector<std::optional<std::int64_t>> foreign_fences(n);
   for (std::size_t i = 0; i < n; ++i) {
     ServerView view;
     view.server = m_channels[i]->spec.name;
@@ -70,15 +69,6 @@ Status QuorumLock::status() {
       view.error = errors[i]->what();
       if (foreign && !first_foreign) {
         first_foreign = i;
-      }
-      if (foreign) {
-        // No take succeeds over what is not a lock: this server's counter still
-        // says what its last take was given, which the quorum's token counts.
-        try {
-          foreign_fences[i] = m_channels[i]->open().latest_token();
-        } catch (const util::Error& e) {
-          util::trace(std::string("a foreign value's token not read: ") + e.what());
-        }
       }
       answered += foreign ? 1 : 0;
       m_views.push_back(std::move(view));
@@ -115,15 +105,22 @@ Status QuorumLock::status() {
   };
   // The latest token the quorum issued (quorum_token), of every server that
   // answered: a holder that took no token (a page client) or lost a server to
-  // one moves no counter back.
+  // one moves no counter back. A server holding what is not a lock is asked for
+  // its counter apart (no take succeeds over such a value: it still says what
+  // its last take was given), only here, where it is needed.
   const auto latest_token = [&] {
     std::vector<std::int64_t> fences;
     for (std::size_t i = 0; i < n; ++i) {
       if (statuses[i] && statuses[i]->fence) {
         fences.push_back(*statuses[i]->fence);
-      }
-      if (foreign_fences[i]) {
-        fences.push_back(*foreign_fences[i]);
+      } else if (errors[i] && errors[i]->kind() == ErrorKind::data) {
+        try {
+          if (const auto fence = m_channels[i]->open().latest_token()) {
+            fences.push_back(*fence);
+          }
+        } catch (const util::Error& e) {
+          util::trace(std::string("a foreign value's token not read: ") + e.what());
+        }
       }
     }
     return quorum_token(std::move(fences), n);
@@ -135,13 +132,10 @@ Status QuorumLock::status() {
     out.now_seconds = util::whole_seconds(reading);
     // The holder's own record of its token, where one is there: the counters need
     // not say it (a server that took the lock after the majority did keeps its own).
-    out.fence = latest_token();
-    for (const auto& status : statuses) {
-      if (status && status->value == *value && status->holder && status->holder->fence != 0) {
-        out.fence = status->holder->fence;
-        break;
-      }
-    }
+    const auto recorded = std::find_if(statuses.begin(), statuses.end(), [&](const auto& status) {
+      return status && status->value == *value && status->holder && status->holder->fence != 0;
+    });
+    out.fence = recorded != statuses.end() ? (*recorded)->holder->fence : latest_token();
     return out;
   }
   if (first_foreign) {
