@@ -126,7 +126,22 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     // (BENCHMARKS.md, "The watchdog forked before a wait, the job vforked"), and
     // before the store is opened, so that it holds none of its descriptors. -n
     // forks it only once the lock is taken.
-    run::JobWatchdog watchdog;
+    // If we die, the watchdog releases the lock once the job is gone, by a
+    // connection of its own (its fork of us holds none that still work): the
+    // hold as `unlock` names it, taken over with our take's token.
+    run::JobWatchdog watchdog([&ctx, args](const std::string& printed,
+                                           const run::JobWatchdog::Take& take) {
+      ctx.forget_backend();
+      const auto clock = make_clock(ctx, args->lock.clock);
+      std::string value;
+      const auto lock =
+          lock_for_value(ctx, *clock, ctx.key(args->key), args->lock.slots, printed, value);
+      lock->resume(value, take.fence, take.ttl);
+      if (take.hold_until > util::Micros(0)) {
+        return lock->release_after(value, take.hold_until).verdict;
+      }
+      return lock->release(value);
+    });
     if (!args->lock.nonblock) {
       sigset_t mask;
       sigprocmask(SIG_BLOCK, nullptr, &mask);  // as we were started: the job's mask

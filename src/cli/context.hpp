@@ -76,6 +76,11 @@ class Context {
   // names the store and what to do, not the file that refused (access_advice.hpp).
   util::Error with_advice(const util::Error& error) const;
 
+  // The backend's connections are not ours any more (run-locked's watchdog, a
+  // fork that closed them): forgets it without closing what it held, which may
+  // be someone else's descriptors now; the next use opens it anew.
+  void forget_backend() { static_cast<void>(m_store.release()); }
+
   // Parses one URL (empty: the default store) and gathers its connect options.
   std::pair<store::Url, store::ConnectOptions> prepare(const std::string& url_text);
 

@@ -72,6 +72,9 @@ class EtcdMutex final : public Lockable {
   // holds (`lock`). A job that ends at once never sends them: its release
   // follows, and each write waits for a quorum's fsync.
   void record_holder(Holder holder) override;
+  // The value names the hold's own lease, which no other take is granted: a
+  // release revokes it and nothing else.
+  void resume(std::string_view, std::int64_t, std::int64_t) override {}
   std::optional<Holder> holder_of(std::string_view value) override;
   // Deletes the holder's key (the lowest create revision): the next in line goes.
   Removal force_release() override;

@@ -110,6 +110,11 @@ class LeaseLock final : public Lockable {
 
   // Records who holds the lease, with its token, beside the lease (traced, never thrown).
   void record_holder(Holder holder) override;
+  void resume(std::string_view value, std::int64_t fence, std::int64_t ttl) override {
+    m_id = lease_of(value).id;
+    m_fence = fence;
+    m_lifetime = lifetime_for(std::chrono::seconds(ttl));
+  }
   // The details of the holder of `value`: the exclusive holder's, for a leased
   // taker that found one; a slot's, for its EXPIRY.
   std::optional<Holder> holder_of(std::string_view value) override;

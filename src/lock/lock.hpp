@@ -182,6 +182,8 @@ class Lock final : public Lockable {
   // Records who holds the lock we took (advisory details beside it, see holder.hpp).
   void record_holder(Holder holder) override { m_holder.record(std::move(holder), m_lifetime); }
 
+  void resume(std::string_view value, std::int64_t fence, std::int64_t ttl) override;
+
   // Deletes whatever the key holds, holds of every kind; true if something
   // was there, and the first waiter is woken. The holder details and leases go
   // too, best effort: if they cannot (a corrupt record), the lock is still

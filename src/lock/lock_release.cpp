@@ -133,6 +133,12 @@ std::optional<Verdict> Lock::past_expiry(std::string_view value, std::int64_t no
                                                                       : Verdict::expired;
 }
 
+void Lock::resume(std::string_view value, std::int64_t fence, std::int64_t ttl) {
+  parse_user_value(m_key, value);
+  m_fence = fence;
+  m_lifetime = lifetime_for(std::chrono::seconds(ttl));
+}
+
 Verdict Lock::release(std::string_view value) {
   refuse_leased();
   if (const auto verdict = past_expiry(value, now_seconds())) {

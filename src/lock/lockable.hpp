@@ -105,6 +105,13 @@ class Lockable {
   // Records who holds the lock we took (advisory details beside it).
   virtual void record_holder(Holder holder) = 0;
 
+  // Makes this lock stand for the hold `value` that another process took with
+  // token `fence` and `ttl` (seconds): run-locked's watchdog, releasing the lock
+  // of an nxlock that died. Its later steps on that hold are fenced as the
+  // taker's were, so a later holder that wrote the same value is never taken
+  // for it. Before any other step; `value` as the lock takes it.
+  virtual void resume(std::string_view value, std::int64_t fence, std::int64_t ttl) = 0;
+
   // The details recorded for the lock holding `value`, if any.
   virtual std::optional<Holder> holder_of(std::string_view value) = 0;
 

@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "lock/lease_lock.hpp"
 #include "run/stages.hpp"
 #include "util/error.hpp"
 #include "util/random.hpp"
@@ -21,13 +23,8 @@ using util::Micros;
 // expire at its timestamp rather than keep the job's caller waiting.
 constexpr Micros k_release_patience{10'000'000};
 
-// Releases one value: lock.release, or, under --hold, a release_after.
-using ReleaseStep = std::function<lock::Verdict(const std::string& value)>;
+}  // namespace
 
-// Releases `held` with `release_one`, retrying backend failures with short
-// back-off while the lock is still valid, for at most k_release_patience:
-// past that it is left to expire at its timestamp. Throws the last
-// util::Error if no attempt got an answer.
 lock::Verdict release_held(HeldLock& held, const ReleaseStep& release_one) {
   // No deadline cap here: the compare-and-delete is decided by the server on
   // the value alone, so a late answer is still a true one. Retries stop when
@@ -57,7 +54,20 @@ lock::Verdict release_held(HeldLock& held, const ReleaseStep& release_one) {
   }
 }
 
-}  // namespace
+std::vector<std::string> release_values(const lock::Lockable& lock, const HeldLock& held,
+                                        const std::string* planned) {
+  std::vector<std::string> values{held.value};
+  values.insert(values.end(), held.maybe_ours.begin(), held.maybe_ours.end());
+  if (planned != nullptr) {
+    values.push_back(*planned);
+  }
+  if (lock.slot() > 0) {
+    for (auto& value : values) {
+      value = lock::slot_value(lock.slot(), value);
+    }
+  }
+  return values;
+}
 
 void release(LockedRun& run, bool keep_for_hold, RunLockedOutcome& outcome) {
   ReleaseStep release_one = [&](const std::string& value) { return run.lock.release(value); };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "run/stages.hpp"
 #include "util/error.hpp"
@@ -21,7 +22,8 @@ constexpr Micros k_last_chance{100'000};
 }  // namespace
 
 Renewal::Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, Micros lead,
-                 const Reporter& reporter)
+                 const Reporter& reporter,
+                 std::function<void(const std::string& planned)> before_write)
     : m_lock(lock),
       m_held(held),
       m_ttl(Micros(ttl * 1'000'000)),
@@ -29,7 +31,8 @@ Renewal::Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, Micros 
       m_lead(lead),
       m_next(util::mono_now() + m_interval),
       m_backoff(k_backoff_first),
-      m_reporter(reporter) {}
+      m_reporter(reporter),
+      m_before_write(std::move(before_write)) {}
 
 std::optional<Loss> Renewal::step() {
   const Micros sent = util::mono_now();
@@ -44,6 +47,9 @@ std::optional<Loss> Renewal::step() {
     lock::DeadlineScope deadline(m_lock, act_by);
     const lock::RenewalPlan plan = m_lock.plan_renewal(m_held.value, m_ttl.count() / 1'000'000);
     written = plan.value;
+    if (m_before_write) {
+      m_before_write(written);
+    }
     std::string renewed;
     const lock::Verdict verdict =
         lock::on_value_or_earlier(m_held.value, m_held.maybe_ours, [&](const std::string& value) {

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "run/run_locked.hpp"
 #include "util/time.hpp"
@@ -19,8 +21,11 @@ namespace nxlock::run {
 // renewal interval, whatever --io-timeout is.
 class Renewal {
  public:
+  // `before_write` hears each renewal's value before the renewal writes it
+  // (none: nobody needs to).
   Renewal(lock::Lockable& lock, HeldLock& held, std::int64_t ttl, util::Micros lead,
-          const Reporter& reporter);
+          const Reporter& reporter,
+          std::function<void(const std::string& planned)> before_write = {});
 
   // When step() next has something to do (monotonic).
   util::Micros next_at() const { return m_next; }
@@ -42,6 +47,7 @@ class Renewal {
   util::Micros m_backoff;
   std::optional<util::Micros> m_trouble_since;  // when the current run of failures began
   const Reporter& m_reporter;
+  std::function<void(const std::string& planned)> m_before_write;
 };
 
 }  // namespace nxlock::run

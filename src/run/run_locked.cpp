@@ -33,6 +33,9 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
   }
 
   RunLockedOutcome outcome;
+  // The release is ours from here: a watchdog that outlived us must not make
+  // it again, after a next holder may have written the same value.
+  watchdog.disarm();
   // The one release, for every path but a lost lock (then it is someone else's).
   if (failure || !supervised.job.lost) {
     // --hold keeps the lock of a job that ran; one that never started (126,

@@ -4,6 +4,10 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "run/run_locked.hpp"
 #include "run/stop_schedule.hpp"
 #include "run/terminal.hpp"
@@ -73,6 +77,22 @@ Supervised supervise(LockedRun& run, const Job& job);
 // until the hold's end instead. Fills outcome.released, or
 // outcome.release_error if no attempt got an answer, and outcome.kept_value.
 void release(LockedRun& run, bool keep_for_hold, RunLockedOutcome& outcome);
+
+// Releases one value: lock.release, or, under --hold, a release_after.
+using ReleaseStep = std::function<lock::Verdict(const std::string& value)>;
+
+// Releases `held` with `release_one`, its value or one a renewal may have
+// written (maybe_ours), retrying backend failures with short back-off while
+// the lock is still valid, for a few seconds at most: past that it is left to
+// expire at its timestamp. Throws the last util::Error if no attempt got an
+// answer. (The release at the end, and the watchdog's for a dead nxlock.)
+lock::Verdict release_held(HeldLock& held, const ReleaseStep& release_one);
+
+// The values `held` may have, as `unlock` takes them (a slot's SLOT:EXPIRY),
+// the held one first; and `planned`, a renewal's about to be written, if given:
+// what the watchdog releases if we die.
+std::vector<std::string> release_values(const lock::Lockable& lock, const HeldLock& held,
+                                        const std::string* planned = nullptr);
 
 // --- job_status.cpp: the job's ending and exit status, mapped here alone
 

@@ -62,9 +62,21 @@ Job start_job(LockedRun& run) {
     run.watchdog.prepare(run.options.command, run.signals.original_mask());
   }
   Job job;
-  const auto started =
-      run.watchdog.start(child_environment(run.lock, run.held, run.options), job.terminal.active(),
-                         run.schedule, run.held.valid_until);
+  JobWatchdog::Go go;
+  go.environment = child_environment(run.lock, run.held, run.options);
+  go.take_terminal = job.terminal.active();
+  go.schedule = run.schedule;
+  go.deadline = run.held.valid_until;
+  // If we die, the job is stopped as on a lost lock, then the lock released as
+  // we would (--hold kept): the watchdog needs the take and the values.
+  go.death_grace = run.options.on_lost == OnLost::kill ? util::Micros(0) : run.options.kill_after;
+  go.take.fence = run.lock.fence();
+  go.take.ttl = run.options.ttl;
+  if (run.options.hold > util::Micros(0)) {
+    go.take.hold_until = run.options.acquired_at + run.options.hold;
+  }
+  go.values = release_values(run.lock, run.held);
+  const auto started = run.watchdog.start(go);
   if (started.exec_error != 0) {
     run.watchdog.disarm();  // nothing to watch: the job exited at once
     job.exec_error = started.exec_error;

@@ -27,7 +27,13 @@ Supervised supervise(LockedRun& run, const Job& job) {
   Supervised supervised;
   RunOutcome& outcome = supervised.job;
 
-  Renewal renewal(run.lock, run.held, options.ttl, schedule.lead(), run.reporter);
+  // The watchdog learns a renewal's value before it is written: if we die
+  // before its reply, the lock may hold it, and the watchdog releases that too.
+  Renewal renewal(run.lock, run.held, options.ttl, schedule.lead(), run.reporter,
+                  [&](const std::string& planned) {
+                    watchdog.update(run.held.valid_until,
+                                    release_values(run.lock, run.held, &planned));
+                  });
   const auto signal_job = [&](int signo) {
     if (kill(-job.pid, signo) != 0) {
       kill(job.pid, signo);  // the group may be gone while the child lingers
@@ -164,7 +170,7 @@ Supervised supervise(LockedRun& run, const Job& job) {
       if (const auto lost = renewal.step()) {
         lose(*lost);
       } else if (run.held.valid_until != before) {
-        watchdog.extend(run.held.valid_until);
+        watchdog.update(run.held.valid_until, release_values(run.lock, run.held));
       }
     }
   }

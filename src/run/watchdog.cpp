@@ -61,27 +61,36 @@ void JobWatchdog::prepare(const std::vector<std::string>& command, const sigset_
     // when we close ours (or die), not wait for a copy of its own.
     m_control.reset();
     m_report.reset();
-    run_watchdog(control_read.get(), report_write.get(), m_argv.data(), child_mask);
+    run_watchdog(control_read.get(), report_write.get(), m_argv.data(), child_mask, m_release);
   }
   setpgid(m_pid, m_pid);  // as the watchdog does: whichever runs first
 }
 
-JobWatchdog::Started JobWatchdog::start(const std::vector<EnvSetting>& environment,
-                                        bool take_terminal, const StopSchedule& schedule,
-                                        util::Micros deadline) {
-  const std::string settings = encode_environment(environment);
-  const GoHeader header{take_terminal ? 1U : 0U, static_cast<std::uint32_t>(settings.size()),
-                        schedule.enforced ? deadline.count() : util::Micros::max().count(),
-                        schedule.grace.count()};
-  std::string go(1, k_go);
-  go.append(reinterpret_cast<const char*>(&header), sizeof header).append(settings);
+JobWatchdog::Started JobWatchdog::start(const Go& go) {
+  const std::string settings = encode_environment(go.environment);
+  const std::string values = encode_values(go.values);
+  const GoHeader header{go.take_terminal ? 1U : 0U,
+                        static_cast<std::uint32_t>(settings.size()),
+                        go.schedule.enforced ? go.deadline.count() : util::Micros::max().count(),
+                        go.schedule.grace.count(),
+                        go.deadline.count(),
+                        go.death_grace.count(),
+                        go.take.fence,
+                        go.take.ttl,
+                        go.take.hold_until.count(),
+                        static_cast<std::uint32_t>(values.size()),
+                        0};
+  std::string word(1, k_go);
+  word.append(reinterpret_cast<const char*>(&header), sizeof header).append(settings).append(values);
   Report first{};
-  if (!m_control || !write_exactly(m_control.get(), go) || !receive_report(m_report.get(), first)) {
+  if (!m_control || !write_exactly(m_control.get(), word) ||
+      !receive_report(m_report.get(), first)) {
     throw util::Error(util::ErrorKind::internal, "run-locked",
                       "the watchdog died before the job started");
   }
   switch (first.kind) {
     case Report::started:
+      m_started = true;
       // Opened after the watchdog started the job, which it may have reaped
       // already: the pid may then name another process, whose end this would
       // tell. Either way the job has ended by the time it is readable, which
@@ -116,11 +125,15 @@ std::optional<int> JobWatchdog::take_status() {
   }
 }
 
-void JobWatchdog::extend(util::Micros deadline) {
+void JobWatchdog::update(util::Micros deadline, const std::vector<std::string>& values) {
   if (m_control) {
-    std::string word(1, k_deadline);
+    const std::string bytes = encode_values(values);
     const std::int64_t count = deadline.count();
-    word.append(reinterpret_cast<const char*>(&count), sizeof count);
+    const auto size = static_cast<std::uint32_t>(bytes.size());
+    std::string word(1, k_update);
+    word.append(reinterpret_cast<const char*>(&count), sizeof count)
+        .append(reinterpret_cast<const char*>(&size), sizeof size)
+        .append(bytes);
     write_exactly(m_control.get(), word);
   }
 }
@@ -164,10 +177,12 @@ void JobWatchdog::disarm() {
 }
 
 void JobWatchdog::stop_job() {
-  if (m_control) {
-    m_control.reset();  // end-of-file without "done": the watchdog kills everything
-    reap();
+  if (m_control && m_started) {
+    kill_all();  // not end-of-file: the watchdog would release the lock, which is ours to
+    disarm();
   }
+  m_control.reset();  // before the go: there is no job
+  reap();
 }
 
 void JobWatchdog::reap() {

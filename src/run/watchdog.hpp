@@ -4,10 +4,13 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lock/lockable.hpp"
 #include "run/stop_schedule.hpp"
 #include "util/fd.hpp"
 #include "util/time.hpp"
@@ -29,9 +32,28 @@ namespace nxlock::run {
 // new one as a renewal is confirmed, and when the schedule's moment comes with
 // no newer one, stops the job by itself: SIGTERM to its group, SIGKILL to all
 // of it by the deadline less the kill margin (stop_schedule.hpp).
+//
+// And when nxlock dies, the watchdog finishes its work: it stops the job as on
+// a lost lock (SIGTERM, --kill-after, SIGKILL), reaps every descendant, then
+// releases the lock itself, by the compare-and-delete of the held value and
+// token that nxlock's own release uses, so the next run need not wait for the
+// ttl. It learns the values the lock may hold (a renewal's, before it writes)
+// as nxlock does. Once nxlock has begun its own release (disarm), it never does.
 class JobWatchdog {
  public:
-  JobWatchdog() = default;
+  // What nxlock's take was, for a release made in its place.
+  struct Take {
+    std::int64_t fence = 0;        // the take's token; 0: none
+    std::int64_t ttl = 0;          // seconds
+    util::Micros hold_until{0};    // --hold: kept until then (the lock's clock); zero: none
+  };
+  // Releases the hold `value` (as `unlock` takes it) of `take` by a connection of
+  // its own, nxlock's having gone with it; throws util::Error when no answer came.
+  using ReleaseForNxlock =
+      std::function<lock::Verdict(const std::string& value, const Take& take)>;
+
+  JobWatchdog() = default;  // nxlock's death leaves the lock to its ttl
+  explicit JobWatchdog(ReleaseForNxlock release) : m_release(std::move(release)) {}
   JobWatchdog(const JobWatchdog&) = delete;
   JobWatchdog& operator=(const JobWatchdog&) = delete;
   // Stops the job if it was not disarmed, then reaps the watchdog.
@@ -55,18 +77,29 @@ class JobWatchdog {
     pid_t pid = -1;      // the job, leader of its own process group
     int exec_error = 0;  // errno of a failed exec (the job then exited at once), else 0
   };
-  // Tells the prepared watchdog to start the job: it applies `environment` to
-  // its own (the job inherits it; ours stays as it was), then execs the job in
-  // a process group of its own, taking the terminal's foreground if
-  // `take_terminal`. From then on it enforces `deadline` (monotonic) by
-  // `schedule`, unless the schedule is not enforced (--on-lost ignore).
+  struct Go {
+    std::vector<EnvSetting> environment;  // the job's, beside NXLOCK_JOB_PID
+    bool take_terminal = false;
+    StopSchedule schedule;
+    util::Micros deadline{0};  // monotonic: the lock's, at the start
+    // nxlock died: SIGTERM, then SIGKILL this long after (zero: at once), and
+    // never past the schedule's kill; then the release, with `take` and `values`.
+    util::Micros death_grace{0};
+    Take take;
+    std::vector<std::string> values;  // the hold's, as `unlock` takes them
+  };
+  // Tells the prepared watchdog to start the job: it applies the environment to
+  // its own (the job inherits it; ours stays as it was), sets NXLOCK_JOB_PID to
+  // the job's own pid, then execs the job in a process group of its own, taking
+  // the terminal's foreground if asked. From then on it enforces the deadline
+  // (monotonic) by the schedule, unless it is not enforced (--on-lost ignore).
   // Throws util::Error (internal) if the job could not be started.
-  Started start(const std::vector<EnvSetting>& environment, bool take_terminal,
-                const StopSchedule& schedule, util::Micros deadline);
+  Started start(const Go& go);
 
-  // A renewal was confirmed: the lock now lasts until `deadline` (monotonic).
-  // Until the watchdog has read this, the old deadline holds.
-  void extend(util::Micros deadline);
+  // A renewal was confirmed, or is about to write: the lock lasts until
+  // `deadline` (monotonic), and holds one of `values` (as `unlock` takes them,
+  // the likeliest first). Until the watchdog has read this, what it knew holds.
+  void update(util::Micros deadline, const std::vector<std::string>& values);
 
   // The lock is lost: the job's group gets `signo` (SIGTERM, or SIGKILL for
   // all of it) now, and all of it SIGKILL at `kill_at` (monotonic) at the
@@ -98,8 +131,8 @@ class JobWatchdog {
   // waited for here: it exits on its own at once.
   void disarm();
 
-  // We are failing with the job still running: the watchdog stops all of it,
-  // as if we had died, and this returns once it has.
+  // We are failing with the job still running: the watchdog kills all of it,
+  // and this returns once it has; the release stays ours.
   void stop_job();
 
   // Waits until the watchdog has exited (an orphaned zombie is never reaped
@@ -107,7 +140,9 @@ class JobWatchdog {
   void reap();
 
  private:
+  ReleaseForNxlock m_release;
   pid_t m_pid = -1;          // the watchdog, until reaped
+  bool m_started = false;    // it started the job
   std::vector<std::string> m_command;
   std::vector<char*> m_argv;  // into m_command, built before the fork
   util::UniqueFd m_job_exit;  // a pidfd of the job

@@ -13,8 +13,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "run/job_environment.hpp"
 #include "run/watchdog_wire.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
@@ -31,7 +36,21 @@ constexpr const char* k_watchdog_name = "nxl-watchdog";
 struct Guard {
   util::Micros deadline = util::Micros::max();  // max: not enforced
   StopSchedule schedule;
+  util::Micros valid_until{0};  // the lock's deadline, enforced or not
+  // For nxlock's death: the stop's grace, and what the release needs.
+  util::Micros death_grace{0};
+  JobWatchdog::Take take;
+  std::vector<std::string> values;
 };
+
+// Reads `size` bytes; empty on a short read.
+std::optional<std::string> read_bytes(int control, std::size_t size) {
+  std::string bytes(size, '\0');
+  if (!read_exactly(control, bytes.data(), bytes.size())) {
+    return std::nullopt;
+  }
+  return bytes;
+}
 
 // Waits for the go and applies its environment; false if nxlock gave up on
 // the job (no lock) or died first.
@@ -42,22 +61,28 @@ bool await_go(int control, bool& take_terminal, Guard& guard) {
       !read_exactly(control, &header, sizeof header)) {
     return false;
   }
-  std::string environment(header.environment_size, '\0');
-  if (!read_exactly(control, environment.data(), environment.size())) {
+  const auto environment = read_bytes(control, header.environment_size);
+  const auto values = read_bytes(control, header.values_size);
+  if (!environment || !values) {
     return false;
   }
-  apply_environment(environment);
+  apply_environment(*environment);
   take_terminal = header.take_terminal != 0;
   guard.deadline = util::Micros(header.deadline);
   guard.schedule.enforced = guard.deadline != util::Micros::max();
   guard.schedule.grace = util::Micros(header.grace);
+  guard.valid_until = util::Micros(header.valid_until);
+  guard.death_grace = util::Micros(header.death_grace);
+  guard.take = {header.fence, header.ttl, util::Micros(header.hold_until)};
+  guard.values = decode_values(*values);
   return true;
 }
 
 // The job, between vfork and exec: it borrows the watchdog's memory, so only
 // system calls here, no allocation (argv is built before the fork).
-[[noreturn]] void exec_job(char* const* argv, const sigset_t& child_mask, bool take_terminal,
-                           pid_t parent, volatile int& exec_error) {
+[[noreturn]] void exec_job(char* const* argv, JobEnvironment& environment,
+                           const sigset_t& child_mask, bool take_terminal, pid_t parent,
+                           volatile int& exec_error) {
   setpgid(0, 0);
   if (take_terminal) {
     // Both sides call tcsetpgrp so the child owns the terminal before it can read it.
@@ -70,7 +95,8 @@ bool await_go(int control, bool& take_terminal, Guard& guard) {
   }
   signal(SIGPIPE, SIG_DFL);  // ignored dispositions survive exec; the child gets the default
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
-  execvp(argv[0], argv);
+  environment.set_pid(getpid());
+  execvpe(argv[0], argv, environment.entries());
   exec_error = errno;  // what nxlock reports, and maps to the job's status (job_status.cpp)
   _exit(errno == ENOENT ? 127 : 126);
 }
@@ -125,8 +151,13 @@ bool kill_children() {
 
 class Watch {
  public:
-  Watch(int control, int report, pid_t job, const Guard& guard)
-      : m_control(control), m_report(report), m_job(job), m_guard(guard) {}
+  Watch(int control, int report, pid_t job, Guard guard,
+        const JobWatchdog::ReleaseForNxlock& release)
+      : m_control(control),
+        m_report(report),
+        m_job(job),
+        m_guard(std::move(guard)),
+        m_release(release) {}
 
   // Reaps what has ended (orphans of the job become our children); reports the job's end.
   void reap_ended() {
@@ -161,7 +192,8 @@ class Watch {
 
   [[noreturn]] void run(int children_fd) {
     for (;;) {
-      pollfd fds[2] = {{m_control, POLLIN, 0}, {children_fd, POLLIN, 0}};
+      // Once nxlock is gone its pipe says end-of-file for ever: not polled.
+      pollfd fds[2] = {{m_nxlock_gone ? -1 : m_control, POLLIN, 0}, {children_fd, POLLIN, 0}};
       try {
         util::poll_until(fds, 2, next_step());
       } catch (const util::Error&) {
@@ -179,6 +211,9 @@ class Watch {
         take_word();
       }
       enforce_deadline();
+      if (m_nxlock_gone && m_reported) {
+        finish_for_nxlock();
+      }
     }
   }
 
@@ -187,17 +222,26 @@ class Watch {
   void take_word() {
     char word = 0;
     if (read(m_control, &word, 1) != 1) {
-      kill_everything();  // nxlock died: nothing of its job may outlive its lock
-      _exit(0);
+      nxlock_died();
+      return;
     }
     if (word == k_kill_all) {
       kill_everything();
       send_report(m_report, Report::all_gone, 0);
-    } else if (word == k_deadline) {
+    } else if (word == k_update) {
       std::int64_t deadline = 0;
-      if (read_exactly(m_control, &deadline, sizeof deadline) && m_guard.schedule.enforced) {
+      std::uint32_t size = 0;
+      std::optional<std::string> values;
+      if (!read_exactly(m_control, &deadline, sizeof deadline) ||
+          !read_exactly(m_control, &size, sizeof size) || !(values = read_bytes(m_control, size))) {
+        nxlock_died();  // killed in the middle of a word
+        return;
+      }
+      if (m_guard.schedule.enforced) {
         m_guard.deadline = util::Micros(deadline);
       }
+      m_guard.valid_until = util::Micros(deadline);
+      m_guard.values = decode_values(*values);
     } else if (word == k_stop) {
       StopOrder order{};
       if (read_exactly(m_control, &order, sizeof order)) {
@@ -256,9 +300,29 @@ class Watch {
     m_kill_at = std::min(m_kill_at, kill_at);
   }
 
+  // nxlock died: nothing of its job may outlive its lock. The job is stopped
+  // as on a lost lock (SIGTERM, the grace, SIGKILL; never past the lock's
+  // deadline), and once it has ended, finish_for_nxlock() does the rest.
+  void nxlock_died() {
+    m_nxlock_gone = true;
+    if (!m_reported) {
+      const util::Micros grace = m_guard.death_grace;
+      begin_stop(grace > util::Micros(0) ? SIGTERM : SIGKILL, util::mono_now() + grace);
+    }
+  }
+
+  // The job has ended and nxlock is gone: whatever the job left running goes
+  // too (also what left its group), then the lock, as nxlock would release it.
+  [[noreturn]] void finish_for_nxlock() {
+    kill_everything();
+    release_for_nxlock(m_release, m_guard.values, m_guard.take, m_guard.valid_until);
+    _exit(0);
+  }
+
   void note_reaped(pid_t pid, int status) {
     if (pid == m_job && !m_reported) {
-      m_reported = send_report(m_report, Report::ended, status);
+      m_reported = true;  // reaped; told to nxlock if it still listens
+      send_report(m_report, Report::ended, status);
     }
   }
 
@@ -266,7 +330,9 @@ class Watch {
   int m_report;
   pid_t m_job;
   Guard m_guard;
-  bool m_reported = false;
+  const JobWatchdog::ReleaseForNxlock& m_release;
+  bool m_nxlock_gone = false;  // end-of-file without "done"
+  bool m_reported = false;  // the job was reaped (and its end told, if nxlock still listens)
   bool m_stopping = false;                       // SIGTERM sent: the stop goes on to its end
   util::Micros m_kill_at = util::Micros::max();  // SIGKILL for all of the job then
 };
@@ -279,7 +345,8 @@ class Watch {
 // memory: it runs while we do, and a shared errno would let its system calls
 // change what ours seem to have returned.
 [[noreturn]] void run_watchdog(int control, int report, char* const* argv,
-                               const sigset_t& child_mask) {
+                               const sigset_t& child_mask,
+                               const JobWatchdog::ReleaseForNxlock& release) {
   setpgid(0, 0);
   prctl(PR_SET_NAME, k_watchdog_name);
   sigset_t all;
@@ -296,6 +363,7 @@ class Watch {
   if (!await_go(control, take_terminal, guard)) {
     _exit(0);  // no job to start: nothing of ours to stop either
   }
+  JobEnvironment environment;
   volatile int exec_error = 0;
   // vfork: the job borrows our memory until exec instead of copying page
   // tables, which is a measurable part of a short job's cost (BENCHMARKS.md,
@@ -303,7 +371,7 @@ class Watch {
   const pid_t parent = getpid();
   const pid_t job = vfork();
   if (job == 0) {
-    exec_job(argv, child_mask, take_terminal, parent, exec_error);
+    exec_job(argv, environment, child_mask, take_terminal, parent, exec_error);
   }
   if (job < 0) {
     send_report(report, Report::spawn_failed, errno);
@@ -320,7 +388,7 @@ class Watch {
     _exit(0);
   }
   send_report(report, Report::started, job);
-  Watch(control, report, job, guard).run(children_fd);
+  Watch(control, report, job, std::move(guard), release).run(children_fd);
 }
 
 }  // namespace nxlock::run

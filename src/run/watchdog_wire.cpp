@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 namespace nxlock::run {
 
@@ -35,6 +37,31 @@ void apply_environment(const std::string& bytes) {
       unsetenv(name.c_str());
     }
   }
+}
+
+std::string encode_values(const std::vector<std::string>& values) {
+  std::string bytes;
+  for (const auto& value : values) {
+    const auto size = static_cast<std::uint32_t>(value.size());
+    bytes.append(reinterpret_cast<const char*>(&size), sizeof size).append(value);
+  }
+  return bytes;
+}
+
+std::vector<std::string> decode_values(const std::string& bytes) {
+  std::vector<std::string> values;
+  std::size_t at = 0;
+  std::uint32_t size = 0;
+  while (at + sizeof size <= bytes.size()) {
+    std::memcpy(&size, bytes.data() + at, sizeof size);
+    at += sizeof size;
+    if (size > bytes.size() - at) {
+      break;  // never from nxlock, which wrote it whole
+    }
+    values.emplace_back(bytes, at, size);
+    at += size;
+  }
+  return values;
 }
 
 bool read_exactly(int fd, void* data, std::size_t size) {

@@ -24,8 +24,9 @@ struct Report {
 // end-of-file (we died) means kill_everything, or, before the job started,
 // that there is no job. Times are CLOCK_MONOTONIC microseconds, which every
 // process of the boot shares; INT64_MAX is "never".
-inline constexpr char k_go = 'g';        // then a GoHeader and its environment settings
-inline constexpr char k_deadline = 'u';  // then an int64: a renewal's new deadline
+inline constexpr char k_go = 'g';  // then a GoHeader, its environment settings and values
+// then an int64, a renewal's new deadline, a uint32 and that many bytes of values
+inline constexpr char k_update = 'u';
 inline constexpr char k_stop = 's';      // then a StopOrder: the lock is lost
 inline constexpr char k_done = 'd';
 inline constexpr char k_kill_all = 'k';
@@ -35,6 +36,13 @@ struct GoHeader {
   std::uint32_t environment_size;  // bytes of encoded settings that follow
   std::int64_t deadline;           // the lock's, at the start; INT64_MAX: not enforced
   std::int64_t grace;              // StopSchedule::grace
+  std::int64_t valid_until;        // the lock's deadline, enforced or not
+  std::int64_t death_grace;        // JobWatchdog::Go::death_grace
+  std::int64_t fence;              // JobWatchdog::Take
+  std::int64_t ttl;
+  std::int64_t hold_until;
+  std::uint32_t values_size;       // bytes of encoded values after the settings
+  std::uint32_t unused;
 };
 
 struct StopOrder {
@@ -46,6 +54,10 @@ struct StopOrder {
 std::string encode_environment(const std::vector<JobWatchdog::EnvSetting>& settings);
 // Applies encoded settings to our own environment (the watchdog's, which the job inherits).
 void apply_environment(const std::string& bytes);
+
+// Values on the wire: each a uint32 length, then its bytes.
+std::string encode_values(const std::vector<std::string>& values);
+std::vector<std::string> decode_values(const std::string& bytes);
 
 // Reads or writes all of it, through EINTR; false on end-of-file or an error.
 bool read_exactly(int fd, void* data, std::size_t size);

@@ -2,9 +2,22 @@
 wait; and the defaults a fleet sets once in the environment (NXLOCK_TTL,
 NXLOCK_WAIT), which the command line overrides."""
 import json
+import os
+import subprocess
 import time
 
-from harness import NxlockTestCase
+from harness import BIN, NxlockTestCase, read, wait_for
+
+# The re-exec form, as the README and the man page show it: a script that runs
+# whole under its lock. The log shows whether two runs overlapped; a process the
+# script leaves behind says whether it, too, passes the test for "inside".
+REEXEC_SCRIPT = """#!/bin/sh
+[ "$NXLOCK_JOB_PID" = $$ ] || exec "$NXLOCK_UNDER_TEST" -u "$URL" run-locked -w 30 deploy "$0" "$@"
+echo "start $1" >> "$LOG"
+sh -c '[ "$NXLOCK_JOB_PID" = $$ ] && echo "inside $0" || echo "outside $0"' "$1" >> "$LOG"
+sleep 0.3
+echo "end $1" >> "$LOG"
+"""
 
 
 class FlockOptions(NxlockTestCase):
@@ -30,6 +43,30 @@ class FlockOptions(NxlockTestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertEqual(self.nx(*u, "lock", "-s", "-n", "xk").returncode, 75)
                 self.assertOneLineError(self.nx(*u, "lock", "-s", "-x", "zk"), 64, "excludes")
+
+    def test_a_script_reexecuted_under_its_lock_never_overlaps_itself(self):
+        script = os.path.join(self.tmp, "deploy.sh")
+        with open(script, "w") as f:
+            f.write(REEXEC_SCRIPT)
+        os.chmod(script, 0o755)
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                log = os.path.join(self.tmp, "log-" + backend.name)
+                env = dict(self.env, NXLOCK_UNDER_TEST=BIN, URL=backend.url, LOG=log)
+                runs = [subprocess.Popen([script, str(i)], env=env, stderr=subprocess.PIPE)
+                        for i in range(3)]
+                for run in runs:
+                    _, err = run.communicate(timeout=60)
+                    self.assertEqual(run.returncode, 0, err)
+                lines = [line.split() for line in read(log).splitlines()]
+                self.assertEqual(len(lines), 9, lines)
+                # Each run whole, one after the other: start N, outside N, end N...
+                for first in range(0, 9, 3):
+                    start, inside, end = lines[first:first + 3]
+                    self.assertEqual(start[0], "start", lines)
+                    self.assertEqual(end, ["end", start[1]], lines)
+                    # ...where a child of the job inherited NXLOCK_JOB_PID, but is not the job.
+                    self.assertEqual(inside, ["outside", start[1]], lines)
 
     def test_c_runs_a_shell_string_before_or_after_the_key(self):
         script = "echo hi; echo there"

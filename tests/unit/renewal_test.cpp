@@ -56,6 +56,7 @@ class ScriptedLock final : public lock::Lockable {
   lock::AcquireResult acquire(std::int64_t, const lock::WaitPolicy&) override { return {}; }
   lock::Verdict release(std::string_view) override { return lock::Verdict::done; }
   lock::Kept release_after(std::string_view, Micros) override { return {lock::Verdict::done, {}}; }
+  void resume(std::string_view, std::int64_t, std::int64_t) override {}
   // Each renewal writes "v" and its number.
   lock::RenewalPlan plan_renewal(std::string_view, std::int64_t ttl) override {
     return {ttl, Micros(0), "v" + std::to_string(renewals + 1)};

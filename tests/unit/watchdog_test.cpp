@@ -1,5 +1,5 @@
 // run/: the watchdog process enforces the lock's deadline by itself, learns later
-// deadlines from extend(), and stops every process of the job, also one that left its group.
+// deadlines from update(), and stops every process of the job, also one that left its group.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,6 +33,14 @@ sigset_t empty_mask() {
   return mask;
 }
 
+// The go of a job with no environment of its own, enforcing `deadline` by `schedule`.
+run::JobWatchdog::Go go_with(const run::StopSchedule& schedule, Micros deadline) {
+  run::JobWatchdog::Go go;
+  go.schedule = schedule;
+  go.deadline = deadline;
+  return go;
+}
+
 // Whether the job's pidfd says it ended within `wait`.
 bool ends_within(const run::JobWatchdog& watchdog, Micros wait) {
   return util::readable_before(watchdog.exit_fd(), util::mono_now() + wait);
@@ -44,7 +52,7 @@ TEST(JobWatchdog, StopsTheJobByItselfWhenTheDeadlineComesWithNoRenewal) {
   const run::StopSchedule schedule = schedule_with_grace();
   const Micros started = util::mono_now();
   const Micros deadline = started + Micros(600'000);
-  const auto job = watchdog.start({}, false, schedule, deadline);
+  const auto job = watchdog.start(go_with(schedule, deadline));
   ASSERT_GT(job.pid, 0);
   ASSERT_EQ(job.exec_error, 0);
 
@@ -67,9 +75,9 @@ TEST(JobWatchdog, ARenewalsDeadlineKeepsTheJobRunningUntilTheLockIsLost) {
   watchdog.prepare({"sleep", "30"}, empty_mask());
   const run::StopSchedule schedule = schedule_with_grace();
   const Micros deadline = util::mono_now() + Micros(600'000);
-  const auto job = watchdog.start({}, false, schedule, deadline);
+  const auto job = watchdog.start(go_with(schedule, deadline));
   ASSERT_GT(job.pid, 0);
-  watchdog.extend(deadline + Micros(60'000'000));
+  watchdog.update(deadline + Micros(60'000'000), {});
 
   // Well past the first deadline, the job still runs.
   EXPECT_FALSE(ends_within(watchdog, Micros(1'000'000)));
@@ -94,7 +102,7 @@ TEST(JobWatchdog, KillAllReachesAProcessThatLeftTheJobsGroupAndSession) {
                    empty_mask());
   run::StopSchedule schedule;
   schedule.enforced = false;
-  const auto job = watchdog.start({}, false, schedule, Micros::max());
+  const auto job = watchdog.start(go_with(schedule, Micros::max()));
   ASSERT_GT(job.pid, 0);
 
   pid_t escaped = 0;

@@ -104,6 +104,9 @@ class QuorumLock final : public Lockable {
   Renewed renew(std::string_view value, const RenewalPlan& plan) override;
   using Lockable::renew;
   void record_holder(Holder holder) override;
+  // Each server's token of the take is its own, and not known here: the hold
+  // is released by its value alone, as `unlock KEY VALUE` releases it.
+  void resume(std::string_view, std::int64_t, std::int64_t) override {}
   std::optional<Holder> holder_of(std::string_view value) override;
   Removal force_release() override;
   Status status() override;
