@@ -1,4 +1,4 @@
-"""The twelve scenarios: each one fault, made with real parts, against a workload of clients
+"""The thirteen scenarios: each one fault, made with real parts, against a workload of clients
 that share one lock (clock-skew: one on Redis, one on the embedded store; the two on
 etcd are in etcd_scenarios.py).
 
@@ -6,6 +6,7 @@ A pause or cut lasts ttl + 3 s: the lock's value is now+ttl+1 in whole seconds, 
 then it has expired for every other client and one of them (waiting in line) takes it.
 """
 import os
+import signal
 import threading
 import time
 
@@ -321,9 +322,41 @@ class TermIgnored(Scenario):
         return True
 
 
+class KillNxlock(Scenario):
+    name = "kill-nxlock"
+    how = ("SIGKILL of the holder's nxlock process alone, 0.3 s into its job, in a loop; its "
+           "watchdog stops the job (SIGTERM; the jobs of client B ignore it and get SIGKILL "
+           "after --kill-after 1) and then releases the lock, which the next client takes")
+
+    def setup(self):
+        self.redis = servers.Redis()
+        self.servers.append(self.redis)
+        url = ["-u", self.redis.url()]
+        self.clients = [
+            Client(self, "A", "x", url, ttl=self.ttl, seconds=(1.5, 3)),
+            Client(self, "B", "x", url, ttl=self.ttl, seconds=(1.5, 3), ignore_term=True,
+                   extra_args=["--kill-after", "1"]),
+            Client(self, "C", "x", url, ttl=self.ttl, seconds=(1.5, 3)),
+            *[Client(self, "S%d" % (i + 1), "x", url, ttl=self.ttl, kind=kind, seconds=(0.5, 2.0))
+              for i, kind in enumerate(KINDS)]]
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=1.0)
+        if owner is None:
+            return False
+        time.sleep(0.3)
+        process = owner.current
+        if process is None or process.poll() is not None:
+            return False
+        self.note_fault("kill", client=owner.client, pids=[process.pid])
+        processes.signal_pid(process.pid, signal.SIGKILL)
+        time.sleep(1)
+        return True
+
+
 # The etcd scenarios (etcd_scenarios.py) imported here, after what they build on.
 from etcd_scenarios import EtcdLeaderKill, EtcdQuorumLoss  # noqa: E402
 
 ALL = [Partition, PauseNxlock, PauseJob, RestartNopersist, RestartAof, Eviction, Failover,
-       QuorumRestart, ClockSkew, TermIgnored, EtcdLeaderKill, EtcdQuorumLoss]
+       QuorumRestart, ClockSkew, TermIgnored, KillNxlock, EtcdLeaderKill, EtcdQuorumLoss]
 BY_NAME = {s.name: s for s in ALL}
