@@ -104,8 +104,11 @@ nlohmann::json holder_json(const lock::Holder& holder) {
   if (holder.finished_at != 0) {
     j["finished_at"] = holder.finished_at;
   }
-  if (holder.gone()) {
+  if (holder.gone() || holder.releasing()) {
     j["running"] = false;
+  }
+  if (holder.releasing()) {
+    j["releasing"] = true;  // its watchdog releases the lock once the job is gone
   }
   return j;
 }
@@ -117,6 +120,8 @@ std::string holder_text(const lock::Holder& holder) {
   }
   if (holder.gone()) {
     text += ", no longer running";
+  } else if (holder.releasing()) {
+    text += ", no longer running; its watchdog releases the lock once the job has stopped";
   }
   return text;
 }

@@ -28,6 +28,10 @@ std::string Holder::to_json() const {
   if (fence != 0) {
     j["fence"] = fence;
   }
+  if (watchdog_pid != 0 && watchdog_start != 0) {
+    j["watchdog"] = watchdog_pid;
+    j["watchdog_start"] = watchdog_start;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -46,6 +50,11 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   if (j.contains("fence") && j["fence"].is_number_integer()) {
     h.fence = j["fence"].get<std::int64_t>();
   }
+  if (j.contains("watchdog") && j["watchdog"].is_number_integer() &&
+      j.contains("watchdog_start") && j["watchdog_start"].is_number_unsigned()) {
+    h.watchdog_pid = j["watchdog"].get<std::int64_t>();
+    h.watchdog_start = j["watchdog_start"].get<std::uint64_t>();
+  }
   if (j.contains("start") && j["start"].is_number_unsigned() && j.contains("boot") &&
       j["boot"].is_string()) {
     h.start = j["start"].get<std::uint64_t>();
@@ -62,15 +71,37 @@ std::string host_name() {
 }
 }  // namespace
 
-bool Holder::gone() const {
-  if (start == 0 || boot.empty() || host != host_name()) {
+namespace {
+
+// The process `pid` that started at `start` on boot `boot` of this host is
+// known not to run (gone, or stopped); false when it cannot be known.
+bool known_not_running(const Holder& holder, std::int64_t pid, std::uint64_t start) {
+  if (start == 0 || holder.boot.empty() || holder.host != host_name()) {
     return false;
   }
-  return !util::still_running({pid, start, boot});
+  return !util::still_running({pid, start, holder.boot});
+}
+
+// ...and known to exist no more (not merely stopped).
+bool known_dead(const Holder& holder, std::int64_t pid, std::uint64_t start) {
+  if (!known_not_running(holder, pid, start)) {
+    return false;
+  }
+  const auto now = util::identify_process(pid);
+  return !now || now->start != start || now->boot != holder.boot;
+}
+
+}  // namespace
+
+bool Holder::gone() const { return known_not_running(*this, pid, start) && !releasing(); }
+
+bool Holder::releasing() const {
+  return watchdog_pid != 0 && known_dead(*this, pid, start) &&
+         util::still_running({watchdog_pid, watchdog_start, boot});
 }
 
 Holder describe_holder(std::string value, std::int64_t pid, std::string command,
-                       std::int64_t acquired_at) {
+                       std::int64_t acquired_at, std::int64_t watchdog_pid) {
   Holder holder;
   holder.value = std::move(value);
   holder.host = host_name();
@@ -80,6 +111,12 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
   if (const auto process = util::identify_process(pid)) {
     holder.start = process->start;
     holder.boot = process->boot;
+  }
+  if (watchdog_pid > 0) {
+    if (const auto watchdog = util::identify_process(watchdog_pid)) {
+      holder.watchdog_pid = watchdog_pid;
+      holder.watchdog_start = watchdog->start;
+    }
   }
   return holder;
 }

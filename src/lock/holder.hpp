@@ -32,21 +32,29 @@ struct Holder {
   // A quorum's token for this acquisition (quorum_token), which no one server's
   // counter need hold; 0 elsewhere, where the lock's counter says it.
   std::int64_t fence = 0;
+  // run-locked's watchdog (pid and start time, on the same boot), which
+  // releases the lock once the job is gone if the holder dies; 0: none.
+  std::int64_t watchdog_pid = 0;
+  std::uint64_t watchdog_start = 0;
 
-  // True when the holder process is known to be gone: it ran on this host, and
-  // either this host has booted since or that process no longer runs. False
-  // when it cannot be known (another host, an older record). The lock itself
-  // stays held until it expires, whoever is gone.
+  // True when the holder process is known not to run: it ran on this host, and
+  // either this host has booted since or that process no longer runs (or is
+  // stopped); and it is not releasing(). False when it cannot be known (another
+  // host, an older record). The lock itself stays held until it expires.
   bool gone() const;
+  // True when the holder process is known to have died but its watchdog runs:
+  // it releases the lock once the job has stopped.
+  bool releasing() const;
 
   std::string to_json() const;
   // nullopt if the text is not a holder record.
   static std::optional<Holder> from_json(std::string_view text);
 };
 
-// This process's description: host name, `pid`, `command`, acquired now.
+// This process's description: host name, `pid`, `command`, acquired now,
+// and its watchdog's pid (0: none).
 Holder describe_holder(std::string value, std::int64_t pid, std::string command,
-                       std::int64_t acquired_at);
+                       std::int64_t acquired_at, std::int64_t watchdog_pid = 0);
 
 // Writes the record; failures are traced, never thrown: details are advisory and
 // must not cost the caller a lock it already holds. The record is kept

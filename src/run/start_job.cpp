@@ -87,7 +87,8 @@ Job start_job(LockedRun& run) {
   // Only now: the details are advisory, and the job need not wait for them,
   // nor for the host name and /proc they are read from.
   run.lock.record_holder(lock::describe_holder(run.held.value, getpid(), run.options.holder_command,
-                                               util::whole_seconds(run.options.acquired_at)));
+                                               util::whole_seconds(run.options.acquired_at),
+                                               run.watchdog.pid()));
   return job;
 }
 

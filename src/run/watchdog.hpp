@@ -72,6 +72,8 @@ class JobWatchdog {
   // Throws util::Error (internal) if it cannot be started.
   void prepare(const std::vector<std::string>& command, const sigset_t& child_mask);
   bool prepared() const { return m_pid > 0; }
+  // The watchdog's pid, once prepared; else -1.
+  pid_t pid() const { return m_pid; }
 
   struct Started {
     pid_t pid = -1;      // the job, leader of its own process group
