@@ -24,6 +24,33 @@ class ParserMessages(NxlockTestCase):
                 self.assertNotIn("not expected", r.stderr.decode())
         self.assertNotIn(b"did you mean", self.nx("status", "--frobnicate", "k").stderr)
 
+    def test_a_word_before_the_command_is_blamed_for_what_it_is(self):
+        for argv, said in ((["--urll", "redis://127.0.0.1:1", "status", "kk"],
+                            "unknown option --urll (did you mean --url?)"),
+                           (["-n", "run-locked", "k", "true"],
+                            "-n is an option of lock, run-locked, not a global one: it goes "
+                            "after the command name (nxlock run-locked -n ...)"),
+                           (["-w", "5", "lock", "k"], "it goes after the command name (nxlock lock -w"),
+                           (["--ttl=5", "lock", "k"], "(nxlock lock --ttl ...)"),
+                           (["-V"], "unknown option -V (did you mean --version?)"),
+                           (["-V", "status", "k"], "unknown option -V (did you mean --version?)"),
+                           (["--verison"], "unknown option --verison (did you mean --version?)")):
+            with self.subTest(argv=argv):
+                r = self.nx(*argv)
+                self.assertOneLineError(r, 64, said, "(see 'nxlock")
+                err = r.stderr.decode()
+                for wrong in ("is not an nxlock command", "goes after '--'", "not expected"):
+                    self.assertNotIn(wrong, err)
+
+    def test_a_misspelt_command_names_the_nearest(self):
+        for word, nearest in (("lcok", "lock"), ("stauts", "status"), ("run-lokced", "run-locked"),
+                              ("hlep", "help"), ("unlokc", "unlock")):
+            with self.subTest(word=word):
+                r = self.nx(word, "k")
+                self.assertOneLineError(r, 64, "'%s' is not an nxlock command (did you mean %s?"
+                                        % (word, nearest), "commands: ")
+        self.assertNotIn(b"did you mean", self.nx("frobnicate", "k").stderr)
+
     def test_ttl_is_a_whole_number_of_seconds(self):
         for argv in (["lock", "-t", "1.5", "k"], ["lock", "--ttl", "abc", "k"],
                      ["run-locked", "-t", "0", "k", "true"], ["renew", "-t", "2.5", "k", "1"]):
