@@ -70,6 +70,35 @@ class ParserMessages(NxlockTestCase):
                 self.assertEqual(r.stdout, self.nx(*argv[1:], "--help").stdout)
         self.assertOneLineError(self.nx("help", "frob"), 64, "'frob' is not an nxlock command")
 
+    def test_help_of_several_commands_shows_each(self):
+        r = self.nx("help", "lock", "unlock")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, self.nx("lock", "--help").stdout + b"\n" +
+                         self.nx("unlock", "--help").stdout)
+        r = self.nx("help", "lock", "frob")
+        self.assertOneLineError(r, 64, "'frob' is not an nxlock command")
+        self.assertEqual(r.stdout, b"")
+
+    def test_a_command_help_names_the_global_options(self):
+        top = self.nx("--help").stdout.decode()
+        self.assertIn("(Redis, etcd or an embedded store)", top.splitlines()[0])
+        for command in ("lock", "run-locked", "status", "get", "doctor", "list"):
+            with self.subTest(command=command):
+                text = self.nx(command, "--help").stdout.decode()
+                self.assertIn("Global options, before or after the command ('nxlock --help'", text)
+                for option in ("-u,--url URL", "--json", "-q,--quiet", "-v,--verbose", "--prefix STRING"):
+                    self.assertIn(option, text)
+
+    def test_each_type_name_is_printed_once(self):
+        # Not "-c,--command STRING:STRING", "--metrics-dir DIR:DIR".
+        for args in (["--help-all"], ["run-locked", "--help"], ["--help"]):
+            with self.subTest(args=args):
+                text = self.nx(*args).stdout.decode()
+                self.assertNotRegex(text, r"\b([A-Z]+):\1\b")
+                if args[0] == "run-locked":
+                    self.assertRegex(text, r"-c,--command STRING +Run STRING")
+                    self.assertRegex(text, r"--metrics-dir DIR \(Env:NXLOCK_METRICS_DIR\)")
+
     def test_usage_errors_point_at_the_command_help(self):
         for argv, command in ((["run-locked", "-w", "x", "k", "true"], "run-locked"),
                               (["lock", "-n", "-w", "1", "k"], "lock"),
