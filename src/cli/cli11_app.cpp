@@ -230,8 +230,19 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
     // or what the words before it meant. `--urll URL status`: the option, not
     // the URL; `nxlock 9`, `nxlock -n 9`: flock's forms; `-w 5 lock`: -w's place.
     const std::string_view next = command_index + 1 < argc ? argv[command_index + 1] : "";
-    std::string message =
-        misplaced_option(argc, argv, command_index, "", global, global_takes_value, true);
+    std::string message;
+    for (int i = 1; i + 1 < command_index && message.empty(); ++i) {
+      // `nxlock -u lock k`: -u took the command's name as its value.
+      const std::string option = argv[i];
+      if (option.starts_with("-") && option.find('=') == std::string::npos &&
+          global_takes_value(option) && is_command(argv[i + 1])) {
+        message = option + " took '" + argv[i + 1] + "' as its value: give " + option +
+                  " its value before the command";
+      }
+    }
+    if (message.empty()) {
+      message = misplaced_option(argc, argv, command_index, "", global, global_takes_value, true);
+    }
     if (message.empty() && !is_command(next)) {
       message = flock_form_advice(named);
     }

@@ -82,6 +82,7 @@ class EmptyUrls(NxlockTestCase):
 
     def test_a_u_that_took_the_key_says_so(self):
         for args, command in ((["run-locked", "-u", "k", "touch", self.marker], "run-locked"),
+                              (["run-locked", "-u", "k", "true"], "run-locked"),
                               (["lock", "-u", "k"], "lock"), (["-u", "k", "status", "x"], "status")):
             with self.subTest(args=args):
                 r = self.nx(*args)
@@ -89,6 +90,11 @@ class EmptyUrls(NxlockTestCase):
                 self.assertNotIn("KEY is required", r.stderr.decode())
                 self.assertNotIn("no COMMAND", r.stderr.decode())
                 self.assertFalse(os.path.exists(self.marker))
+        # The URL left out before the command: -u took the command's name.
+        r = self.nx("-u", "run-locked", "k", "touch", self.marker)
+        self.assertOneLineError(r, 64, "-u took 'run-locked' as its value")
+        self.assertNotIn("'k' is not an nxlock command", r.stderr.decode())
+        self.assertFalse(os.path.exists(self.marker))
 
 
 class VerboseNamesTheBackend(NxlockTestCase):
