@@ -17,11 +17,11 @@ struct Deadline {
   std::string passed() const {
     const auto budget = util::Micros(static_cast<long long>(seconds * 1e6));
     if (capped && budget < util::Micros(1000)) {
-      return "gave up at once: the lock it is for had reached its expiry";
+      return "gave up at once: the lock it serves had reached its deadline";
     }
     std::string text = "timed out after " + util::seconds_text(budget);
     if (capped) {
-      text += ", when the lock it is for expired";
+      text += " (the deadline of the lock it serves)";
     }
     return text;
   }
