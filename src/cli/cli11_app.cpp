@@ -95,7 +95,7 @@ std::string unknown_option(int argc, char** argv, const CLI::App& app, const CLI
     if (known(name)) {
       continue;
     }
-    std::string message = "unknown option " + name;
+    std::string message = "unknown option " + util::escape(name);
     std::vector<std::string> candidates;
     for (const CLI::App* owner : {&app, sub}) {
       if (owner == nullptr) {

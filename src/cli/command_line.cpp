@@ -247,7 +247,8 @@ std::string misplaced_option(int argc, char** argv, int command_index, std::stri
       }
     }
     const std::string best = is_long ? nearest(name, candidates) : std::string();
-    return "unknown option " + name + (best.empty() ? "" : " (did you mean " + best + "?)");
+    return "unknown option " + util::escape(name) +
+           (best.empty() ? "" : " (did you mean " + best + "?)");
   }
   return {};
 }

@@ -42,6 +42,11 @@ class ParserMessages(NxlockTestCase):
                 for wrong in ("is not an nxlock command", "goes after '--'", "not expected"):
                     self.assertNotIn(wrong, err)
 
+    def test_an_unknown_option_is_named_on_one_line(self):
+        for argv in ((["--ur\nl", "x"]), (["get", "--pre\nfix", "k"]), (["-\n", "get", "k"])):
+            with self.subTest(argv=argv):
+                self.assertOneLineError(self.nx(*argv), 64, "\\x0a")
+
     def test_a_misspelt_command_names_the_nearest(self):
         for word, nearest in (("lcok", "lock"), ("stauts", "status"), ("run-lokced", "run-locked"),
                               ("hlep", "help"), ("unlokc", "unlock")):
