@@ -100,7 +100,7 @@ std::optional<Error> refuse_urls(const std::vector<std::string>& urls, const cha
       if (urls.size() == 1) {
         return Error(ErrorKind::usage, "--url " + quoted_url(url),
                      "an empty URL is refused" + std::string(k_unset) +
-                         ": leave -u out for the embedded store");
+                         ": leave -u out for NXLOCK_URL or the embedded store");
       }
       return Error(ErrorKind::usage, "--url " + quoted_url(url),
                    "-u " + std::to_string(i + 1) + " of " + std::to_string(urls.size()) +
