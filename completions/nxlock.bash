@@ -24,12 +24,33 @@ _nxlock_comp_index()
     echo "$c"
 }
 
+# Without the bash-completion package (no _init_completion, _filedir,
+# _command_offset): plain completion, as bash itself would do it, rather than
+# "command not found" on every TAB.
+_nxlock_filedir()
+{
+    if declare -F _filedir >/dev/null; then
+        _filedir "$@"
+    elif [[ $1 == -d ]]; then
+        COMPREPLY=($(compgen -d -- "$cur"))
+    else
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+}
+
 _nxlock()
 {
-    local cur prev words cword split
-    _init_completion -s -n : || return
+    local cur prev words cword split=false
+    if declare -F _init_completion >/dev/null; then
+        _init_completion -s -n : || return
+    else
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+        cur=${COMP_WORDS[COMP_CWORD]}
+        prev=${COMP_WORDS[COMP_CWORD - 1]}
+    fi
 
-    local commands='setnx get getset del lock unlock renew status list run-locked doctor'
+    local commands='setnx get getset del lock unlock renew status list run-locked doctor help'
     local globals='-u --url --password-file --io-timeout --prefix --cacert --cacertdir --cert
         --key --sni --insecure --sentinel-password-file --replicas --json --json-fd -q --quiet -v --verbose -h --help --help-all --version'
 
@@ -59,10 +80,23 @@ _nxlock()
         if [[ $command == run-locked ]]; then
             # words[i] is KEY: the child's command line starts after it (and one --).
             ((i + 1 < cword)) && [[ ${words[i + 1]} == -- ]] && ((i++))
-            _command_offset "$(_nxlock_comp_index $((i + 1)))"
+            if declare -F _command_offset >/dev/null; then
+                _command_offset "$(_nxlock_comp_index $((i + 1)))"
+            elif ((i + 1 == cword)); then
+                COMPREPLY=($(compgen -c -- "$cur"))
+            else
+                COMPREPLY=($(compgen -f -- "$cur"))
+            fi
             return
         fi
+        # help COMMAND...: command names.
+        [[ $command == help ]] && break
     done
+
+    if [[ $command == help ]]; then
+        COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+        return
+    fi
 
     # Values of the option before the cursor.
     case $prev in
@@ -79,29 +113,29 @@ _nxlock()
                 # A path after the scheme: complete it as one.
                 local scheme=${cur%%://*}://
                 cur=${cur#*://}
-                _filedir
+                _nxlock_filedir
                 COMPREPLY=("${COMPREPLY[@]/#/$scheme}")
                 cur=$scheme$cur
             else
                 COMPREPLY=($(compgen -W 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file:// etcd:// etcds://' -- "$cur"))
             fi
             compopt -o nospace 2>/dev/null
-            __ltrim_colon_completions "$cur"
+            declare -F __ltrim_colon_completions >/dev/null && __ltrim_colon_completions "$cur"
             return
             ;;
         --password-file | --cacert | --cert | --key | --sentinel-password-file)
-            _filedir
+            _nxlock_filedir
             return
             ;;
         --cacertdir | --metrics-dir)
-            _filedir -d
+            _nxlock_filedir -d
             return
             ;;
         --io-timeout | --timeout | --prefix | --json-fd | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime | --slots | -c | --command)
             return # a number or free text: nothing to offer
             ;;
     esac
-    $split && return
+    [[ $split == true ]] && return
 
     if [[ -z $command ]]; then
         if [[ $cur == -* ]]; then

@@ -95,10 +95,14 @@ complete -c nxlock -n $no_command -a status -d 'Show whether the lock KEY is hel
 complete -c nxlock -n $no_command -a list -d 'List the locks held now'
 complete -c nxlock -n $no_command -a run-locked -d 'Run COMMAND while holding the lock KEY'
 complete -c nxlock -n $no_command -a doctor -d 'Check that the backend is fit for locks'
+complete -c nxlock -n $no_command -a help -d "Show a command's help"
+# help COMMAND...: command names.
+complete -c nxlock -n '__fish_nxlock_using help' -a 'setnx get getset del lock unlock renew status list run-locked doctor'
 
 # Global options, before or after the command name.
 set -l global 'not __fish_nxlock_in_child'
-complete -c nxlock -n $global -s u -l url -x -a 'redis:// rediss:// redis+sentinel:// rediss+sentinel:// unix:// file:// etcd:// etcds://' -d 'Backend URL (repeat for a quorum)'
+# A quorum repeats -u with independent Redis servers; etcd is one URL of its members.
+complete -c nxlock -n $global -s u -l url -x -a 'redis://\t"Redis (repeat -u for a quorum)" rediss://\t"Redis over TLS" redis+sentinel://\t"Redis through Sentinels" rediss+sentinel://\t"Redis through Sentinels, over TLS" unix://\t"Redis on a unix socket" file://\t"the embedded store" etcd://\t"etcd: every member in one URL" etcds://\t"etcd over TLS: every member in one URL"' -d 'Backend URL'
 complete -c nxlock -n $global -l password-file -r -F -d 'Read the Redis password from FILE'
 complete -c nxlock -n $global -l io-timeout -x -d "The backend's connect and command timeout, seconds (default 2)"
 complete -c nxlock -n $global -l prefix -x -d 'Prepended to every key'

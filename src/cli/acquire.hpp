@@ -105,7 +105,9 @@ const char* verdict_token(lock::Verdict verdict);
 // A holder record for --json and for a message (its command redacted, as
 // records of other clients may hold a password; "no longer running" when gone).
 nlohmann::json holder_json(const lock::Holder& holder);
-std::string holder_text(const lock::Holder& holder);
+// `say_gone`: add ", no longer running" when the holder is gone (not where the
+// caller says why: a --hold whose job finished).
+std::string holder_text(const lock::Holder& holder, bool say_gone = true);
 
 // A lock held by --shared (or --slots) holders has no holder of its own:
 // " by N shared holders: pid … on HOST (…), …" names them (the first few) for

@@ -6,12 +6,14 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "cli/exit_status.hpp"
+#include "cli/url_checks.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::cli {
@@ -57,6 +59,12 @@ int run(int argc, char** argv) {
       return *status;
     }
   }
+  // An empty -u or NXLOCK_URL: refused before anything is opened or taken.
+  if (const auto refused = refuse_urls(g.urls, std::getenv("NXLOCK_URL"))) {
+    context.out.error(k_exit_usage, refused->subject(), refused->reason());
+    context.out.flush(k_exit_usage);
+    return k_exit_usage;
+  }
   if (g.verbose) {
     util::set_trace_sink([](std::string_view line) {
       std::string text = "nxlock: ";
@@ -64,6 +72,12 @@ int run(int argc, char** argv) {
       text.push_back('\n');
       std::fwrite(text.data(), 1, text.size(), stderr);
     });
+    // Which backend, and where: a fleet's job that fell back to the per-host
+    // store shows it here. A URL that does not parse is the command's to report.
+    try {
+      util::trace("backend: " + backend_summary(context.url_list()));
+    } catch (const util::Error&) {
+    }
   }
 
   int status = k_exit_internal;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -12,7 +13,9 @@
 #include "cli/command_line.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/url_checks.hpp"
 #include "store/make_store.hpp"
+#include "util/escape.hpp"
 
 namespace nxlock::cli {
 
@@ -71,26 +74,6 @@ void add_dump_options_flag(CLI::App& app) {
       ->group("");  // hidden from --help
 }
 
-// The edit distance of `a` and `b`, a transposition counting as one edit
-// ("wiat" is one from "wait").
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) {
-    for (std::size_t j = 0; j <= b.size(); ++j) {
-      if (i == 0 || j == 0) {
-        d[i][j] = i + j;
-        continue;
-      }
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 // "unknown option --wiat (did you mean --wait?)" for the first word before
 // `--` that looks like a long option and is none of `app`'s or of its command
 // `sub`'s; "" when every such word is one. CLI11 would say "The following
@@ -112,26 +95,91 @@ std::string unknown_option(int argc, char** argv, const CLI::App& app, const CLI
     if (known(name)) {
       continue;
     }
-    std::string message = "unknown option " + name;
-    std::string best;
-    std::size_t best_distance = name.size() < 7 ? 2 : 3;  // "--wiat": 1 from "--wait"
+    std::string message = "unknown option " + util::escape(name);
+    std::vector<std::string> candidates;
     for (const CLI::App* owner : {&app, sub}) {
       if (owner == nullptr) {
         continue;
       }
       for (const CLI::Option* option : owner->get_options()) {
         for (const std::string& candidate : option->get_lnames()) {
-          const std::size_t d = distance(name.substr(2), candidate);
-          if (!option->get_group().empty() && d < best_distance) {
-            best = "--" + candidate;
-            best_distance = d;
+          if (!option->get_group().empty()) {  // not a hidden one
+            candidates.push_back("--" + candidate);
           }
         }
       }
     }
+    const std::string best = nearest(name, candidates);
     return best.empty() ? message : message + " (did you mean " + best + "?)";
   }
   return {};
+}
+
+// What a command's --help says of the global options, which it does not list:
+// their names, and where they are told.
+std::string global_options_footer() {
+  std::string text = "Global options, before or after the command ('nxlock --help' says what each does):";
+  std::string line = "\n ";
+  for (const OptionSpec& spec : option_table()) {
+    if (!spec.commands.empty() || spec.hidden) {
+      continue;
+    }
+    std::string item = " " + std::string(spec.names);
+    if (!spec.type_name.empty()) {
+      item += " " + std::string(spec.type_name);
+    }
+    if (line.size() + item.size() > 79) {
+      text += line + ",";
+      line = "\n ";
+    } else if (line.size() > 3) {
+      line += ",";
+    }
+    line += item;
+  }
+  return text + line;
+}
+
+bool is_command(std::string_view word) {
+  const std::span<const Command> commands = command_table();
+  return std::any_of(commands.begin(), commands.end(),
+                     [&](const Command& c) { return word == c.name; });
+}
+
+// "'lcok' is not an nxlock command (did you mean lock? commands: ...)".
+std::string not_a_command(std::string_view word) {
+  std::vector<std::string> names = {"help"};
+  for (const Command& command : command_table()) {
+    names.emplace_back(command.name);
+  }
+  const std::string best = nearest(word, names);
+  return "'" + util::escape(word) + "' is not an nxlock command (" +
+         (best.empty() ? "" : "did you mean " + best + "? ") + "commands: " + command_names() +
+         ", help; see 'nxlock --help')";
+}
+
+// `nxlock help COMMAND COMMAND...`: each one's help in turn, as `nxlock COMMAND
+// --help` prints it; 64 before any if one of them is no command.
+std::optional<int> several_helps(char* program, std::span<char*> topics, Context& context,
+                                 Runner& runner) {
+  for (char* topic : topics) {
+    if (!is_command(topic)) {
+      context.out.error(k_exit_usage, "usage", not_a_command(topic));
+      context.out.flush(k_exit_usage);
+      return k_exit_usage;
+    }
+  }
+  static char help_flag[] = "--help";
+  for (std::size_t i = 0; i < topics.size(); ++i) {
+    if (i > 0) {
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+    }
+    char* one[] = {program, topics[i], help_flag};
+    if (const auto status = parse_command_line(3, one, context, runner); status && *status != 0) {
+      return status;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -140,7 +188,7 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
   GlobalOptions& g = context.globals;
   CLI::App app{
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
-      "(Redis or an embedded store)",
+      "(Redis, etcd or an embedded store)",
       "nxlock"};
   app.set_help_all_flag("--help-all", "Show help for every command");
   app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
@@ -158,6 +206,11 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
   static char help_flag[] = "--help";
   std::vector<char*> help_argv;
   if (command_index < argc && std::string_view(argv[command_index]) == "help") {
+    const std::span<char*> topics(argv + command_index + 1, argv + argc);
+    if (topics.size() > 1 && std::none_of(topics.begin(), topics.end(),
+                                          [](const char* t) { return t[0] == '-'; })) {
+      return several_helps(argv[0], topics, context, runner);
+    }
     help_argv.assign(argv, argv + argc);
     help_argv.erase(help_argv.begin() + command_index);
     help_argv.push_back(help_flag);
@@ -167,15 +220,39 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
   }
   const std::string_view named = command_index < argc ? argv[command_index] : "";
   const std::span<const Command> commands = command_table();
-  const bool known = std::any_of(commands.begin(), commands.end(),
-                                 [&](const Command& c) { return named == c.name; });
+  const bool known = is_command(named);
+  const auto global = [&](const std::string& name) {
+    return app.get_option_no_throw(name) != nullptr;
+  };
 
   if (!known && command_index < argc && !named.empty() && named[0] != '-') {
-    // CLI11 would say "A subcommand is required": say which word is not one.
+    // CLI11 would say "A subcommand is required": say which word is not one,
+    // or what the words before it meant. `--urll URL status`: the option, not
+    // the URL; `nxlock 9`, `nxlock -n 9`: flock's forms; `-w 5 lock`: -w's place.
+    const std::string_view next = command_index + 1 < argc ? argv[command_index + 1] : "";
+    std::string message;
+    for (int i = 1; i + 1 < command_index && message.empty(); ++i) {
+      // `nxlock -u lock k`: -u took the command's name as its value.
+      const std::string option = argv[i];
+      if (option.starts_with("-") && option.find('=') == std::string::npos &&
+          global_takes_value(option) && is_command(argv[i + 1])) {
+        message = option + " took '" + argv[i + 1] + "' as its value: give " + option +
+                  " its value before the command";
+      }
+    }
+    if (message.empty()) {
+      message = misplaced_option(argc, argv, command_index, "", global, global_takes_value, true);
+    }
+    if (message.empty() && !is_command(next)) {
+      message = flock_form_advice(named);
+    }
+    if (message.empty()) {
+      message = misplaced_option(argc, argv, command_index, is_command(next) ? next : "", global,
+                                 global_takes_value);
+    }
+    message = message.empty() ? not_a_command(named) : message + " (see 'nxlock --help')";
     context.out.json = names_json(argc, argv);
-    context.out.error(k_exit_usage, "usage",
-                      "'" + std::string(named) + "' is not an nxlock command (commands: " +
-                          command_names() + ", help; see 'nxlock --help')");
+    context.out.error(k_exit_usage, "usage", message);
     context.out.flush(k_exit_usage);
     return k_exit_usage;
   }
@@ -192,7 +269,7 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
     if (known) {
       named_sub = sub;
     }
-    sub->footer(std::string("Example:\n  ") + command.example);
+    sub->footer(global_options_footer() + "\n\nExample:\n  " + command.example);
     // The callback runs for the command parsed only (with no command named,
     // every one is set up, for --help).
     sub->callback([&runner, setup_runner = command.setup(*sub)] { runner = setup_runner; });
@@ -224,13 +301,28 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
     if (g.json_fd >= 0 && fcntl(g.json_fd, F_GETFD) >= 0) {
       context.out.json_fd = g.json_fd;  // --json-fd was read before the error
     }
-    std::string message = unknown_option(argc, argv, app, named_sub);
+    // The first cause on the line: a -u that took the KEY (`lock -u k`: "KEY is
+    // required"), flock's options that cannot map, an option before the command
+    // that belongs after it (`nxlock -n run-locked`), a misspelt one.
+    const auto any_takes_value = [&](const std::string& name) {
+      return takes_value(app, name) || (named_sub != nullptr && takes_value(*named_sub, name));
+    };
+    std::string message;
+    if (const auto refused = refuse_urls(g.urls, std::getenv("NXLOCK_URL"))) {
+      message = refused->subject() + ": " + refused->reason();
+    }
+    if (message.empty()) {
+      message = flock_option_advice(argc, argv, any_takes_value);
+    }
+    if (message.empty()) {
+      message = misplaced_option(argc, argv, command_index, named, global, global_takes_value);
+    }
+    if (message.empty()) {
+      message = unknown_option(argc, argv, app, named_sub);
+    }
     if (message.empty()) {
       message = one_line(e.what()) +
-                dash_advice(named, argc, argv, is_option(app, named), [&](const std::string& name) {
-                  return takes_value(app, name) ||
-                         (named_sub != nullptr && takes_value(*named_sub, name));
-                });
+                dash_advice(named, argc, argv, is_option(app, named), any_takes_value);
     }
     context.out.error(k_exit_usage, "usage",
                       message + " (see 'nxlock " + (known ? std::string(named) + " " : "") +

@@ -87,12 +87,13 @@ CLI::Validator refused_check(std::string_view advice) {
   return CLI::Validator([advice = std::string(advice)](std::string&) { return advice; }, "");
 }
 
-CLI::Validator nonempty_check(std::string_view type_name) {
+// No description: --help would print the type name twice ("STRING:STRING").
+CLI::Validator nonempty_check() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
         return input.empty() ? "the value must not be empty" : "";
       },
-      std::string(type_name));
+      "");
 }
 
 bool checked_from_environment(const OptionSpec& spec) {
@@ -161,7 +162,7 @@ CLI::Option* finish(CLI::Option* option, const OptionSpec& spec) {
       option->check(named(choice_check(spec.choices), spec));
       break;
     case ValueKind::nonempty:
-      option->check(named(nonempty_check(spec.type_name), spec));
+      option->check(named(nonempty_check(), spec));
       break;
     case ValueKind::flag:
     case ValueKind::text:

@@ -96,7 +96,15 @@ int run_doctor(Context& ctx) {
   // A quorum still locks while a majority of its servers can be used.
   if (stop && usable < urls.size() / 2 + 1) {
     const int status = exit_status_for(*stop->stop);
-    ctx.out.error(status, stopped_backend, stop->name + ": " + stop->detail);
+    // "file:///s: does not exist, ...", not "file:///s: path: /s: does not exist":
+    // a detail that begins with the path the backend's URL ends in says it once.
+    std::string reason = stop->name + ": " + stop->detail;
+    const std::size_t colon = stop->detail.find(": ");
+    if (colon != std::string::npos && colon > 0 &&
+        stopped_backend.ends_with(stop->detail.substr(0, colon))) {
+      reason = stop->detail.substr(colon + 2);
+    }
+    ctx.out.error(status, stopped_backend, reason);
     return status;
   }
   return fit ? k_exit_ok : k_exit_no;

@@ -113,12 +113,12 @@ nlohmann::json holder_json(const lock::Holder& holder) {
   return j;
 }
 
-std::string holder_text(const lock::Holder& holder) {
+std::string holder_text(const lock::Holder& holder, bool say_gone) {
   std::string text = "pid " + std::to_string(holder.pid) + " on " + util::escape(holder.host);
   if (!holder.command.empty()) {
     text += " (" + util::escape(util::redact_secrets(holder.command)) + ")";
   }
-  if (holder.gone()) {
+  if (say_gone && holder.gone()) {
     text += ", no longer running";
   } else if (holder.releasing()) {
     text += ", no longer running; its watchdog releases the lock once the job has stopped";
@@ -217,9 +217,10 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   message += queued_ahead ? "free, but another waiter is first in line to take it"
                           : "held until " + util::format_local_time(result.held_until);
   if (holder) {
-    message += " by " + holder_text(*holder);
-    if (holder->finished_at != 0) {
-      message += ", which finished and holds it for --hold";
+    const bool held_for_hold = holder->finished_at != 0;
+    message += " by " + holder_text(*holder, !held_for_hold);
+    if (held_for_hold) {
+      message += ", whose job has finished: --hold keeps the lock until then";
     } else if (holder->gone()) {
       message += ": " + gone_advice(lock.key());
     }

@@ -233,6 +233,31 @@ class TestStoreAccess(FileSafetyCase):
                     for internal in (b"/data", b"/fence", b".tmp", b"nxlock-store"):
                         self.assertNotIn(internal, r.stderr)
 
+    @unittest.skipUnless(os.geteuid() == 0, "runs nxlock as nobody through setpriv")
+    def test_a_missing_store_under_a_read_only_parent_is_told_to_be_made(self):
+        # No group to share yet (chgrp -R on a directory that does not exist):
+        # it must be made for this user, or put elsewhere, as doctor says.
+        parent = os.path.join(self.tmp, "ro")
+        os.mkdir(parent, 0o755)
+        store = os.path.join(parent, "s")
+        # (NXLOCK_STORE's own message names the variable: test_the_default_store...)
+        for args in (["-u", "file://" + store, "lock", "k"],
+                     ["-u", "file://" + store, "run-locked", "k", "true"]):
+            with self.subTest(args=args):
+                r = self.nx_as_nobody(*args)
+                self.assertOneLineError(
+                    r, 77, "store %s: does not exist, and %s is not writable by nobody; create "
+                    "%s for this user, or give a path under a directory it may write; nxlock "
+                    "doctor checks it" % (store, parent, store))
+                self.assertNotIn(b"chgrp", r.stderr)
+        # doctor says the path once.
+        r = self.nx_as_nobody("-u", "file://" + store, "doctor")
+        self.assertEqual(r.returncode, 77, r.stderr)
+        self.assertEqual(r.stderr.decode(), "nxlock: file://%s: does not exist, and %s is not "
+                         "writable by nobody\n" % (store, parent))
+        self.assertIn("FAIL path %s: does not exist" % store, r.stdout.decode())
+        self.assertFalse(os.path.exists(store))
+
     def test_a_store_named_by_nxlock_store_honours_the_umask_and_the_setgid_group(self):
         # As file:// does: a group can share it.
         for how in ("NXLOCK_STORE", "file://"):

@@ -97,6 +97,50 @@ class FlockOptions(NxlockTestCase):
                 self.assertOneLineError(r, 64)
                 self.assertEqual(r.stdout, b"")
 
+    def test_an_empty_command_is_refused_before_the_lock_is_taken(self):
+        # `run-locked KEY "$CMD"` with CMD unset: 64, as `-c ''` is, never
+        # "nxlock: : command not found" (127) once the lock was taken.
+        self.assertEqual(self.nx("lock", "-t", "60", "held").returncode, 0)
+        for backend in self.backends():
+            for tail in ([""], ["--", ""], ["-c", ""], ["", "arg"]):
+                for key in ("kk", "held"):
+                    with self.subTest(backend=backend.name, tail=tail, key=key):
+                        u = backend.args()
+                        r = self.nx(*u, "run-locked", "-n", key, *tail)
+                        self.assertOneLineError(r, 64, "empty", "an unset variable in a script?")
+                        self.assertNotIn("command not found", r.stderr.decode())
+                        self.assertEqual(r.stdout, b"")
+                self.assertEqual(self.nx(*u, "status", "kk").returncode, 1)  # never taken
+
+    def test_flock_options_that_cannot_map_are_refused_with_advice(self):
+        # Man page, run-locked: "-o is refused: drop it"; -F has no counterpart.
+        marker = os.path.join(self.tmp, "ran")
+        for argv, said in ((["run-locked", "-o", "mylock"], "flock's -o is refused: drop it"),
+                           (["run-locked", "-n", "--close", "mylock"], "flock's --close is refused: drop it"),
+                           (["run-locked", "-F", "mylock"], "flock's -F (no fork) is refused: drop it"),
+                           (["run-locked", "-w", "1", "--no-fork", "mylock"], "flock's --no-fork"),
+                           (["-o", "run-locked", "mylock"], "flock's -o is refused")):
+            with self.subTest(argv=argv):
+                r = self.nx(*argv, "touch", marker)
+                self.assertOneLineError(r, 64, said)
+                err = r.stderr.decode()
+                for wrong in ("goes after '--'", "did you mean --clock", "not expected"):
+                    self.assertNotIn(wrong, err)
+                self.assertFalse(os.path.exists(marker))
+        self.assertOneLineError(self.nx("lock", "-o", "k"), 64, "flock's -o is refused")
+        self.assertEqual(self.nx("status", "mylock").returncode, 1)  # never taken
+
+    def test_flock_descriptor_and_file_forms_point_at_run_locked(self):
+        for argv, form in ((["9"], "descriptor form"), (["-n", "9"], "descriptor form"),
+                           (["-x", "9"], "descriptor form"),
+                           (["/path/f.lock", "-c", "echo hi"], "file form"),
+                           (["-n", "./f.lock", "true"], "file form"), (["f.lock", "true"], "file form")):
+            with self.subTest(argv=argv):
+                r = self.nx(*argv)
+                self.assertOneLineError(r, 64, "is not an nxlock command: flock's " + form,
+                                        "nxlock run-locked KEY COMMAND")
+        self.assertIn("EXAMPLES", self.nx("9").stderr.decode())  # the re-run form
+
     def test_timeout_after_lock_or_run_locked_asks_for_w(self):
         for argv in (["lock", "--timeout", "1", "k"], ["run-locked", "--timeout", "1", "k", "true"],
                      ["run-locked", "--timeout=1", "k", "true"], ["lock", "-n", "--timeout", "1", "k"]):

@@ -57,7 +57,10 @@ class Hold(NxlockTestCase):
                             "touch", self.marker(backend, "2"))
                 self.assertEqual(r.returncode, 75, r.stderr)
                 self.assertFalse(os.path.exists(self.marker(backend, "2")))
-                self.assertIn(b"finished", r.stderr)
+                # Not "no longer running, which finished and holds it for --hold".
+                self.assertOneLineError(r, 75, "), whose job has finished: --hold keeps the "
+                                        "lock until then")
+                self.assertNotIn(b"no longer running", r.stderr)
 
                 # Past the ttl's own expiry (-t 1 taken in second A expires at
                 # A + 3): still held, by the hold.

@@ -94,13 +94,14 @@ class OptionSpellings(NxlockTestCase):
         self.assertEqual((r.returncode, r.stdout), (0, b"get\n"), r.stderr)
 
     def test_url_from_the_environment(self):
-        # NXLOCK_URL stands in for an absent -u; an empty one is no URL at all.
+        # NXLOCK_URL stands in for an absent -u; an empty one is refused, not
+        # the per-host store (test_url_refusals.py).
         url = "file://" + os.path.join(self.tmp, "other")
         self.assertEqual(self.nx("-u", url, "setnx", "k", "there").returncode, 0)
         r = self.nx("get", "k", env=dict(self.env, NXLOCK_URL=url))
         self.assertEqual((r.returncode, r.stdout), (0, b"there\n"), r.stderr)
         r = self.nx("get", "k", env=dict(self.env, NXLOCK_URL=""))
-        self.assertEqual(r.returncode, 1, r.stderr)  # the default store: no such key
+        self.assertOneLineError(r, 64, "NXLOCK_URL")
         # -u wins over the environment.
         r = self.nx("-u", url, "get", "k", env=dict(self.env, NXLOCK_URL="redis://127.0.0.1:1"))
         self.assertEqual((r.returncode, r.stdout), (0, b"there\n"), r.stderr)

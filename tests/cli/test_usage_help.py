@@ -24,6 +24,38 @@ class ParserMessages(NxlockTestCase):
                 self.assertNotIn("not expected", r.stderr.decode())
         self.assertNotIn(b"did you mean", self.nx("status", "--frobnicate", "k").stderr)
 
+    def test_a_word_before_the_command_is_blamed_for_what_it_is(self):
+        for argv, said in ((["--urll", "redis://127.0.0.1:1", "status", "kk"],
+                            "unknown option --urll (did you mean --url?)"),
+                           (["-n", "run-locked", "k", "true"],
+                            "-n is an option of lock, run-locked, not a global one: it goes "
+                            "after the command name (nxlock run-locked -n ...)"),
+                           (["-w", "5", "lock", "k"], "it goes after the command name (nxlock lock -w"),
+                           (["--ttl=5", "lock", "k"], "(nxlock lock --ttl ...)"),
+                           (["-V"], "unknown option -V (did you mean --version?)"),
+                           (["-V", "status", "k"], "unknown option -V (did you mean --version?)"),
+                           (["--verison"], "unknown option --verison (did you mean --version?)")):
+            with self.subTest(argv=argv):
+                r = self.nx(*argv)
+                self.assertOneLineError(r, 64, said, "(see 'nxlock")
+                err = r.stderr.decode()
+                for wrong in ("is not an nxlock command", "goes after '--'", "not expected"):
+                    self.assertNotIn(wrong, err)
+
+    def test_an_unknown_option_is_named_on_one_line(self):
+        for argv in ((["--ur\nl", "x"]), (["get", "--pre\nfix", "k"]), (["-\n", "get", "k"])):
+            with self.subTest(argv=argv):
+                self.assertOneLineError(self.nx(*argv), 64, "\\x0a")
+
+    def test_a_misspelt_command_names_the_nearest(self):
+        for word, nearest in (("lcok", "lock"), ("stauts", "status"), ("run-lokced", "run-locked"),
+                              ("hlep", "help"), ("unlokc", "unlock")):
+            with self.subTest(word=word):
+                r = self.nx(word, "k")
+                self.assertOneLineError(r, 64, "'%s' is not an nxlock command (did you mean %s?"
+                                        % (word, nearest), "commands: ")
+        self.assertNotIn(b"did you mean", self.nx("frobnicate", "k").stderr)
+
     def test_ttl_is_a_whole_number_of_seconds(self):
         for argv in (["lock", "-t", "1.5", "k"], ["lock", "--ttl", "abc", "k"],
                      ["run-locked", "-t", "0", "k", "true"], ["renew", "-t", "2.5", "k", "1"]):
@@ -42,6 +74,35 @@ class ParserMessages(NxlockTestCase):
                 self.assertTrue(r.stdout.decode().startswith(first), r.stdout)
                 self.assertEqual(r.stdout, self.nx(*argv[1:], "--help").stdout)
         self.assertOneLineError(self.nx("help", "frob"), 64, "'frob' is not an nxlock command")
+
+    def test_help_of_several_commands_shows_each(self):
+        r = self.nx("help", "lock", "unlock")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, self.nx("lock", "--help").stdout + b"\n" +
+                         self.nx("unlock", "--help").stdout)
+        r = self.nx("help", "lock", "frob")
+        self.assertOneLineError(r, 64, "'frob' is not an nxlock command")
+        self.assertEqual(r.stdout, b"")
+
+    def test_a_command_help_names_the_global_options(self):
+        top = self.nx("--help").stdout.decode()
+        self.assertIn("(Redis, etcd or an embedded store)", top.splitlines()[0])
+        for command in ("lock", "run-locked", "status", "get", "doctor", "list"):
+            with self.subTest(command=command):
+                text = self.nx(command, "--help").stdout.decode()
+                self.assertIn("Global options, before or after the command ('nxlock --help'", text)
+                for option in ("-u,--url URL", "--json", "-q,--quiet", "-v,--verbose", "--prefix STRING"):
+                    self.assertIn(option, text)
+
+    def test_each_type_name_is_printed_once(self):
+        # Not "-c,--command STRING:STRING", "--metrics-dir DIR:DIR".
+        for args in (["--help-all"], ["run-locked", "--help"], ["--help"]):
+            with self.subTest(args=args):
+                text = self.nx(*args).stdout.decode()
+                self.assertNotRegex(text, r"\b([A-Z]+):\1\b")
+                if args[0] == "run-locked":
+                    self.assertRegex(text, r"-c,--command STRING +Run STRING")
+                    self.assertRegex(text, r"--metrics-dir DIR \(Env:NXLOCK_METRICS_DIR\)")
 
     def test_usage_errors_point_at_the_command_help(self):
         for argv, command in ((["run-locked", "-w", "x", "k", "true"], "run-locked"),

@@ -44,10 +44,15 @@ if MISSING or not os.path.exists("/usr/share/bash-completion/bash_completion"):
                      ": run scripts/install-deps")
 
 
-def bash_complete(line):
-    result = support.run(["bash", "--norc", "--noprofile", "-c", BASH_DRIVER, "bash",
+# The same, without the bash-completion package: none of its functions defined.
+PLAIN_BASH_DRIVER = BASH_DRIVER.replace(
+    "source /usr/share/bash-completion/bash_completion || exit 90\n", "")
+
+
+def bash_complete(line, driver=BASH_DRIVER):
+    result = support.run(["bash", "--norc", "--noprofile", "-c", driver, "bash",
                           support.BASH_COMPLETION, line])
-    if result.returncode != 0:
+    if result.returncode != 0 or (driver is PLAIN_BASH_DRIVER and result.stderr):
         raise AssertionError(f"bash driver failed ({result.returncode}) for {line!r}:\n"
                              f"{result.stdout}{result.stderr}")
     return sorted({l[len("REPLY:"):] for l in result.stdout.splitlines()
@@ -75,10 +80,15 @@ class Cases:
         return got
 
     def test_commands_at_position_1(self):
-        self.assertOffers("nxlock ", self.cli.commands, exactly=True)
+        self.assertOffers("nxlock ", self.cli.commands + ["help"], exactly=True)
         self.assertOffers("nxlock r", ["renew", "run-locked"], exactly=True)
         # after global options too
         self.assertOffers("nxlock --json -u redis://h:6379 s", ["setnx", "status"], exactly=True)
+
+    def test_help_takes_command_names(self):
+        self.assertOffers("nxlock he", ["help"], exactly=True)
+        self.assertOffers("nxlock help ", self.cli.commands)
+        self.assertOffers("nxlock help lock ru", ["run-locked"], exactly=True)
 
     def test_on_lost_values(self):
         self.assertOffers("nxlock run-locked --on-lost ", ["term", "kill", "ignore"], exactly=True)
@@ -159,6 +169,21 @@ class BashTest(Cases, support.TempDirCase):
                               support.BASH_COMPLETION])
         self.assertEqual("complete -F _nxlock nxlock", result.stdout.strip(), result.stderr)
 
+    def test_without_the_bash_completion_package_completion_is_plain(self):
+        # No "_init_completion: command not found" on every TAB: plain words,
+        # files and commands (bash_complete fails on anything on stderr).
+        def plain(line):
+            return bash_complete(line, PLAIN_BASH_DRIVER)
+        self.assertEqual(plain("nxlock "), sorted(self.cli.commands + ["help"]))
+        self.assertEqual(plain("nxlock run-locked --on-lost "), ["ignore", "kill", "term"])
+        self.assertIn("--ttl", plain("nxlock lock --"))
+        open(os.path.join(self.tmp, "redis-password"), "w").close()
+        self.assertEqual(plain(f"nxlock --password-file {self.tmp}/redis-p"),
+                         [f"{self.tmp}/redis-password"])
+        self.assertIn("true", plain("nxlock run-locked -n KEY tru"))
+        self.assertEqual(plain("nxlock help ru"), ["run-locked"])
+        plain("nxlock -u redis://h:6379 ")
+
 
 class FishTest(Cases, support.TempDirCase):
     cli = None
@@ -169,6 +194,17 @@ class FishTest(Cases, support.TempDirCase):
 
     def complete(self, line):
         return fish_complete(line)
+
+    def test_a_quorum_is_offered_for_redis_only(self):
+        # A repeated etcd URL is 64 (man page, ETCD): its members go in one URL.
+        result = support.run(["fish", "--no-config", "-c",
+                              "source $argv[1]; and complete -C 'nxlock -u '",
+                              support.FISH_COMPLETION])
+        described = dict(l.split("\t", 1) for l in result.stdout.splitlines() if "\t" in l)
+        self.assertIn("quorum", described["redis://"])
+        for scheme in ("etcd://", "etcds://"):
+            self.assertNotIn("repeat", described[scheme])
+            self.assertIn("one URL", described[scheme])
 
 
 class ZshTest(Cases, support.TempDirCase):

@@ -22,6 +22,18 @@ std::string user_name(uid_t uid) {
 
 }  // namespace
 
+std::string existing_parent(std::string path) {
+  while (path.size() > 1) {
+    const auto slash = path.rfind('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0) {
+      return path;
+    }
+  }
+  return "/";
+}
+
 util::Error with_access_advice(const Url& url, const util::Error& error) {
   if (url.scheme != Url::Scheme::file || error.kind() != util::ErrorKind::permission) {
     return error;
@@ -37,6 +49,15 @@ util::Error with_access_advice(const Url& url, const util::Error& error) {
     return error;
   }
   struct stat status {};
+  if (::lstat(url.path.c_str(), &status) != 0 && errno == ENOENT) {
+    // Nothing to share or own yet: the store could not be made where it was asked for.
+    const std::string parent = util::escape(existing_parent(url.path));
+    return util::Error(util::ErrorKind::permission, "store " + shown,
+                       "does not exist, and " + parent + " is not writable by " +
+                           user_name(::geteuid()) + "; create " + shown +
+                           " for this user, or give a path under a directory it may write; "
+                           "nxlock doctor checks it");
+  }
   const std::string owner =
       ::stat(url.path.c_str(), &status) == 0 ? " (" + user_name(status.st_uid) + ")" : "";
   return util::Error(util::ErrorKind::permission, "store " + shown,

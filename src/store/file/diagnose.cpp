@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "store/diagnosis.hpp"
+#include "store/file/access_advice.hpp"
 #include "util/escape.hpp"
 
 namespace nxlock::store {
@@ -57,19 +58,6 @@ std::string size_text(unsigned long long bytes) {
   char text[32];
   std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, k_units[unit]);
   return text;
-}
-
-// The nearest directory above `path` that exists: where a missing store would be made.
-std::string existing_parent(std::string path) {
-  while (path.size() > 1) {
-    const auto slash = path.rfind('/');
-    path = slash == 0 ? "/" : path.substr(0, slash);
-    struct stat status {};
-    if (stat(path.c_str(), &status) == 0) {
-      return path;
-    }
-  }
-  return "/";
 }
 
 // What the store's marker says: the path check of a store that exists.
