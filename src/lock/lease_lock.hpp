@@ -122,11 +122,11 @@ class LeaseLock final : public Lockable {
   }
 
  private:
-  // The lease a value names, and (for a slot) the expiry it must have.
+  // The lease a value names: its id, and the expiry it must still have (a
+  // value renewed away names an expiry the lease no longer has).
   struct LeaseRef {
     std::string id;
-    std::optional<std::int64_t> expiry;  // a slot's: its value names it
-    std::int64_t named_expiry = 0;       // the expiry the value names
+    std::int64_t expiry = 0;
   };
   LeaseRef lease_of(std::string_view value) const;
   // What the store matches the lease `ref` by (our token, if we took it).
