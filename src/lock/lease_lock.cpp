@@ -372,8 +372,7 @@ Kept LeaseLock::release_after(std::string_view value, Micros not_before) {
   return {moved.verdict, moved.value};
 }
 
-std::vector<Status> LeaseLock::statuses() {
-  const Status whole = m_lock.status();
+std::vector<Status> LeaseLock::statuses(const Status& whole) const {
   std::vector<Status> all(static_cast<std::size_t>(std::max(m_slots, 0)));
   for (auto& one : all) {
     one.now_seconds = whole.now_seconds;

@@ -115,8 +115,10 @@ class LeaseLock final : public Lockable {
   std::optional<Holder> holder_of(std::string_view value) override;
   Removal force_release() override { return m_lock.force_release(); }
   Status status() override { return m_lock.status(); }
-  // Every slot's state, slot 1 first (status --slots, a busy message).
-  std::vector<Status> statuses();
+  // Every slot's state, slot 1 first (status --slots, a busy message), as
+  // `whole` (status()) shows the key's leases.
+  std::vector<Status> statuses(const Status& whole) const;
+  std::vector<Status> statuses() { return statuses(status()); }
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
