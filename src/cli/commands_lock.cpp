@@ -223,8 +223,8 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   }
   const bool say_exclusive = exclusive && leased != nullptr;
   if (holder) {
-    message += std::string(" by ") + (say_exclusive ? "an exclusive holder, " : "") +
-               holder_text(*holder);
+    message +=
+        std::string(" by ") + (say_exclusive ? "an exclusive holder, " : "") + holder_text(*holder);
     if (holder->finished_at != 0) {
       message += ", which finished and holds it for --hold";
     } else if (holder->gone()) {

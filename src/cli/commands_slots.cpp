@@ -136,9 +136,9 @@ bool say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& ar
   };
   // Held by another kind (its slots none of ours): an exclusive holder, or
   // shared ones, as the lock's own busy report names them.
-  const bool other_kind = whole.state == lock::Status::State::held &&
-                          (whole.shared.empty() ||
-                           std::string_view(lock::lease_kind(whole.shared)) != "slots");
+  const bool other_kind =
+      whole.state == lock::Status::State::held &&
+      (whole.shared.empty() || std::string_view(lock::lease_kind(whole.shared)) != "slots");
   if (held.empty() && other_kind) {
     return false;
   }
