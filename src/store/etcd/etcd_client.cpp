@@ -116,7 +116,6 @@ nlohmann::json EtcdClient::exchange(std::size_t member, std::string_view path,
 }
 
 void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadline) {
-  m_auth_checked = true;
   m_token.reset();
   const nlohmann::json request = {{"name", m_config.user.value_or("root")},
                                   {"password", *m_config.password}};
@@ -124,7 +123,12 @@ void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadlin
   const nlohmann::json answer = exchange(member, "/v3/auth/authenticate", request.dump(), deadline, error);
   if (error) {
     if (mentions(error->message, "authentication is not enabled")) {
+      m_auth_checked = true;
       return;  // no token needed: the calls go without one
+    }
+    if (member_trouble(*error)) {
+      // Checked only once a member said: the next one authenticates instead.
+      throw Error(ErrorKind::unavailable, connection(member).describe(), util::escape(error->message));
     }
     throw_server_error(*error);
   }
@@ -133,6 +137,7 @@ void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadlin
     throw Error(ErrorKind::internal, m_config.name, "unexpected answer from etcd (no token)");
   }
   m_token = token->get<std::string>();
+  m_auth_checked = true;
 }
 
 void EtcdClient::throw_server_error(const ServerError& error) const {
