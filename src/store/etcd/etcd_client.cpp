@@ -42,6 +42,42 @@ std::optional<ServerError> server_error_in(const nlohmann::json& answer) {
   return std::nullopt;
 }
 
+// etcd's response header, on every answer that is not an error: the cluster
+// and the member that answered. A unary call's is at the top, a stream's
+// (the keepalive) in its "result".
+bool has_etcd_header(const nlohmann::json& answer) {
+  const auto result = answer.find("result");
+  const nlohmann::json& holder =
+      result != answer.end() && result->is_object() && !answer.contains("header") ? *result : answer;
+  const auto header = holder.find("header");
+  return header != holder.end() && header->is_object() && header->contains("cluster_id") &&
+         header->contains("member_id");
+}
+
+// An answer that is not etcd's: 69, saying what answered.
+[[noreturn]] void not_etcd(HttpConnection& conn, const HttpResponse& response, const char* what) {
+  conn.close();
+  throw Error(ErrorKind::unavailable, conn.describe(),
+              "not an etcd v3 gateway (it answered " + what_answered(response) + " " + what + ")");
+}
+
+// Checks that `response` is etcd's, and returns its JSON.
+nlohmann::json etcd_answer(HttpConnection& conn, const HttpResponse& response,
+                           std::optional<ServerError>& error) {
+  nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
+  if (answer.is_discarded() || !answer.is_object()) {
+    not_etcd(conn, response, answer.is_discarded() ? "with a body that is not JSON" : "with no JSON object");
+  }
+  error = server_error_in(answer);
+  if (!error && response.status != 200) {
+    not_etcd(conn, response, "with no error of etcd's");
+  }
+  if (!error && !has_etcd_header(answer)) {
+    not_etcd(conn, response, "without etcd's response header");
+  }
+  return answer;
+}
+
 }  // namespace
 
 bool member_trouble(const ServerError& error) {
@@ -94,19 +130,7 @@ nlohmann::json EtcdClient::exchange(std::size_t member, std::string_view path,
   HttpConnection& conn = connection(member);
   const HttpResponse response =
       conn.exchange(format_post(m_config.members[member], path, body, headers()), deadline);
-  nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
-  if (answer.is_discarded() || !answer.is_object()) {
-    conn.close();
-    throw Error(ErrorKind::unavailable, conn.describe(),
-                "not an etcd v3 gateway (HTTP " + std::to_string(response.status) +
-                    (answer.is_discarded() ? ", not JSON)" : ")"));
-  }
-  error = server_error_in(answer);
-  if (!error && response.status != 200) {
-    conn.close();
-    throw Error(ErrorKind::unavailable, conn.describe(),
-                "not an etcd v3 gateway (HTTP " + std::to_string(response.status) + ")");
-  }
+  nlohmann::json answer = etcd_answer(conn, response, error);
   if (util::tracing()) {
     util::trace("etcd: " + std::string(path) + " on " + conn.describe() + ": " +
                 (error ? "error " + std::to_string(error->code) + " " + util::escape(error->message)
@@ -255,13 +279,9 @@ std::vector<nlohmann::json> EtcdClient::call_pipelined(std::string_view path,
     }
     HttpConnection& conn = connection(m_current);
     for (HttpResponse& response : conn.exchange_many(bytes, count, deadline_from_now())) {
-      nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
-      if (answer.is_discarded() || !answer.is_object()) {
-        conn.close();
-        throw Error(ErrorKind::unavailable, conn.describe(),
-                    "not an etcd v3 gateway (HTTP " + std::to_string(response.status) + ")");
-      }
-      if (const auto error = server_error_in(answer)) {
+      std::optional<ServerError> error;
+      nlohmann::json answer = etcd_answer(conn, response, error);
+      if (error) {
         throw_server_error(*error);
       }
       answers.push_back(std::move(answer));

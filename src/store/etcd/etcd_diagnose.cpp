@@ -30,6 +30,7 @@ Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options) {
   std::set<std::string> versions;
   std::size_t reachable = 0;
   std::optional<Error> refused;
+  std::optional<Error> foreign;  // a member that is not etcd at all
   for (std::size_t i = 0; i < client.members().size(); ++i) {
     const std::string name = "member " + member_name(client.members()[i]);
     try {
@@ -50,14 +51,27 @@ Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options) {
       if (e.kind() == ErrorKind::permission) {
         refused = e;
       }
-      diagnosis.checks.push_back(Check::warn(name, util::escape(e.reason()),
-                                             "a lock is held while a majority of members answer"));
+      const bool not_etcd = e.reason().starts_with("not an etcd v3 gateway");
+      if (not_etcd) {
+        foreign = e;
+      }
+      diagnosis.checks.push_back(Check::warn(
+          name, util::escape(e.reason()),
+          not_etcd ? "another service listens there: check the URL's host and port"
+                   : "a lock is held while a majority of members answer"));
     }
   }
   if (refused && reachable == 0) {
     diagnosis.checks.push_back(Check::stopping(ErrorKind::permission, "credentials",
                                                util::escape(refused->reason()),
                                                "check USER:PASSWORD@ or --password-file"));
+    return diagnosis;
+  }
+  if (foreign && reachable == 0) {
+    diagnosis.checks.push_back(Check::stopping(ErrorKind::unavailable, "protocol",
+                                               util::escape(foreign->reason()),
+                                               "another service listens there: check the URL's "
+                                               "host and port"));
     return diagnosis;
   }
   if (reachable == 0) {
