@@ -6,10 +6,16 @@ under its prefix's (a/), and etcd's prefix rule makes a taker of `a` wait for
 """
 import json
 import os
+import re
+import socket
+import struct
+import subprocess
+import threading
+import time
 import unittest
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
-from harness import NxlockTestCase
+from harness import NxlockTestCase, free_port, wait_for
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
@@ -54,6 +60,111 @@ class EtcdOwnKeys(NxlockTestCase):
         self.assertEqual(self.etcd.keys("own/"), self.etcd.keys("own/b/"))
         self.assertEqual(len(self.etcd.keys("own/b/")), 1)
         self.assertEqual(self.nx("status", "own/b").returncode, 0)
+
+
+
+class Listener:
+    """A loopback port that accepts and then says nothing (`reset`: resets each
+    connection once it has read the request); stopped by close()."""
+
+    def __init__(self, reset):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.reset, self.held, self.stopped = reset, [], False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stopped:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            if self.reset:
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                except OSError:
+                    pass
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+            else:
+                self.held.append(conn)
+
+    def close(self):
+        self.stopped = True
+        self.thread.join()
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
+class EtcdLimits(NxlockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = EtcdCluster(1)
+        cls.addClassCleanup(cls.etcd.stop)
+
+    def setUp(self):
+        super().setUp()
+        self.env["NXLOCK_URL"] = self.etcd.url()
+
+    def test_a_key_too_large_for_the_request_limit_is_a_usage_error(self):
+        # One argument is at most 128 KiB: the prefix and the key make 262 KB.
+        half = "k" * 131000
+        r = self.nx("--prefix", half, "lock", "-n", half)
+        self.assertOneLineError(r, 64, "the key is too large for etcd's request limit",
+                                "--max-request-bytes")
+        self.assertEqual(self.etcd.keys(half[:1000]), [])
+
+    def test_a_long_command_is_recorded_shortened(self):
+        ready = os.path.join(self.tmp, "ready")
+        words = ["x" * 100000] * 20  # 2 MB: more than etcd takes in one request
+        job = self.popen("run-locked", "-t", "30", "long", "sh", "-c",
+                         'touch "$0"; while [ -e "$0" ]; do sleep 0.05; done', ready, *words,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(job.wait, 10)
+        self.addCleanup(lambda: os.path.exists(ready) and os.unlink(ready))
+
+        def holder():
+            r = self.nx("--json", "list", "long")
+            locks = json.loads(r.stdout)["locks"]
+            return locks[0]["holder"] if locks else None
+        self.assertTrue(wait_for(lambda: holder() is not None))
+        recorded = holder()
+        self.assertEqual(recorded["pid"], job.pid)
+        self.assertTrue(recorded["command"].startswith("sh -c "), recorded["command"][:80])
+        self.assertTrue(recorded["command"].endswith("\u2026"), recorded["command"][-80:])
+        self.assertLessEqual(len(recorded["command"].encode()), 4096 + 3)
+
+    def test_no_member_answered_says_what_each_did(self):
+        silent, resetting = Listener(reset=False), Listener(reset=True)
+        self.addCleanup(silent.close)
+        self.addCleanup(resetting.close)
+        refused = free_port()
+        url = "etcd://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d" % (silent.port, refused,
+                                                                 resetting.port)
+        began = time.monotonic()
+        r = self.nx("-u", url, "get", "k")
+        took = time.monotonic() - began
+        self.assertEqual(r.returncode, 69, r.stderr)
+        said = r.stderr.decode()
+        # Each member's share of the 2 s: the first timed out after 0.667 s, the
+        # others failed at once; so the 2 s were not spent, and it says no such thing.
+        self.assertLess(took, 1.9)
+        self.assertRegex(said, r"no member answered \(127\.0\.0\.1:%d: no answer: timed out "
+                         r"after 0\.66\d*s; 127\.0\.0\.1:%d: connection refused; "
+                         r"127\.0\.0\.1:%d: connection reset by peer\)\n$"
+                         % (silent.port, refused, resetting.port))
+        self.assertNotIn("within", said)
+        # All three silent: the 2 s are spent, and it says so.
+        url = "etcd://127.0.0.1:%d,127.0.0.1:%d" % (silent.port, silent.port)
+        r = self.nx("-u", url, "get", "k")
+        self.assertRegex(r.stderr.decode(), r"no member answered within 2s \(")
 
 
 if __name__ == "__main__":

@@ -183,6 +183,12 @@ void EtcdClient::throw_server_error(const ServerError& error) const {
   if (member_trouble(error)) {
     throw Error(ErrorKind::unavailable, m_config.name, util::escape(m));
   }
+  if (mentions(m, "request is too large")) {
+    throw Error(ErrorKind::usage, m_config.name,
+                "the key is too large for etcd's request limit (the members' "
+                "--max-request-bytes, 1.5 MiB unless set; a lock's request carries its key "
+                "several times, base64 makes it a third longer): " + util::escape(m));
+  }
   throw Error(ErrorKind::internal, m_config.name, "etcd refused the request: " + util::escape(m));
 }
 
@@ -192,7 +198,9 @@ std::optional<nlohmann::json> EtcdClient::call_unless(std::string_view path,
   const std::string body = request.dump();
   const std::size_t n = m_config.members.size();
   std::optional<Error> last;
-  for (std::size_t tried = 0; tried < n; ++tried) {
+  std::string said;  // what each member tried did: "a:2379: connection refused; ..."
+  std::size_t tried = 0;
+  for (; tried < n; ++tried) {
     const std::size_t member = (m_current + tried) % n;
     const Micros now = util::mono_now();
     if (now >= whole.at && tried > 0) {
@@ -231,15 +239,25 @@ std::optional<nlohmann::json> EtcdClient::call_unless(std::string_view path,
       }
       last = e;
     }
+    said += (said.empty() ? "" : "; ") + member_address(m_config.members[member]) + ": " +
+            last->reason();
     util::trace("etcd: " + std::string(last->what()) + (tried + 1 < n ? "; trying the next member" : ""));
   }
   if (n == 1 && last) {
     throw *last;
   }
+  // What each one did (refused, reset, timed out within its share...), and
+  // the whole timeout only if it was spent.
+  std::string untried;
+  for (std::size_t i = tried; i < n; ++i) {
+    untried += (untried.empty() ? "" : ", ") + member_address(m_config.members[(m_current + i) % n]);
+  }
+  const std::string budget =
+      util::seconds_text(Micros(static_cast<std::int64_t>(whole.seconds * 1e6)));
   throw Error(ErrorKind::unavailable, m_config.name,
-              "no member answered within " + util::seconds_text(Micros(static_cast<std::int64_t>(
-                                                 whole.seconds * 1e6))) +
-                  (last ? " (last: " + last->reason() + ")" : std::string()));
+              "no member answered" +
+                  (util::mono_now() >= whole.at ? " within " + budget : std::string()) + " (" +
+                  said + (untried.empty() ? "" : "; not tried, no time left: " + untried) + ")");
 }
 
 nlohmann::json EtcdClient::call(std::string_view path, const nlohmann::json& request) {

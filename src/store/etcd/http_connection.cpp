@@ -42,6 +42,10 @@ std::string format_post(const HostPort& host, std::string_view path, std::string
   return request;
 }
 
+std::string member_address(const HostPort& member) {
+  return host_text(member);
+}
+
 std::string what_answered(const HttpResponse& response) {
   std::string text = "`" + util::escape(response.status_line, 60) + "`";
   if (!response.server.empty()) {

@@ -22,6 +22,9 @@ struct HttpResponse {
   std::string server;       // the Server header, raw, cut; empty if none
 };
 
+// "host:port", "[::1]:2379": a member as messages name it.
+std::string member_address(const HostPort& member);
+
 // What answered, for a message about a server that is not etcd:
 // "`HTTP/1.0 200 OK` from `BaseHTTP/0.6 Python/3.11.2`".
 std::string what_answered(const HttpResponse& response);
