@@ -15,7 +15,7 @@ import time
 import unittest
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
-from harness import NxlockTestCase, free_port, wait_for
+from harness import NxlockTestCase, dying_with_parent, free_port, wait_for
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
@@ -60,6 +60,33 @@ class EtcdOwnKeys(NxlockTestCase):
         self.assertEqual(self.etcd.keys("own/"), self.etcd.keys("own/b/"))
         self.assertEqual(len(self.etcd.keys("own/b/")), 1)
         self.assertEqual(self.nx("status", "own/b").returncode, 0)
+
+    def test_list_waiters_names_each_waiter(self):
+        held = self.nx("lock", "-t", "30", "lw").stdout.decode().strip()
+        waiter = self.popen("lock", "lw", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(waiter.wait, 10)
+        self.addCleanup(waiter.terminate)
+        self.assertTrue(wait_for(lambda: len(self.etcd.keys("lw/")) == 2))
+        ctl = subprocess.Popen(dying_with_parent(
+            [ETCDCTL, "--endpoints", self.etcd.endpoints(), "lock", "lw", "true"]),
+            env=dict(self.env, ETCDCTL_API="3"), stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self.addCleanup(ctl.wait, 10)
+        self.addCleanup(ctl.kill)
+        self.assertTrue(wait_for(lambda: len(self.etcd.keys("lw/")) == 3))
+        r = self.nx("list", "--waiters", "lw")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.decode().splitlines()
+        self.assertRegex(lines[2], r"^  waiter 1: pid %d on \S+, exclusive, waiting since .* "
+                         r"\(\d+s\)$" % waiter.pid)
+        self.assertEqual(lines[3], "  waiter 2: a waiter that told nothing of itself (etcdctl "
+                         "lock, or an older nxlock)")
+        self.assertEqual(len(lines), 4, lines)
+        lock = json.loads(self.nx("--json", "list", "--waiters", "lw").stdout)["locks"][0]
+        self.assertEqual(lock["waiters"], 2)
+        self.assertEqual([w["pid"] for w in lock["waiting"]], [waiter.pid, None])
+        self.assertEqual(lock["waiting"][0]["kind"], "exclusive")
+        self.assertEqual(self.nx("unlock", "lw", held).returncode, 0)
 
 
 
