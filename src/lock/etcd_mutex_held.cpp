@@ -1,6 +1,7 @@
 // EtcdMutex: what a holder does (renew, release, --hold, details, the watch on its key) and status.
 #include <cmath>
 
+#include "lock/etcd_lease_ttl.hpp"
 #include "lock/etcd_mutex.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
@@ -133,12 +134,7 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
     if (!ttl_now) {
       return {Verdict::expired, {}};
     }
-    if (ttl_now->second != ttl) {
-      throw Error(ErrorKind::usage, "-t " + std::to_string(ttl),
-                  "the lease's TTL is " + std::to_string(ttl_now->second) +
-                      " s, and a lease's TTL cannot change (use -t " +
-                      std::to_string(ttl_now->second) + ")");
-    }
+    check_renewal_ttl(m_client, ttl, ttl_now->second);
     // A lease with no key under this lock's is another lock's (or its key was deleted):
     // not ours to keep alive. (Looked at again after the keepalive, below.)
     const json own = m_client.call("/v3/kv/range",

@@ -194,5 +194,41 @@ class EtcdLimits(NxlockTestCase):
         self.assertRegex(r.stderr.decode(), r"no member answered within 2s \(")
 
 
+
+@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
+class EtcdLeaseTtl(NxlockTestCase):
+    """etcd's own raft timing: its least lease TTL is 2 s (1.5 election timeouts)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = EtcdCluster(1, timing=(100, 1000))
+        cls.addClassCleanup(cls.etcd.stop)
+
+    def setUp(self):
+        super().setUp()
+        self.env["NXLOCK_URL"] = self.etcd.url()
+
+    def test_renew_takes_the_ttl_as_asked_or_as_granted(self):
+        value = self.nx("lock", "-n", "-t", "1", "tt").stdout.decode().strip()
+        self.assertRegex(value, r"^\d+@[0-9a-f]+$")
+        # Each renewal within the lease's 2 s of the last.
+        r = self.nx("renew", "-t", "1", "tt", value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        value = r.stdout.decode().strip()
+        r = self.nx("renew", "-t", "2", "tt", value)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        value = r.stdout.decode().strip()
+        self.assertIn("lease granted for 2s", self.nx("status", "tt").stdout.decode())
+        r = self.nx("renew", "-t", "3", "tt", value)
+        self.assertOneLineError(r, 64, "-t 3", "the lease's TTL is 2 s, etcd's least", "-t 2 or less")
+        self.assertEqual(self.nx("unlock", "tt", value).returncode, 0)
+        # Granted as asked: only that.
+        value = self.nx("lock", "-n", "-t", "5", "tt").stdout.decode().strip()
+        for ttl in ("1", "2", "9"):
+            r = self.nx("renew", "-t", ttl, "tt", value)
+            self.assertOneLineError(r, 64, "-t " + ttl, "the lease's TTL is 5 s", "use -t 5")
+        self.assertEqual(self.nx("unlock", "tt", value).returncode, 0)
+
+
 if __name__ == "__main__":
     unittest.main()
