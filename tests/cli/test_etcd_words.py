@@ -150,7 +150,8 @@ class EtcdLimits(NxlockTestCase):
 
     def test_a_long_command_is_recorded_shortened(self):
         ready = os.path.join(self.tmp, "ready")
-        words = ["x" * 100000] * 20  # 2 MB: more than etcd takes in one request
+        # 1.6 MB: more than etcd's 1.5 MiB request limit, within ARG_MAX.
+        words = ["x" * 100000] * 16
         job = self.popen("run-locked", "-t", "30", "long", "sh", "-c",
                          'touch "$0"; while [ -e "$0" ]; do sleep 0.05; done', ready, *words,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -187,7 +187,7 @@ void EtcdClient::throw_server_error(const ServerError& error) const {
     throw Error(ErrorKind::usage, m_config.name,
                 "the key is too large for etcd's request limit (the members' "
                 "--max-request-bytes, 1.5 MiB unless set; a lock's request carries its key "
-                "several times, base64 makes it a third longer): " + util::escape(m));
+                "several times): " + util::escape(m));
   }
   throw Error(ErrorKind::internal, m_config.name, "etcd refused the request: " + util::escape(m));
 }
