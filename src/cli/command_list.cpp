@@ -91,6 +91,8 @@ std::vector<std::string> waiter_lines(const lock::LockRow& row, std::int64_t now
               lock::waiter_kind_name(d->kind) + ", waiting since " +
               util::format_local_time(d->since) + " (" +
               std::to_string(std::max<std::int64_t>(0, now - d->since)) + "s)";
+    } else if (row.waiting[i].ticket.empty()) {
+      line += "a waiter that told nothing of itself (etcdctl lock, or an older nxlock)";
     } else {
       line += "a waiter of an older nxlock (its ticket tells nothing more)";
     }

@@ -92,6 +92,12 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
         ctx.out.line("free");
         ctx.out.field("state", "free");
         ctx.out.field("held", false);
+        if (status.held_under) {
+          ctx.out.line("but lock '" + util::escape(*status.held_under) +
+                       "' under it is held, and a taker of this one waits for it (etcd's "
+                       "prefix rule)");
+          ctx.out.bytes_field("held_under", *status.held_under);
+        }
         return k_exit_no;
       case lock::Status::State::expired:
         ctx.out.line("expired " + util::format_local_time(status.expires_at) + " (" +

@@ -311,8 +311,15 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
       ctx.out.field("released", deleted);
       if (!deleted) {
         ctx.out.note("lock '" + util::escape(lock.key()) +
-                     "': not released: " + verdict_reason(Verdict::absent));
+                     "': not released: " + verdict_reason(Verdict::absent) +
+                     (removal.held_under
+                          ? " (lock '" + util::escape(*removal.held_under) +
+                                "' under it holds, which is not this one's to release)"
+                          : std::string()));
         ctx.out.field("reason", verdict_token(Verdict::absent));
+        if (removal.held_under) {
+          ctx.out.bytes_field("held_under", *removal.held_under);
+        }
       }
       return deleted ? k_exit_ok : k_exit_no;
     }

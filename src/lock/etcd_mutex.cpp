@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "lock/queue_ticket.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
@@ -186,7 +187,8 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
                                    {"create_revision", "0"}}})},
          {"success", json::array({{{"request_put",
                                     {{"key", base64_encode(mine)},
-                                     {"value", ""},
+                                     // Who waits, for list --waiters, until it holds.
+                                     {"value", base64_encode(make_ticket(WaiterKind::exclusive))},
                                      {"lease", std::to_string(m_lease)}}}},
                                   {{"request_range", owner_range}}})},
          {"failure", json::array({{{"request_range", {{"key", base64_encode(mine)}}}},

@@ -1,6 +1,7 @@
 // EtcdMutex: what a holder does (renew, release, --hold, details, the watch on its key) and status.
 #include <cmath>
 
+#include "lock/etcd_lease_ttl.hpp"
 #include "lock/etcd_mutex.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
@@ -34,6 +35,18 @@ std::int64_t lease_or_throw(std::string_view key, std::string_view value) {
                     "' is not a value `nxlock lock` printed on etcd (EXPIRY@LEASE)");
   }
   return *lease;
+}
+
+// Whether `key` is one of the lock's own keys, PREFIX<lease in hex> (KEY/<lease>),
+// not one of a lock under it (KEY/b/<lease>), which etcd's prefix rule counts too.
+bool own_key(std::string_view prefix, std::string_view key) {
+  return key.size() > prefix.size() && key.starts_with(prefix) &&
+         key.find_first_not_of("0123456789abcdef", prefix.size()) == std::string_view::npos;
+}
+
+// The lock a key of the recipe belongs to: KEY of KEY/<lease>.
+std::string lock_of_key(std::string_view key) {
+  return std::string(key.substr(0, key.rfind('/')));
 }
 
 }  // namespace
@@ -121,12 +134,7 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
     if (!ttl_now) {
       return {Verdict::expired, {}};
     }
-    if (ttl_now->second != ttl) {
-      throw Error(ErrorKind::usage, "-t " + std::to_string(ttl),
-                  "the lease's TTL is " + std::to_string(ttl_now->second) +
-                      " s, and a lease's TTL cannot change (use -t " +
-                      std::to_string(ttl_now->second) + ")");
-    }
+    check_renewal_ttl(m_client, ttl, ttl_now->second);
     // A lease with no key under this lock's is another lock's (or its key was deleted):
     // not ours to keep alive. (Looked at again after the keepalive, below.)
     const json own = m_client.call("/v3/kv/range",
@@ -242,16 +250,28 @@ Removal EtcdMutex::force_release() {
   if (!holder) {
     return {};
   }
+  if (!own_key(m_prefix, holder->kv.key)) {
+    // A lock under ours holds: not ours to release (our own keys only wait).
+    Removal removal;
+    removal.held_under = lock_of_key(holder->kv.key);
+    return removal;
+  }
   const json answer = m_client.call("/v3/kv/deleterange", {{"key", base64_encode(holder->kv.key)}});
-  return {int_field(answer, "deleted", m_key) > 0, std::nullopt};
+  Removal removal;
+  removal.removed = int_field(answer, "deleted", m_key) > 0;
+  return removal;
 }
 
 Status EtcdMutex::status() {
   Status status;
   status.now_seconds = wall_seconds_now();
   const auto holder = owner();
-  if (!holder) {
+  if (!holder || !own_key(m_prefix, holder->kv.key)) {
+    // A lock under ours that holds is not our holder, though a taker of ours waits for it.
     status.state = Status::State::free;
+    if (holder) {
+      status.held_under = lock_of_key(holder->kv.key);
+    }
     return status;
   }
   status.state = Status::State::held;

@@ -62,6 +62,9 @@ struct Removal {
   // The holder details (or leases) could not go (a corrupt record): why. The
   // lock was released even so.
   std::optional<std::string> holder_problem;
+  // Not removed, on etcd: a lock under this key (KEY/b) holds it by etcd's
+  // prefix rule; its key, which is not this lock's to release.
+  std::optional<std::string> held_under;
 };
 
 class Lockable {
