@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "run/job_environment.hpp"
+#include "run/stop_schedule.hpp"
 #include "run/watchdog_wire.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
