@@ -139,22 +139,26 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
   if (granted <= 0) {
     return {Verdict::expired, {}};  // the lease is gone: so is every key attached to it
   }
-  if (lease != m_lease || !m_watch) {
-    // No watch tells us of a DELETE: look (linearizable), and watch from there.
-    const json own = m_client.call("/v3/kv/range", {{"key", base64_encode(key_of(lease))}});
-    const auto kvs = own.value("kvs", json::array());
-    if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
-                        store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
-      return {Verdict::absent, {}};
-    }
-    if (lease == m_lease && m_fence != 0) {
-      try {
-        m_watch = std::make_unique<store::etcd::EtcdWatch>(
-            m_client, key_of(lease),
-            int_field(own.value("header", json::object()), "revision", m_key) + 1);
-      } catch (const Error& e) {
-        util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
-      }
+  // The key itself, after the keepalive, at every renewal (a linearizable read,
+  // whichever member answers): the keepalive confirms the lease alone, and the
+  // watch says nothing while its member is frozen or cut off from us, when the
+  // keepalives go through another member. The renewal is done only once both are
+  // confirmed, and the job's deadline moves only then (run/renewal.cpp).
+  const json own = m_client.call("/v3/kv/range",
+                                 {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+  const auto kvs = own.value("kvs", json::array());
+  if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
+                      store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
+    return {Verdict::absent, {}};
+  }
+  if (lease == m_lease && m_fence != 0 && !m_watch) {
+    // A watch from there: a DELETE between renewals makes the next one come at once.
+    try {
+      m_watch = std::make_unique<store::etcd::EtcdWatch>(
+          m_client, key_of(lease),
+          int_field(own.value("header", json::object()), "revision", m_key) + 1);
+    } catch (const Error& e) {
+      util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
     }
   }
   return {Verdict::done, value_of(lease, std::min(granted, ttl))};
