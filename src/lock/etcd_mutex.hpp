@@ -51,8 +51,12 @@ class EtcdMutex final : public Lockable {
   std::int64_t fence() const override { return m_fence; }
 
   // Grants the lease, queues its key and waits for the keys before it to go.
-  // A waiter that gives up (-n, the end of -w, a signal) revokes its lease
-  // before it returns, or it would hold the lock for a TTL.
+  // A backend that fails while it waits (a failover, a frozen member, a lost
+  // quorum) is waited out until the wait's end, the place in line kept while
+  // the lease lives and taken again at the line's end when it does not; one
+  // that fails before the key is queued throws at once. A waiter that gives up
+  // (-n, the end of -w, a signal, the backend still failing at the wait's end)
+  // revokes its lease before it returns, or it would hold the lock for a TTL.
   AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
   // Revokes the lease `value` names (its key goes with it).
   Verdict release(std::string_view value) override;
@@ -106,9 +110,23 @@ class EtcdMutex final : public Lockable {
   bool revoke(std::int64_t lease, bool quietly = false);
   // The busy answer for the holder `owner`.
   AcquireResult busy(const std::optional<Owner>& holder);
-  // Waits until no key is before ours; false if the policy ended the wait.
+  // Puts our key in line, with a lease granted first if we have none (or ours
+  // lapsed): sets m_lease, m_granted, m_rev (and m_last_sent with a grant).
+  // The holder is the key with the lowest create revision; first if it is ours.
+  struct Joined {
+    bool first = false;
+    std::optional<Owner> holder;
+  };
+  Joined join(std::int64_t ttl);
+  // Revokes our lease (best effort), if any: out of line.
+  void give_up_place();
+  // Waits until no key is before ours (etcd_mutex_wait.cpp).
   enum class WaitEnd { first, gave_up, interrupted };
   WaitEnd wait_turn(std::int64_t ttl, const WaitPolicy& policy, util::Micros began);
+  // A waiter's keepalive; false if the lease is gone (then out of line: m_rev is 0).
+  bool keep_place();
+  // A linearizable look at our key; false if it is gone (then out of line).
+  bool still_in_line();
 
   store::EtcdStore& m_store;
   store::etcd::EtcdClient& m_client;
