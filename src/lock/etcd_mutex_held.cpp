@@ -151,6 +151,15 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
                       store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
     return {Verdict::absent, {}};
   }
+  const std::int64_t answered =
+      int_field(own.value("header", json::object()), "member_id", m_key);
+  if (m_watch && lease == m_lease && m_watch->member_id() != 0 && answered != 0 &&
+      m_watch->member_id() != answered) {
+    // The calls failed over from the watch's member (it hung, or lost its leader):
+    // its silence says nothing, so the watch goes where the renewal was answered.
+    util::trace("etcd: the watch's member did not answer the renewal: watching through another");
+    m_watch.reset();
+  }
   if (lease == m_lease && m_fence != 0 && !m_watch) {
     // A watch from there: a DELETE between renewals makes the next one come at once.
     try {

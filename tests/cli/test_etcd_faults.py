@@ -70,7 +70,32 @@ class EtcdFaultsTest(NxlockTestCase):
         self.assertEqual(status, 79, read(err))
         # Within a renewal's interval (ttl/3), the frozen member's share of --io-timeout
         # (2 s over three members) and a loaded host's slack.
+        self.assertIn("TERM", events(log), read(err))
         self.assertLess(events(log)["TERM"][0] - deleted, ttl / 3 + 2.0, read(err))
+
+    def test_watch_moves_to_the_member_that_answers_the_renewals(self):
+        leader = self.etcd.wait_leader()
+        watched = next(m for m in self.etcd.members if m is not leader)
+        others = [m for m in self.etcd.members if m is not watched]
+        log = os.path.join(self.tmp, "job.log")
+        ttl = 9
+        holder, err = self.spawn("holder.err", "-u", self.etcd.url([watched] + others),
+                                 "run-locked", "-t", str(ttl), "--kill-after", "1", "mw",
+                                 sys.executable, "-c", JOB, log, "60")
+        self.assertTrue(wait_for(lambda: "START" in events(log), timeout=20), read(err))
+        self.assertTrue(wait_for(lambda: watched.watchers() == 1), "no watch on the follower")
+        [key] = self.etcd.keys("mw/")
+
+        self.freeze(watched)
+        # The next renewal fails over to another member, and the watch follows it.
+        self.assertTrue(wait_for(lambda: sum(m.watchers() or 0 for m in others) == 1,
+                                 timeout=ttl / 3 + 5), read(err))
+        deleted = time.monotonic()
+        self.etcd.ctl("del", key, members=others)
+        self.assertEqual(holder.wait(timeout=ttl / 3 + 10), 79, read(err))
+        # Seen on the watch, not at the next renewal (ttl/3 = 3 s after the last).
+        self.assertIn("TERM", events(log), read(err))
+        self.assertLess(events(log)["TERM"][0] - deleted, 1.5, read(err))
 
     def test_waiter_outlasts_a_killed_leader_in_its_place(self):
         leader = self.etcd.wait_leader()
