@@ -44,6 +44,18 @@ std::string etcd_value(std::int64_t expiry, std::int64_t lease) {
   return std::to_string(expiry) + "@" + store::etcd::lease_hex(lease);
 }
 
+std::optional<std::int64_t> etcd_token(const store::EtcdKeyValue& holder) {
+  if (holder.value == k_etcd_held) {
+    return holder.mod_revision;  // the put that began the hold: the details are not there yet
+  }
+  const auto details = Holder::from_json(holder.value);
+  if (!details) {
+    return std::nullopt;  // another client's key: `etcdctl lock` tells its command alone
+  }
+  // An older nxlock's details name no token: its token was the key's create revision.
+  return details->fence > 0 ? details->fence : holder.create_revision;
+}
+
 std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
                                std::int64_t lease, const std::optional<Holder>& recorded) {
   const std::int64_t computed = now_seconds + std::max<std::int64_t>(ttl_left, 0);
@@ -187,7 +199,7 @@ EtcdMutex::Joined EtcdMutex::join(std::int64_t ttl) {
                                    {"create_revision", "0"}}})},
          {"success", json::array({{{"request_put",
                                     {{"key", base64_encode(mine)},
-                                     {"value", ""},
+                                     {"value", base64_encode(k_etcd_held)},
                                      {"lease", std::to_string(m_lease)}}}},
                                   {{"request_range", owner_range}}})},
          {"failure", json::array({{{"request_range", {{"key", base64_encode(mine)}}}},
@@ -214,6 +226,7 @@ EtcdMutex::Joined EtcdMutex::join(std::int64_t ttl) {
       m_rev = store::key_value_of(own.front(), m_key).create_revision;
     }
     Joined joined;
+    joined.fresh = txn->value("succeeded", false);
     const auto holders = range_of(1);
     if (!holders.empty()) {
       joined.holder = Owner{store::key_value_of(holders.front(), m_key), m_rev};
@@ -230,7 +243,16 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   try {
     // A first call that fails is a wrong URL or a dead cluster: said at once.
     const Joined joined = join(ttl);
-    if (!joined.first) {
+    // First at once, our key's put begins the hold: its revision is the token. A
+    // key found there (a txn retried after a lost answer) was put before we knew
+    // we were first: the hold begins with a put of its own.
+    bool holding = joined.first && joined.fresh;
+    if (holding) {
+      m_fence = m_rev;
+    } else if (joined.first) {
+      holding = take_turn();
+    }
+    if (!holding) {
       WaitEnd end = WaitEnd::gave_up;
       if (!policy.wait_for || *policy.wait_for > Micros(0)) {
         end = wait_turn(ttl, policy, began);
@@ -249,7 +271,6 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     give_up_place();
     throw;
   }
-  m_fence = m_rev;
   result.outcome = AcquireResult::Outcome::acquired;
   result.value = value_of(m_lease, std::min(ttl, m_granted));
   result.valid_from = m_last_sent;

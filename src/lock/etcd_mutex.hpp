@@ -10,7 +10,13 @@
 //     DELETE, looks again; its own key must still exist.
 // The value nxlock prints and unlock/renew take is "EXPIRY@LEASE": the Unix
 // second through which the lock is surely held, and the lease in hex. The
-// fencing token is the holder key's create revision.
+// fencing token is the revision of a write the holder made as its hold began:
+// the put of its key when it was first at once (its create revision), else a
+// put on its key guarded by that key's create revision and lease, made once no
+// key is before it. So it is above the token of every earlier holder, nxlock's
+// or `etcdctl lock`'s (ETCD_LOCK_REV, a revision read as its hold began), and
+// no two holds share it. nxlock's keys hold k_etcd_held until the holder's
+// details (with the token) replace it; an empty value is another client's.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +24,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "lock/lock.hpp"
 #include "lock/lockable.hpp"
@@ -28,6 +36,14 @@ namespace nxlock::lock {
 
 // The value "EXPIRY@LEASE" of a lock on etcd (the lease in hex).
 std::string etcd_value(std::int64_t expiry, std::int64_t lease);
+
+// What an nxlock key holds from its put until the holder's details replace it.
+inline constexpr std::string_view k_etcd_held = "nxlock";
+
+// The token of the hold of `holder` (the key with the lowest create revision):
+// its details' token, or the revision of its last put while it holds
+// k_etcd_held; nullopt for another client's key (`etcdctl lock`: unknown).
+std::optional<std::int64_t> etcd_token(const store::EtcdKeyValue& holder);
 
 // The lease a value "EXPIRY@LEASE" names; nullopt if it names none.
 std::optional<std::int64_t> etcd_value_lease(std::string_view value);
@@ -86,6 +102,8 @@ class EtcdMutex final : public Lockable {
   int loss_fd() override;
   bool loss_news() override;
   void job_settled() override { send_holder(); }
+  // ETCD_LOCK_KEY and ETCD_LOCK_REV, as `etcdctl lock` gives its command.
+  std::vector<std::pair<std::string, std::string>> job_environment() const override;
 
  private:
   // Sends what record_holder() kept, if the lock is still ours.
@@ -115,6 +133,7 @@ class EtcdMutex final : public Lockable {
   // The holder is the key with the lowest create revision; first if it is ours.
   struct Joined {
     bool first = false;
+    bool fresh = false;  // our key was put by this txn (not found there)
     std::optional<Owner> holder;
   };
   Joined join(std::int64_t ttl);
@@ -125,8 +144,9 @@ class EtcdMutex final : public Lockable {
   WaitEnd wait_turn(std::int64_t ttl, const WaitPolicy& policy, util::Micros began);
   // A waiter's keepalive; false if the lease is gone (then out of line: m_rev is 0).
   bool keep_place();
-  // A linearizable look at our key; false if it is gone (then out of line).
-  bool still_in_line();
+  // The put that begins our hold, guarded by our key's create revision and
+  // lease: sets m_fence to its revision. False if the key is gone (then out of line).
+  bool take_turn();
 
   store::EtcdStore& m_store;
   store::etcd::EtcdClient& m_client;
@@ -135,7 +155,7 @@ class EtcdMutex final : public Lockable {
   std::int64_t m_lease = 0;         // ours, once granted
   std::int64_t m_granted = 0;       // its TTL as granted
   std::int64_t m_rev = 0;           // our key's create revision
-  std::int64_t m_fence = 0;         // m_rev, once we hold the lock
+  std::int64_t m_fence = 0;         // our token, once we hold the lock
   util::Micros m_last_sent{0};      // the last confirmed keepalive (or the grant) was sent then
   std::unique_ptr<store::etcd::EtcdWatch> m_watch;  // on our key while we hold it
   bool m_deleted = false;           // the watch saw our key's DELETE

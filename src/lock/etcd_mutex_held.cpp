@@ -80,6 +80,7 @@ Kept EtcdMutex::release_after(std::string_view value, Micros not_before) {
   if (m_holder) {
     Holder finished = *m_holder;
     finished.finished_at = wall_seconds_now();
+    finished.fence = m_fence;
     finished.value = kept;
     details = finished.to_json();
   }
@@ -218,7 +219,10 @@ void EtcdMutex::send_holder() {
   }
   m_holder_unsent = false;
   // Only on our own key (a txn on its create revision), never one made since;
-  // nobody waits for the answer: the details are advisory.
+  // nobody waits for the answer: the details are advisory. They carry the token,
+  // which the key's revisions no longer tell once they are written.
+  Holder details = *m_holder;
+  details.fence = m_fence;
   const std::string mine = key_of(m_lease);
   m_client.call_later(
       "/v3/kv/txn",
@@ -228,7 +232,7 @@ void EtcdMutex::send_holder() {
                                  {"create_revision", std::to_string(m_rev)}}})},
        {"success", json::array({{{"request_put",
                                   {{"key", base64_encode(mine)},
-                                   {"value", base64_encode(m_holder->to_json())},
+                                   {"value", base64_encode(details.to_json())},
                                    {"lease", std::to_string(m_lease)}}}}})}});
 }
 
@@ -259,6 +263,13 @@ Removal EtcdMutex::force_release() {
   return {int_field(answer, "deleted", m_key) > 0, std::nullopt};
 }
 
+std::vector<std::pair<std::string, std::string>> EtcdMutex::job_environment() const {
+  if (m_fence == 0 || m_lease == 0) {
+    return {};
+  }
+  return {{"ETCD_LOCK_KEY", key_of(m_lease)}, {"ETCD_LOCK_REV", std::to_string(m_fence)}};
+}
+
 Status EtcdMutex::status() {
   Status status;
   status.now_seconds = wall_seconds_now();
@@ -268,7 +279,7 @@ Status EtcdMutex::status() {
     return status;
   }
   status.state = Status::State::held;
-  status.fence = holder->kv.create_revision;
+  status.fence = etcd_token(holder->kv);
   status.holder = Holder::from_json(holder->kv.value);
   std::int64_t left = 0;
   if (holder->kv.lease != 0) {

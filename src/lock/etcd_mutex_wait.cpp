@@ -40,15 +40,30 @@ bool EtcdMutex::keep_place() {
   return true;
 }
 
-bool EtcdMutex::still_in_line() {
-  const json own = m_client.call("/v3/kv/range",
-                                 {{"key", base64_encode(key_of(m_lease))}, {"keys_only", true}});
-  const auto kvs = own.value("kvs", json::array());
-  if (kvs.empty() || store::key_value_of(kvs.front(), m_key).create_revision != m_rev) {
+bool EtcdMutex::take_turn() {
+  const std::string mine = key_of(m_lease);
+  const json txn = m_client.call(
+      "/v3/kv/txn",
+      {{"compare", json::array({{{"key", base64_encode(mine)},
+                                 {"target", "CREATE"},
+                                 {"result", "EQUAL"},
+                                 {"create_revision", std::to_string(m_rev)}},
+                                {{"key", base64_encode(mine)},
+                                 {"target", "LEASE"},
+                                 {"result", "EQUAL"},
+                                 {"lease", std::to_string(m_lease)}}})},
+       {"success", json::array({{{"request_put",
+                                  {{"key", base64_encode(mine)},
+                                   {"value", base64_encode(k_etcd_held)},
+                                   {"lease", std::to_string(m_lease)}}}}})}});
+  if (!txn.value("succeeded", false)) {
     util::trace("etcd: our key is gone while waiting: in line again");
     m_rev = 0;  // the lease may live on: its key is put again (at the end of the line)
     return false;
   }
+  // Made after every key before ours was gone, so after every earlier holder's
+  // token was taken; a retry after a lost answer makes a later one.
+  m_fence = store::etcd::int_field(txn.value("header", json::object()), "revision", m_key);
   return true;
 }
 
@@ -71,12 +86,12 @@ EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& poli
       }
       const auto before = predecessor();
       if (!before) {
-        // First: our key must still be there (a linearizable read), and the lease
-        // confirmed within an interval, as the hold's deadline counts from it.
+        // First: the lease confirmed within an interval, as the hold's deadline
+        // counts from it, and the put that begins the hold, while our key is ours.
         if (util::mono_now() >= m_last_sent + interval && !keep_place()) {
           continue;
         }
-        if (!still_in_line()) {
+        if (!take_turn()) {
           continue;
         }
         return WaitEnd::first;
