@@ -91,6 +91,36 @@ class EtcdTokensTest(NxlockTestCase):
         self.release("c")
         self.assertEqual(c.wait(timeout=20), 0, c.stderr.read())
 
+    def test_a_mixed_line_of_both_tools_fenced_by_one_file_sees_tokens_rise(self):
+        # Six holders queued at once, each tool's in turn; each job appends its token to
+        # one file, so the file lists them in hold order.
+        fenced = self.path("fenced")
+        job = 'echo "$0 $(printenv "$1")" >> "$2"; sleep 0.3'
+        procs = []
+        for i in range(6):
+            if i % 2 == 0:
+                procs.append(self.popen("run-locked", "-w", "60", "mix", "sh", "-c", job,
+                                        "nxlock", "NXLOCK_FENCE", fenced,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            else:
+                procs.append(subprocess.Popen(
+                    dying_with_parent([ETCDCTL, "--endpoints", self.etcd.endpoints(), "lock",
+                                       "mix", "--", "sh", "-c", job, "etcdctl",
+                                       "ETCD_LOCK_REV", fenced]),
+                    env=dict(self.env, ETCDCTL_API="3"), stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL))
+            # Each in line before the next: the line alternates the tools.
+            self.assertTrue(wait_for(lambda: len(self.etcd.keys("mix/")) == i + 1 or
+                                     len(read(fenced).splitlines()) > 0))
+        for process in procs:
+            self.addCleanup(lambda p=process: p.poll() is None and (p.kill(), p.wait()))
+        for process in procs:
+            self.assertEqual(process.wait(timeout=30), 0)
+        holds = [line.split() for line in read(fenced).splitlines()]
+        self.assertEqual(len(holds), 6, holds)
+        tokens = [int(token) for _, token in holds]
+        self.assertEqual(tokens, sorted(set(tokens)), holds)
+
     def test_token_in_status_and_list(self):
         r = self.nx("--json", "lock", "-t", "20", "tl")
         self.assertEqual(r.returncode, 0, r.stderr)
