@@ -1,4 +1,4 @@
-// EtcdMutex: a waiter's turn (the key just before ours watched), kept through a failover or a stall.
+// EtcdMutex: a waiter's turn (the key before ours watched), kept through a failover or a stall.
 #include <poll.h>
 
 #include <algorithm>
@@ -43,19 +43,18 @@ bool EtcdMutex::keep_place() {
 bool EtcdMutex::take_turn() {
   const std::string mine = key_of(m_lease);
   const json txn = m_client.call(
-      "/v3/kv/txn",
-      {{"compare", json::array({{{"key", base64_encode(mine)},
-                                 {"target", "CREATE"},
-                                 {"result", "EQUAL"},
-                                 {"create_revision", std::to_string(m_rev)}},
-                                {{"key", base64_encode(mine)},
-                                 {"target", "LEASE"},
-                                 {"result", "EQUAL"},
-                                 {"lease", std::to_string(m_lease)}}})},
-       {"success", json::array({{{"request_put",
-                                  {{"key", base64_encode(mine)},
-                                   {"value", base64_encode(k_etcd_held)},
-                                   {"lease", std::to_string(m_lease)}}}}})}});
+      "/v3/kv/txn", {{"compare", json::array({{{"key", base64_encode(mine)},
+                                               {"target", "CREATE"},
+                                               {"result", "EQUAL"},
+                                               {"create_revision", std::to_string(m_rev)}},
+                                              {{"key", base64_encode(mine)},
+                                               {"target", "LEASE"},
+                                               {"result", "EQUAL"},
+                                               {"lease", std::to_string(m_lease)}}})},
+                     {"success", json::array({{{"request_put",
+                                                {{"key", base64_encode(mine)},
+                                                 {"value", base64_encode(k_etcd_held)},
+                                                 {"lease", std::to_string(m_lease)}}}}})}});
   if (!txn.value("succeeded", false)) {
     util::trace("etcd: our key is gone while waiting: in line again");
     m_rev = 0;  // the lease may live on: its key is put again (at the end of the line)
@@ -67,8 +66,7 @@ bool EtcdMutex::take_turn() {
   return true;
 }
 
-EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& policy,
-                                        Micros began) {
+EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& policy, Micros began) {
   const Micros interval =
       std::max(Micros(std::min(ttl, m_granted) * 1'000'000 / 3), Micros(100'000));
   // No -w: never (Micros::max()).
@@ -97,8 +95,8 @@ EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& poli
         return WaitEnd::first;
       }
       if (policy.on_wait) {
-        policy.on_wait({wall_seconds_in_line() + m_granted, wall_seconds_in_line(),
-                        util::mono_now() - began});
+        policy.on_wait(
+            {wall_seconds_in_line() + m_granted, wall_seconds_in_line(), util::mono_now() - began});
       }
       // Only the key just before ours: its DELETE is our turn to look (no herd).
       store::etcd::EtcdWatch watch(m_client, before->kv.key, before->revision + 1);
