@@ -53,7 +53,7 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
     row.holder = Holder::from_json(group.holder.value);
     row.expires_at = etcd_shown_expiry(now_seconds, left, group.holder.lease, row.holder);
     row.value = etcd_value(row.expires_at, group.holder.lease);
-    row.fence = group.holder.create_revision;
+    row.fence = etcd_token(group.holder);
     row.waiters = static_cast<std::int64_t>(group.keys.size()) - 1;
     // The waiters in the order they came: each key's value is its ticket
     // (EtcdMutex::acquire) until it holds; empty from etcdctl lock.

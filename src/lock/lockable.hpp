@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "util/time.hpp"
@@ -146,6 +147,9 @@ class Lockable {
   // The held lock's job has run a moment (run-locked): what a job that ends at
   // once would not need may go now (etcd: the holder's details).
   virtual void job_settled() {}
+
+  // Variables the job gets besides NXLOCK_* (etcd: those `etcdctl lock` gives).
+  virtual std::vector<std::pair<std::string, std::string>> job_environment() const { return {}; }
 
   // Each server's answer to the last status(); empty for a single server.
   virtual std::vector<ServerView> server_views() const { return {}; }

@@ -73,6 +73,19 @@ class Member:
     def status(self):
         return post(self.client_port, "/v3/maintenance/status", {}, timeout=1.0)
 
+    def watchers(self):
+        """How many watches the member serves (its metrics), or None if it does not answer."""
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.client_port,
+                                        timeout=1.0) as answer:
+                text = answer.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("etcd_debugging_mvcc_watcher_total "):
+                return int(float(line.split()[1]))
+        return None
+
     def running(self):
         return self.process is not None and self.process.poll() is None
 
@@ -126,15 +139,18 @@ class EtcdCluster:
         chosen = self.members if members is None else members
         return "etcd://" + ",".join("%s:%d" % (host, m.client_port) for m in chosen)
 
-    def endpoints(self):
-        return ",".join("127.0.0.1:%d" % m.client_port for m in self.members if m.running())
+    def endpoints(self, members=None):
+        """The running members' client addresses (of `members`, if given)."""
+        chosen = self.members if members is None else members
+        return ",".join("127.0.0.1:%d" % m.client_port for m in chosen if m.running())
 
-    def ctl(self, *args, timeout=15, check=True):
-        """etcdctl against the running members; CompletedProcess (text)."""
+    def ctl(self, *args, timeout=15, check=True, members=None):
+        """etcdctl against the running members (`members`: those only; a SIGSTOPped member
+        still runs, and etcdctl would wait on it); CompletedProcess (text)."""
         env = dict(os.environ, ETCDCTL_API="3")
         tls = ["--cacert", self.tls[2]] if self.tls else []
         tls += ["--user", self.user] if self.user else []
-        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(), *tls, *args],
+        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(members), *tls, *args],
                                 capture_output=True, text=True, env=env, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError("etcdctl %s: %s" % (" ".join(args), result.stderr))
@@ -147,9 +163,10 @@ class EtcdCluster:
         self.ctl("auth", "enable")
         self.user = "root:" + password
 
-    def keys(self, prefix):
-        """The keys under `prefix`, in create-revision order."""
-        out = self.ctl("get", "--prefix", prefix, "--keys-only", "--sort-by", "CREATE").stdout
+    def keys(self, prefix, members=None):
+        """The keys under `prefix`, in create-revision order (asked of `members`, if given)."""
+        out = self.ctl("get", "--prefix", prefix, "--keys-only", "--sort-by", "CREATE",
+                       members=members).stdout
         return [line for line in out.splitlines() if line]
 
     def wipe(self):
