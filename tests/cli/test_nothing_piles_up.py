@@ -20,7 +20,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, files_under, side_key,
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, files_under,
+                     kill_with_watchdog, side_key,
                      smoke, wait_for)
 from test_file_safety import FileSafetyCase, key_in_stripe
 
@@ -155,7 +156,9 @@ class NothingPilesUp(NxlockTestCase):
             return r.returncode == 0 and "command" in json.loads(r.stdout).get("holder", {})
 
         self.assertTrue(self.wait_bounded(described), "the holder never described itself")
-        job.send_signal(signal.SIGKILL)  # nxlock alone: its watchdog stops the job
+        # nxlock and its watchdog together: the job dies with the watchdog, and the
+        # lock is abandoned (nxlock alone would have it released by its watchdog).
+        kill_with_watchdog(job.pid)
         job.wait(timeout=COMMAND_TIMEOUT)
 
     def wait_bounded(self, predicate, interval=0.1):
@@ -245,7 +248,7 @@ class OnTheEmbeddedStore(FileSafetyCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         # ...and a run-locked killed with its job (its holder details stay too).
         p = self.start_run_locked("crashed-run", "-t", "1")
-        os.kill(p.pid, signal.SIGKILL)
+        kill_with_watchdog(p.pid)  # both: nxlock's watchdog alone would release it
         p.communicate(timeout=COMMAND_TIMEOUT)
         left = files_under(self.store_path) - before
         buckets = sorted(f for f in left if f.startswith("data/"))
