@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "lock/lockable.hpp"
+#include "lock/lock.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::run {
