@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include "cli/acquire.hpp"
 #include "cli/exit_status.hpp"
@@ -88,15 +89,19 @@ void say_lost(Context& ctx, const lock::Lockable& lock, const run::Loss& loss, r
 }
 
 // Counts `event` in --metrics-dir, if given. A directory that cannot be
-// written costs the metrics, never the job: one line on stderr says so.
+// written costs the metrics, never the job: one line on stderr says so, once
+// a run (`warned`: said already, by its start's write).
 void count_in_metrics(Context& ctx, const RunLockedArgs& args, std::string_view key,
-                      const run::MetricsEvent& event) {
+                      const run::MetricsEvent& event, bool& warned) {
   if (args.metrics_dir.empty()) {
     return;
   }
   try {
     run::record_metrics(args.metrics_dir, key, event);
   } catch (const util::Error& e) {
+    if (std::exchange(warned, true)) {
+      return;
+    }
     ctx.out.warn("metrics not written: " + util::escape(e.subject()) + ": " + e.reason());
   }
 }
@@ -147,6 +152,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       sigprocmask(SIG_BLOCK, nullptr, &mask);  // as we were started: the job's mask
       watchdog.prepare(command, mask);
     }
+    bool metrics_warned = false;
     CliLock cli_lock(ctx, args->key, args->lock);
     const util::Micros wait_began = util::mono_now();
     if (!cli_lock.acquire()) {
@@ -154,7 +160,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       if (cli_lock.exit_status() == args->lock.conflict_exit) {
         run::MetricsEvent busy;
         busy.busy = true;
-        count_in_metrics(ctx, *args, cli_lock.lock().key(), busy);
+        count_in_metrics(ctx, *args, cli_lock.lock().key(), busy, metrics_warned);
       }
       return cli_lock.exit_status();
     }
@@ -193,6 +199,13 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
                         ? ": stopping it (SIGTERM, SIGKILL after " + util::seconds_text(grace) + ")"
                         : ": stopping it (SIGKILL)"));
     };
+    if (!args->metrics_dir.empty()) {
+      reporter.started = [&ctx, &args, &lock, &metrics_warned] {
+        run::MetricsEvent started;
+        started.starting = true;
+        count_in_metrics(ctx, *args, lock.key(), started, metrics_warned);
+      };
+    }
     run::MetricsEvent event;
     event.waited = taken_at - wait_began;
     event.started = util::wall_now();
@@ -204,6 +217,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
                 util::seconds_text(util::mono_now() - taken_at));
     const run::RunOutcome& outcome = ran.job;
     event.lost = outcome.lost;
+    event.timed_out = outcome.timed_out;
     if (!ran.release_error.empty()) {
       ctx.out.note(lock_words(lock) + ": not released at exit: " + ran.release_error);
     } else if (ran.released && *ran.released != lock::Verdict::done) {
@@ -242,7 +256,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
         }
         break;
     }
-    count_in_metrics(ctx, *args, lock.key(), event);
+    count_in_metrics(ctx, *args, lock.key(), event, metrics_warned);
     return event.exit_status;
   };
 }
