@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "cli/acquire.hpp"
+#include "cli/event_log.hpp"
 #include "cli/exit_status.hpp"
 #include "run/metrics.hpp"
 #include "run/run_locked.hpp"
@@ -152,12 +153,14 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       sigprocmask(SIG_BLOCK, nullptr, &mask);  // as we were started: the job's mask
       watchdog.prepare(command, mask);
     }
+    EventLog events(args->lock.syslog);
     bool metrics_warned = false;
     CliLock cli_lock(ctx, args->key, args->lock);
     const util::Micros wait_began = util::mono_now();
     if (!cli_lock.acquire()) {
       // Busy (or given up waiting), as opposed to interrupted while waiting.
       if (cli_lock.exit_status() == args->lock.conflict_exit) {
+        events.busy(cli_lock.lock().key(), cli_lock.busy_holder());
         run::MetricsEvent busy;
         busy.busy = true;
         count_in_metrics(ctx, *args, cli_lock.lock().key(), busy, metrics_warned);
@@ -168,6 +171,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     const util::Micros taken_at = util::mono_now();
     util::trace("lock '" + util::escape(lock.key()) + "' taken after " +
                 util::seconds_text(taken_at - wait_began) + " of waiting");
+    events.taken(lock.key(), lock.slot(), cli_lock.fence(), taken_at - wait_began, command.front());
     run::HeldLock held{
         *cli_lock.value(), cli_lock.valid_from() + util::Micros(args->lock.ttl * 1'000'000), {}};
 
@@ -189,10 +193,14 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
 
     run::Reporter reporter;
     reporter.warn = [&ctx](std::string_view text) { ctx.out.warn(text); };
-    reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
+    reporter.lost = [&ctx, &lock, &events](const run::Loss& loss, run::OnLost action) {
+      events.lost(lock.key(), loss.verdict ? verdict_token(*loss.verdict) : "unknown",
+                  loss.detail);
       say_lost(ctx, lock, loss, action);
     };
-    reporter.timed_out = [&ctx, &lock, &options](util::Micros grace) {
+    // --replace (to come) tells events.replaced() here, as it stops this run.
+    reporter.timed_out = [&ctx, &lock, &options, &events, &command](util::Micros grace) {
+      events.stopped(lock.key(), *options.max_runtime, command.front());
       ctx.out.warn(lock_words(lock) + ": the job ran past --max-runtime " +
                    util::seconds_text(*options.max_runtime) +
                    (grace > util::Micros(0)
@@ -257,6 +265,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
         break;
     }
     count_in_metrics(ctx, *args, lock.key(), event, metrics_warned);
+    events.ended(lock.key(), event.exit_status, event.duration, command.front());
     return event.exit_status;
   };
 }
