@@ -2,6 +2,7 @@
 #include "cli/event_log.hpp"
 
 #include "util/escape.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::cli {
 
@@ -34,7 +35,12 @@ void EventLog::write(util::LogLevel level, std::string_view event, std::string_v
       line += " " + std::string(name) + "=" + value;
     }
   }
-  m_log->send(level, line);  // a dropped line costs nothing else (system_log.hpp)
+  // A dropped line costs nothing else (system_log.hpp); -v says so, for
+  // whoever wonders where the events went.
+  if (!m_log->send(level, line)) {
+    util::trace("--syslog: event " + std::string(event) +
+                " not logged: /dev/log is missing, not a datagram socket, or full");
+  }
 }
 
 void EventLog::taken(std::string_view key, int slot, std::int64_t token, util::Micros waited,

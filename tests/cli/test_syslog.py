@@ -231,6 +231,10 @@ class Syslog(NxlockTestCase):
         result = self.nx_logged("run-locked", "--syslog", "-n", "job", "true", timeout=20)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stderr, b"")
+        # -v says where the events went.
+        traced = self.nx_logged("-v", "run-locked", "--syslog", "-n", "job", "true")
+        self.assertEqual(traced.returncode, 0, traced.stderr)
+        self.assertIn(b"--syslog: event taken not logged: /dev/log is missing", traced.stderr)
 
 
 if __name__ == "__main__":
