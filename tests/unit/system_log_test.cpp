@@ -5,11 +5,15 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <string>
 
 namespace nxlock::util {
 namespace {
 
 TEST(SyslogDatagram, IsWhatGlibcSends) {
+  // In UTC, and back to the zone the other tests run in afterwards.
+  const char* zone = std::getenv("TZ");
+  const std::string saved = zone != nullptr ? zone : "";
   ::setenv("TZ", "UTC", 1);
   ::tzset();
   // 2026-03-05 07:08:09 UTC: the day is padded with a space, as "%e" does.
@@ -18,6 +22,12 @@ TEST(SyslogDatagram, IsWhatGlibcSends) {
             "<14>Mar  5 07:08:09 nxlock[42]: event=taken key=k");
   EXPECT_EQ(syslog_datagram(LogLevel::warning, "nxlock", 7, when, "x").substr(0, 4), "<12>");
   EXPECT_EQ(syslog_datagram(LogLevel::notice, "nxlock", 7, when, "x").substr(0, 4), "<13>");
+  if (zone != nullptr) {
+    ::setenv("TZ", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TZ");
+  }
+  ::tzset();
 }
 
 TEST(SystemLog, NoSocketDropsTheLine) {
