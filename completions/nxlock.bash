@@ -149,13 +149,13 @@ _nxlock()
     if [[ $cur == -* && -z $ended ]]; then
         local opts=''
         case $command in
-            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots' ;;
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots --syslog' ;;
             run-locked)
                 opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots
                     -c --command --no-renew --inherit-credentials --on-lost --kill-after --hold
-                    --max-runtime --metrics-dir --'
+                    --max-runtime --metrics-dir --syslog --'
                 ;;
-            unlock) opts='-f --force --clock --slots' ;;
+            unlock) opts='-f --force --clock --slots --syslog' ;;
             renew) opts='-t --ttl --clock --slots' ;;
             status) opts='--clock --slots' ;;
             setnx | get | getset | del) opts='--' ;;

@@ -140,6 +140,10 @@ complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' 
 complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l slots -x \
     -d 'A counting semaphore: at most N holders at once (1-1000)'
 
+# --syslog: the commands that take or release a lock.
+complete -c nxlock -n '__fish_nxlock_using lock unlock run-locked' -l syslog \
+    -d 'Log each event (taken, busy, released, lost, ended) to the system log'
+
 # unlock, renew.
 complete -c nxlock -n '__fish_nxlock_using unlock' -s f -l force -d 'Delete whatever the key holds'
 complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds from now the lock holds (default 60)'

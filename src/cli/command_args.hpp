@@ -25,6 +25,7 @@ struct LockArgs {
   bool shared = false;     // -s, --shared: a shared holder (lock/lease_lock.hpp)
   bool exclusive = false;  // -x, --exclusive: the default, accepted as flock's
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
+  bool syslog = false;  // --syslog (NXLOCK_SYSLOG): events to the system log (cli/event_log.hpp)
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.
@@ -61,6 +62,7 @@ struct UnlockArgs {
   bool force = false;
   std::string clock = "server";
   int slots = 0;
+  bool syslog = false;  // --syslog (NXLOCK_SYSLOG)
 };
 
 // renew: KEY, VALUE, --ttl, --clock, --slots.

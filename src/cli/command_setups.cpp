@@ -74,6 +74,7 @@ Runner setup_unlock(CLI::App& sub) {
   auto* force = add_table_option(sub, command, "--force", args->force);
   add_table_option(sub, command, "--clock", args->clock);
   add_table_option(sub, command, "--slots", args->slots);
+  add_table_option(sub, command, "--syslog", args->syslog);
   sub.add_option("KEY", args->key, "The lock's key")->required();
   sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
   return unlock_runner(args);

@@ -85,6 +85,11 @@ constexpr OptionSpec k_options[] = {
      "A counting semaphore: at most N holders of KEY at once, each in a slot "
      "1..N (every user of KEY must give the same N)",
      {}, {}, 1, lock::k_max_slots},
+    // The commands that take or release a lock: their events to the system log.
+    {"lock run-locked unlock", "--syslog", K::flag, "",
+     "Log each event (taken, busy, released; run-locked: lost, stopped, ended) to the system "
+     "log, ident nxlock, never waiting on it",
+     "NXLOCK_SYSLOG"},
 
     // run-locked.
     {"run-locked", "-c,--command", K::nonempty, "STRING",
