@@ -86,6 +86,8 @@ struct Reporter {
   std::function<void(const Loss&, OnLost)> lost;  // told before the job is stopped
   // --max-runtime came: told before the job is stopped, with the grace SIGTERM gets.
   std::function<void(util::Micros)> timed_out;
+  // The job is running (its exec done): told once, right after its start.
+  std::function<void()> started;
 };
 
 struct RunLockedOutcome {
