@@ -66,7 +66,9 @@ Pinger::Pinger(Config config) : m_config(std::move(config)), m_rid(make_run_id()
 Pinger::~Pinger() {
   m_command.reset();
   if (m_pid > 0) {
-    waitpid(m_pid, nullptr, WNOHANG);  // else the helper dies with us (PR_SET_PDEATHSIG)
+    // Exiting (its verdict given), or told nothing and ending without an end
+    // ping; never waited for: if still there when we exit, init reaps it.
+    waitpid(m_pid, nullptr, WNOHANG);
   }
 }
 
@@ -128,6 +130,9 @@ bool Pinger::fork_helper(bool send_start) {
       ok = false;
     }
   }
+  // The verdict before the exit: nxlock need not wait for our memory's teardown.
+  const char verdict = ok ? '0' : '1';
+  (void)!write(done_write.get(), &verdict, 1);
   _exit(ok ? 0 : 1);
 }
 
@@ -167,21 +172,24 @@ bool Pinger::finish(int status) {
   m_command.reset();
   (void)written;  // a helper that cannot read it ends by itself, and says so
 
+  // The helper's verdict ('0': answered), or end of file if it died without one.
   pollfd entry{m_done.get(), POLLIN, 0};
-  const bool ended = util::poll_until(&entry, 1, deadline) > 0;
-  if (!ended) {
+  char verdict = 0;
+  ssize_t got = 0;
+  if (util::poll_until(&entry, 1, deadline) > 0) {
+    while ((got = read(m_done.get(), &verdict, 1)) < 0 && errno == EINTR) {
+    }
+  } else {
     kill(m_pid, SIGKILL);
     m_config.note("ping " + m_config.target.url.shown() + " (" + label_of(status) +
                   ") given up after " + util::seconds_text(m_config.timeout) +
                   " (--ping-timeout)");
+    while (waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    m_pid = -1;
   }
-  int wait_status = 0;
-  pid_t reaped = 0;
-  while ((reaped = waitpid(m_pid, &wait_status, 0)) < 0 && errno == EINTR) {
-  }
-  m_pid = -1;
   m_done.reset();
-  return ended && reaped > 0 && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  return got == 1 && verdict == '0';
 }
 
 }  // namespace nxlock::run
