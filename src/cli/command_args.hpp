@@ -47,6 +47,12 @@ struct RunLockedArgs {
   std::string shell_command;                   // -c STRING before KEY: run /bin/sh -c STRING
   std::string metrics_dir;                     // --metrics-dir (NXLOCK_METRICS_DIR); empty: none
   std::vector<std::string> help_only_command;  // bound for --help only
+  // --ping URL (NXLOCK_PING_URL), or --ping-file's; empty: no pings (ping_options.cpp).
+  std::string ping;
+  std::string ping_file;
+  std::string ping_cacert;
+  double ping_timeout = 2;
+  bool ping_on_busy = false;
 };
 
 // lock: KEY and the options shared with run-locked.

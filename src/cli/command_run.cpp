@@ -11,6 +11,7 @@
 #include "cli/acquire.hpp"
 #include "cli/event_log.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/ping_options.hpp"
 #include "run/metrics.hpp"
 #include "run/run_locked.hpp"
 #include "util/escape.hpp"
@@ -107,6 +108,13 @@ void count_in_metrics(Context& ctx, const RunLockedArgs& args, std::string_view 
   }
 }
 
+// The end ping, within --ping-timeout; --json says where it went (scheme and
+// host alone) and whether the checker answered.
+void ping_end(Context& ctx, run::Pinger& pinger, int status) {
+  const bool answered = pinger.finish(status);
+  ctx.out.field("ping", nlohmann::json{{"to", pinger.target().url.shown()}, {"answered", answered}});
+}
+
 }  // namespace
 
 Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
@@ -126,6 +134,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       throw util::Error(util::ErrorKind::usage, "run-locked",
                         "no COMMAND to run after KEY (or -c STRING for a shell command)");
     }
+    const std::unique_ptr<run::Pinger> pinger = make_pinger(ctx, *args);
 
     // A lock that may be waited for: the watchdog is forked now, so that when the
     // lock comes, the job starts without a process start of ours first
@@ -164,6 +173,9 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
         run::MetricsEvent busy;
         busy.busy = true;
         count_in_metrics(ctx, *args, cli_lock.lock().key(), busy, metrics_warned);
+        if (pinger && args->ping_on_busy) {
+          ping_end(ctx, *pinger, k_exit_ok);  // a per-host check: this host's tick is done
+        }
       }
       return cli_lock.exit_status();
     }
@@ -207,18 +219,30 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
                         ? ": stopping it (SIGTERM, SIGKILL after " + util::seconds_text(grace) + ")"
                         : ": stopping it (SIGKILL)"));
     };
-    if (!args->metrics_dir.empty()) {
-      reporter.started = [&ctx, &args, &lock, &metrics_warned] {
+    reporter.started = [&ctx, &args, &lock, &metrics_warned, &pinger] {
+      if (pinger) {
+        pinger->started();
+      }
+      if (!args->metrics_dir.empty()) {
         run::MetricsEvent started;
         started.starting = true;
         count_in_metrics(ctx, *args, lock.key(), started, metrics_warned);
-      };
-    }
+      }
+    };
     run::MetricsEvent event;
     event.waited = taken_at - wait_began;
     event.started = util::wall_now();
     const util::Micros started_mono = util::mono_now();
-    const auto ran = run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
+    const auto ran = [&] {
+      try {
+        return run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
+      } catch (const util::Error& e) {
+        if (pinger) {
+          ping_end(ctx, *pinger, exit_status_for(e.kind()));
+        }
+        throw;
+      }
+    }();
     event.ended = util::wall_now();
     event.duration = util::mono_now() - started_mono;
     util::trace("lock '" + util::escape(lock.key()) + "' held " +
@@ -266,6 +290,9 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     }
     count_in_metrics(ctx, *args, lock.key(), event, metrics_warned);
     events.ended(lock.key(), event.exit_status, event.duration, command.front());
+    if (pinger) {
+      ping_end(ctx, *pinger, event.exit_status);  // after the release: never holds the lock up
+    }
     return event.exit_status;
   };
 }

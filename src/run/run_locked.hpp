@@ -87,7 +87,8 @@ struct Reporter {
   // --max-runtime came: told before the job is stopped, with the grace SIGTERM gets.
   std::function<void(util::Micros)> timed_out;
   // The job's process has started (not told when it could not be executed):
-  // what runs beside the job, never before it (the metrics' gauge of runs now).
+  // what runs beside the job, never before it (--ping's start, the metrics'
+  // gauge of runs now).
   std::function<void()> started;
 };
 
