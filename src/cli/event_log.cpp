@@ -88,4 +88,8 @@ void EventLog::not_released(std::string_view key, std::string_view reason) {
   write(util::LogLevel::warning, "not_released", key, {{"reason", log_word(reason)}});
 }
 
+void EventLog::ping_failed(std::string_view key, std::string_view detail) {
+  write(util::LogLevel::warning, "ping_failed", key, {{"detail", log_word(detail)}});
+}
+
 }  // namespace nxlock::cli

@@ -37,6 +37,8 @@ class EventLog {
   // unlock released the lock (`forced`: --force), or could not (`reason`).
   void released(std::string_view key, bool forced);
   void not_released(std::string_view key, std::string_view reason);
+  // A --ping did not reach its checker: the line stderr got (scheme and host only).
+  void ping_failed(std::string_view key, std::string_view detail);
 
  private:
   using Words = std::vector<std::pair<std::string_view, std::string>>;

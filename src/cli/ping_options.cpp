@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cli/event_log.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/fd.hpp"
@@ -67,7 +68,12 @@ std::unique_ptr<run::Pinger> make_pinger(Context& ctx, const RunLockedArgs& args
     config.target.cacert = args.ping_cacert;
   }
   config.timeout = util::Micros(static_cast<std::int64_t>(args.ping_timeout * 1e6));
-  config.note = [&ctx](std::string_view line) { ctx.out.note(line); };
+  // Said by the ping helper, in its fork of us; with --syslog also an event, by a
+  // log connection of its own (one inherited through the fork would be closed).
+  config.note = [&ctx, syslog = args.lock.syslog, key = ctx.key(args.key)](std::string_view line) {
+    ctx.out.note(line);
+    EventLog(syslog).ping_failed(key, line);
+  };
   return std::make_unique<run::Pinger>(std::move(config));
 }
 

@@ -203,6 +203,24 @@ class Syslog(NxlockTestCase):
         self.assertEqual(events[0][2]["key"], '"a b\\x22c\\x0ad\\x5ce"')
         self.assertNotIn("\n", events[0][2]["key"])
 
+    def test_a_failed_ping_is_a_warning_that_shows_no_path(self):
+        self.listen()
+        with socket.socket() as s:  # a port nobody listens on: the checker refuses
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        url = "http://127.0.0.1:%d/secret-check-path" % port
+        r = self.nx_logged("run-locked", "--syslog", "--ping", url, "job", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = self.lines()
+        self.assertTrue(all(b"secret-check-path" not in raw for *_, raw in lines), lines)
+        failed = [(p & 7, w) for p, _, w, _ in lines if w["event"] == "ping_failed"]
+        # The start ping's and the end ping's, each a warning naming the lock.
+        self.assertEqual(len(failed), 2, lines)
+        for priority, fields in failed:
+            self.assertEqual(priority, WARNING)
+            self.assertEqual(fields["key"], "job")
+            self.assertIn("refused", fields["detail"])
+
     def test_a_full_log_costs_lines_not_time(self):
         log = self.listen()
         # Fill the socket's queue: nobody reads it from here on.
