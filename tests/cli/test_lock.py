@@ -21,7 +21,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # A critical section that logs its entry and exit with wall-clock nanoseconds;
 # $PPID is the job's parent, nxlock's watchdog (run-locked execs sh directly under it);
 # the watchdog's parent is the nxlock process holding the lock.
-SECTION = 'echo "enter $(date +%s%N) $PPID" >> "$0"; sleep "$1"; echo "exit $(date +%s%N) $PPID" >> "$0"'
+# A critical section, logged; one stopped by SIGTERM (a dead nxlock's watchdog stops
+# its job so, then releases the lock) logs its true end too: the time the test sent
+# its SIGKILL to nxlock can be recorded late on a loaded machine, after the next
+# holder's entry.
+SECTION = ('echo "enter $(date +%s%N) $PPID" >> "$0"; '
+           'trap \'echo "exit $(date +%s%N) $PPID" >> "$0"; exit 143\' TERM; '
+           'sleep "$1"; trap - TERM; echo "exit $(date +%s%N) $PPID" >> "$0"')
 
 
 def parse_sections(log_path, kills=()):
