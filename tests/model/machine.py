@@ -4,6 +4,7 @@ real nxlock binary and compared with what the model (model.py) predicts; the inv
 are checked after every step.
 """
 import fnmatch
+import functools
 import json
 import os
 import shlex
@@ -51,8 +52,44 @@ class Config:
 def pick(data, choices, label):
     """One of `choices` (a list that may be longer or shorter when a replay got other
     answers where the model allows several): an index drawn from a fixed range, so the
-    same draw stays valid (sampled_from of another length would reject it)."""
+    same draw stays valid (sampled_from of another length would reject it). A replayed
+    step list (replay.py) chooses the value or job it names."""
+    if hasattr(data, "choose"):
+        return data.choose(choices, label)
     return choices[data.draw(st.integers(0, 63), label=label) % len(choices)]
+
+
+class Recording:
+    """Hypothesis's `data` for one step of a run, noting what the step drew (by label) as a
+    step list keeps it (replay.py): a value by its script name, a job by its number."""
+
+    def __init__(self, lock_machine, data, draws):
+        self.machine, self.data, self.draws = lock_machine, data, draws
+
+    def draw(self, strategy, label=None):
+        drawn = self.data.draw(strategy, label=label)
+        self.draws[label] = drawn
+        return drawn
+
+    def choose(self, choices, label):
+        chosen = pick(self.data, choices, label)
+        self.draws[label] = chosen.number if label == "job" else self.machine.script.names[chosen]
+        return chosen
+
+
+def recorded(rule_function):
+    """Notes each call of a rule in the machine's `steps_taken`: the step list a failure
+    prints, to keep as a regression (replay.py)."""
+    @functools.wraps(rule_function)
+    def step(self, **arguments):
+        draws = {}
+        if "data" in arguments:
+            arguments["data"] = Recording(self, arguments["data"], draws)
+        taken = {name: value for name, value in arguments.items() if name != "data"}
+        self.steps_taken.append([rule_function.__name__, taken, draws] if "data" in arguments
+                                else [rule_function.__name__, taken])
+        return rule_function(self, **arguments)
+    return step
 
 
 def predicted(statuses):
@@ -74,6 +111,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.took = set()      # keys a step took a hold on (their token must rise)
         self.leases = {}       # etcd: lease (hex) -> [ttl asked, expiry printed] while alive
         self.script = Script(self.backend, Config.header)
+        self.steps_taken = []  # the rules run, as a step list (recorded)
         self.tmp = os.path.join(self.backend.tmp, "jobs")
         os.makedirs(self.tmp, exist_ok=True)
         Config.last_machine = self
@@ -136,6 +174,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- setup ------------------------------------------------------------------------
 
     @initialize(n1=st.integers(1, 2), n2=st.integers(1, 3))
+    @recorded
     def setup_keys(self, n1, n2):
         self.keys = {"k1": KeyModel("k1", n1), "k2": KeyModel("k2", n2)}
         self.script.raw("# --slots: k1 %d, k2 %d" % (n1, n2))
@@ -206,6 +245,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- rules ----------------------------------------------------------------------------
 
     @rule()
+    @recorded
     def expire(self):
         """Lets every short hold expire (real seconds: the servers decide by their clock).
         (No rule has a precondition: what a rule may do depends on the real answers
@@ -221,6 +261,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]),
           short=st.booleans())
+    @recorded
     def lock(self, key, kind, short):
         self.before_step(key)
         k = self.key(key)
@@ -385,6 +426,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
+    @recorded
     def unlock(self, data, key, how, json_out):
         self.before_step(key)
         k = self.key(key)
@@ -406,6 +448,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
+    @recorded
     def renew(self, data, key, how, json_out):
         self.before_step(key)
         k = self.key(key)
@@ -441,6 +484,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.values.append((key, new))
 
     @rule(key=st.sampled_from(KEYS), json_out=st.booleans())
+    @recorded
     def force(self, key, json_out):
         self.before_step(key)
         k = self.key(key)
@@ -463,6 +507,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS), op=st.sampled_from(["setnx", "get", "getset", "del"]),
           what=st.sampled_from(["future", "past", "junk"]), server=st.integers(0, 2))
+    @recorded
     def page(self, key, op, what, server):
         self.before_step(key)
         k = self.key(key)
@@ -527,6 +572,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- run-locked jobs -------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]))
+    @recorded
     def start_job(self, key, kind):
         if sum(1 for j in self.jobs if j.expect is None) >= 3:
             return  # three at a time at most
@@ -597,6 +643,7 @@ class LockModelMachine(RuleBasedStateMachine):
             return None
 
     @rule(data=st.data())
+    @recorded
     def end_job(self, data):
         """Ends a job: a lost one must have stopped at its next renewal (79); a live one ends
         as its job does (0) and lets go."""
@@ -633,6 +680,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- status and list ---------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS))
+    @recorded
     def status(self, key):
         self.before_step(key)
         self.check_status(self.key(key))
