@@ -451,6 +451,16 @@ STARTERS = {"cluster": start_cluster, "sentinel": start_sentinel, "quorum": star
             "etcd": start_etcd}
 
 
+def test_failed(case):
+    """True if the running test `case` has failed so far, in a subTest too (its failure is
+    recorded under the subTest, and a cleanup runs with the outcome's success reset)."""
+    outcome = getattr(case, "_outcome", None)
+    result = getattr(outcome, "result", None)
+    problems = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
+    return (any(getattr(test, "test_case", test) is case for test, _ in problems)
+            or not getattr(outcome, "success", True))
+
+
 class NxlockTestCase(unittest.TestCase):
     """Gives each test a temp dir (kept and printed on failure) and a `nx` runner."""
 
@@ -476,13 +486,7 @@ class NxlockTestCase(unittest.TestCase):
             self.redis.flushall()
 
     def _cleanup_tmp(self):
-        outcome = getattr(self, "_outcome", None)
-        failed = False
-        if outcome is not None:
-            result = getattr(outcome, "result", None)
-            errors = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
-            failed = any(test is self for test, _ in errors) or not getattr(outcome, "success", True)
-        if failed:
+        if test_failed(self):
             print("\nkept temp dir of failed test:", self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
