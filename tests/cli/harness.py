@@ -544,6 +544,21 @@ class NxlockTestCase(unittest.TestCase):
                 found.append(self._extra(name))
         return found
 
+    def backends_named(self, *names):
+        """The classic backends of these names ("file", "redis", "unix"), in that order,
+        whatever the matrix: for a test of what only they show (a file on disk, Redis's
+        keys), or a slow one kept to the embedded store and Redis over TCP."""
+        started = {backend.name: backend for backend in self.backends()}
+        missing = [name for name in names if name not in started]
+        if missing:
+            raise AssertionError("no backend %s here (Redis: the class calls start_redis)"
+                                 % ", ".join(missing))
+        return [started[name] for name in names]
+
+    def backend_named(self, name):
+        """The classic backend of this name (backends_named)."""
+        return self.backends_named(name)[0]
+
     def _smoke(self):
         """True if this test is marked @smoke."""
         return getattr(getattr(self, self._testMethodName, None), "smoke", False)

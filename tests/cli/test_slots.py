@@ -119,7 +119,7 @@ class TestSlots(SlotsTestCase):
                     self.assertIn("pid", s["holder"])
 
     def test_bad_input_is_refused_with_one_line(self):
-        backend = self.backends()[0]
+        backend = self.backend_named("file")
         for slots in ("0", "-1", "x", "1001", "99999999999999999999", ""):
             for command in (["lock", "-n"], ["status"], ["run-locked", "-n"]):
                 with self.subTest(slots=slots, command=command[0]):
