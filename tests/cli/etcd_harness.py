@@ -11,10 +11,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import urllib.request
 
-from harness import dying_with_parent, free_port
+from harness import dying_with_parent, free_port, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -94,28 +93,28 @@ class EtcdCluster:
         if tls:
             # The plain probes of wait_leader() cannot reach it: etcdctl can.
             self.tls = tls
-            deadline = time.monotonic() + 20
-            while self.ctl("endpoint", "health", check=False).returncode != 0:
-                if time.monotonic() > deadline:
-                    raise AssertionError("etcd (TLS) did not start (logs in %s)" % self.dir)
-                time.sleep(0.05)
+            if not wait_for(lambda: self.ctl("endpoint", "health", check=False).returncode == 0,
+                            20, interval=0.05):
+                raise AssertionError("etcd (TLS) did not start (logs in %s)" % self.dir)
         else:
             self.tls = None
             self.wait_leader()
 
     def wait_leader(self, timeout=20.0):
         """The member that leads, once every running member agrees on one that answers."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        found = []
+
+        def agreed():
             running = [m for m in self.members if m.running()]
             statuses = [m.status() for m in running]
             leaders = {s.get("leader") for s in statuses if s}
             if all(statuses) and len(leaders) == 1 and None not in leaders:
                 leader_id = leaders.pop()
-                for member, status in zip(running, statuses):
-                    if status["header"]["member_id"] == leader_id:
-                        return member
-            time.sleep(0.05)
+                found[:] = [member for member, status in zip(running, statuses)
+                            if status["header"]["member_id"] == leader_id]
+            return bool(found)
+        if wait_for(agreed, timeout, interval=0.05):
+            return found[0]
         raise AssertionError("etcd: no leader within %.0f s (logs in %s)" % (timeout, self.dir))
 
     def url(self, members=None, host="127.0.0.1"):

@@ -9,8 +9,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
+import harness
 from harness import REDIS_CLI, RedisServer, dying_with_parent, free_port, stop_server
 
 REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
@@ -31,12 +31,8 @@ def cli(port, *args, timeout=5):
 
 
 def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
+    if not harness.wait_for(condition, timeout, interval=0.05):
+        raise AssertionError("timed out waiting for " + what)
 
 
 class Sentinel:

@@ -15,7 +15,7 @@ import netns  # noqa: E402  (the nemesis's namespace and its cut)
 import processes  # noqa: E402  (started in the namespace, with PR_SET_PDEATHSIG)
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster  # noqa: E402
-from harness import BIN, NxlockTestCase, read  # noqa: E402
+from harness import BIN, NxlockTestCase, read, wait_for  # noqa: E402
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
@@ -57,12 +57,7 @@ class EtcdPartitionTest(NxlockTestCase):
         self.addCleanup(self.etcd.stop)
 
     def wait_log(self, log, word, timeout):
-        deadline = time.monotonic() + timeout
-        while word not in events(log):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        return wait_for(lambda: word in events(log), timeout, interval=0.01)
 
     def test_cut_off_holder_stops_before_the_ttl_and_the_next_fence_is_higher(self):
         cut_log = os.path.join(self.tmp, "cut.log")

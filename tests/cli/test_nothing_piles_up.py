@@ -169,12 +169,7 @@ class NothingPilesUp(NxlockTestCase):
         job.wait(timeout=COMMAND_TIMEOUT)
 
     def wait_bounded(self, predicate, interval=0.1):
-        deadline = time.monotonic() + EXPIRY_BOUND
-        while not predicate():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(interval)
-        return True
+        return wait_for(predicate, EXPIRY_BOUND, interval)
 
     def check_keys_expire(self, backend):
         kept = self.redis_keys(backend)

@@ -15,7 +15,7 @@ import time
 import unittest
 
 from faults import PartitionProxy, RestartableRedis
-from harness import BIN, NxlockTestCase, die_with_parent, dying_with_parent, read
+from harness import BIN, NxlockTestCase, die_with_parent, dying_with_parent, read, wait_for
 
 JOB_DEADLINE = 40  # seconds: no test job may run longer than this
 
@@ -59,14 +59,14 @@ class Running:
         return None
 
     def wait_for_line(self, pattern, timeout=15.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.first_line(pattern)
-            if found is not None:
-                return found
-            if self.process.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.01)
+        found = []
+
+        def seen_or_ended():
+            found[:] = [self.first_line(pattern)]
+            return found[0] is not None or (self.process.poll() is not None
+                                            and not self._reader.is_alive())
+        if wait_for(seen_or_ended, timeout, interval=0.01) and found[0] is not None:
+            return found[0]
         raise AssertionError("no stderr line matching %r; stderr so far:\n%s"
                              % (pattern, self.stderr()))
 
@@ -211,10 +211,7 @@ class RedisFaults(NxlockTestCase):
         job = Running(self, "-v", "-u", proxy.url, "--io-timeout", "6", "run-locked", "-t", "3",
                       "--on-lost", "term", "cut", sys.executable, "-c", job_script, log)
         job.wait_for_line(ACQUIRED)
-        deadline = time.monotonic() + 10
-        while "START" not in read(log):
-            self.assertLess(time.monotonic(), deadline, "the job never started")
-            time.sleep(0.01)
+        self.assertTrue(wait_for(lambda: "START" in read(log), interval=0.01), "the job never started")
         proxy.partition()
         # Another client, with a direct line to the server, takes the lock as soon as it can.
         taken = None

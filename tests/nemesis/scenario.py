@@ -75,6 +75,12 @@ class Scenario:
             time.sleep(0.02)
         return None, None
 
+    def let_run(self, seconds):
+        """The workload runs on for `seconds`: a fault's length, or the time the clients get
+        to meet it or come back from it. Not a wait for something to happen: the checker
+        judges the whole history afterwards."""
+        time.sleep(seconds)
+
     def note_fault(self, what, **details):
         self.history.append(dict(details, ev="nemesis", what=what))
 
