@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/test_helpers.hpp"
 #include "util/fd.hpp"
 
 namespace nxlock::testing {
@@ -80,11 +81,7 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
   // A server that goes away under a test must fail that test, not kill the
   // binary with SIGPIPE (nxlock's own main ignores SIGPIPE the same way).
   signal(SIGPIPE, SIG_IGN);
-  char dir_template[] = "/tmp/nxlock-redis-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    throw std::runtime_error("mkdtemp failed");
-  }
-  m_dir = dir_template;
+  m_dir = make_temp_dir("nxlock-redis");
   m_unix_path = m_dir + "/redis.sock";
   for (int attempt = 0; attempt < k_start_attempts; ++attempt) {
     if (start_once(free_port())) {

@@ -1,10 +1,13 @@
-// Small helpers the unit tests share: a clock a test sets, a Redis URL, a thrown error.
+// Small helpers the unit tests share: a clock a test sets, a Redis URL, a thrown error, a
+// temporary directory.
 // One definition each, so the unit tests can be built sixteen files to a translation unit.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "lock/clock.hpp"
@@ -48,6 +51,18 @@ util::Error error_from(Body&& body) {
   }
   ADD_FAILURE() << "no util::Error thrown";
   return util::Error(util::ErrorKind::internal, "none", "none");
+}
+
+// A fresh directory $TMPDIR/PREFIX-XXXXXX (/tmp without TMPDIR): scripts/test gives its
+// run a TMPDIR of its own and fails if anything is left in it.
+inline std::string make_temp_dir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("mkdtemp " + pattern + " failed");
+  }
+  return pattern;
 }
 
 inline double seconds_since(util::Micros start) {

@@ -348,8 +348,7 @@ TEST(SlotValue, RoundTripsAndRefusesWhatNamesNoSlot) {
 // FileStore of its own, as another process would have), confirmed in line
 // before the next one comes; a release of either slot goes to the first.
 TEST(SlotQueue, SlotsGoToWaitersInArrivalOrder) {
-  std::string dir = "/tmp/nxlock-semaphore-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string dir = testing::make_temp_dir("nxlock-semaphore");
   const std::string path = dir + "/store";
   store::FileStore store(path, {});
   lock::LocalClock clock;
