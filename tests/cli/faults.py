@@ -180,5 +180,5 @@ class DelayedTimeProxy(ForwardingProxy):
     def forward(self, data, from_client):
         if from_client and not self.delayed and b"$4\r\nTIME\r\n" in data:
             self.delayed = True
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # the fault itself: TIME's answer held back this long
         return True

@@ -50,7 +50,7 @@ def wait_for(predicate, timeout=10.0, interval=0.02):
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(interval)
+        time.sleep(interval)  # the poll's interval: `timeout` bounds the wait
     return predicate()
 
 
@@ -151,22 +151,19 @@ def bucket_of(key):
 def wait_answering(process, address, timeout=10.0):
     """True once the server at `address` ((host, port), or a unix socket path) answers
     PING (or asks for a password); False if `process` exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
+    def answers():
         try:
             family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
             with socket.socket(family) as s:
                 s.settimeout(0.5)
                 s.connect(address)
                 s.sendall(b"PING\r\n")
-                if s.recv(64).startswith((b"+PONG", b"-NOAUTH")):
-                    return True
+                return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
-            pass
-        time.sleep(0.02)
-    return False
+            return False
+
+    return wait_for(lambda: process.poll() is not None or answers(), timeout) and \
+        process.poll() is None
 
 
 def free_port():

@@ -234,7 +234,7 @@ class TestClusterContention(ClusterTestCase):
         # The waiter subscribes through another node than the one that holds the key.
         waiter = self.popen("-u", self.cluster.url(self.cluster.nodes[2]), "-v", "lock", "-w", "30",
                             "--ttl", "60", key, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(1)
+        time.sleep(1)  # a bound: a waiter that did not wait would have exited by then
         self.assertIsNone(waiter.poll())
         released = time.monotonic()
         r = self.nx("-u", self.cluster.url(self.cluster.nodes[0]), "unlock", key, value)

@@ -88,7 +88,7 @@ class Deadlines(NxlockTestCase):
         """After `after` seconds, accepts the connection that fills `listener`'s
         queue, then the next one, which it answers with a nil reply."""
         def serve():
-            time.sleep(after)
+            time.sleep(after)  # the fault itself: the queue is served only after `after` s
             filler, _ = listener.accept()
             self.addCleanup(filler.close)
             conn, _ = listener.accept()

@@ -30,7 +30,7 @@ def stop(signo, frame):
 signal.signal(signal.SIGTERM, stop)
 with open(sys.argv[1], "a") as f:
     f.write("START %f %s\\n" % (time.monotonic(), os.environ["NXLOCK_FENCE"]))
-time.sleep(float(sys.argv[2]))
+time.sleep(float(sys.argv[2]))  # the job's length
 """
 
 
@@ -71,7 +71,7 @@ class EtcdPartitionTest(NxlockTestCase):
         self.addCleanup(lambda: holder.poll() is None and (holder.kill(), holder.wait()))
         self.assertTrue(self.wait_log(cut_log, "START", 20), read(err_path))
         # Keepalives every ttl/3 have flowed for a while before the cut.
-        time.sleep(1.5)
+        time.sleep(1.5)  # a bound: long enough for several keepalives
         cut = time.monotonic()
         self.ns.cut()
 

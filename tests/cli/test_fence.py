@@ -279,6 +279,7 @@ class TestPausedHolder(FenceTestCase):
                 # other client of that stripe would wait for it, as they must.
                 self.assertTrue(wait_for(
                     lambda: "holder" in self.status_json(backend, "paused"), timeout=20))
+                # A bound: the holder write seen above has ended by then (nothing shows its end).
                 time.sleep(0.15)
                 os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
                 try:

@@ -59,7 +59,7 @@ class FileSafetyCase(NxlockTestCase):
         # Its holder record is written after the job starts: a SIGSTOP before
         # that write ended would stop it holding the store's stripe lock.
         self.assertTrue(wait_for(lambda: b"holder:" in self.nx("status", key).stdout, timeout=20))
-        time.sleep(0.2)
+        time.sleep(0.2)  # a bound: that write has ended by then (nothing shows its end)
         return p
 
     @staticmethod

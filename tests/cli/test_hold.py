@@ -50,7 +50,7 @@ class Hold(NxlockTestCase):
                 self.assertGreaterEqual(hold_until + 1, started + 4)
                 self.assertLessEqual(hold_until + 1, time.time() + 4 + 1)
 
-                time.sleep(1)
+                time.sleep(1)  # a bound: a second into the hold
                 r = self.nx(*u, "run-locked", "-n", "-t", "1", "--hold", "4", "job",
                             "touch", self.marker(backend, "2"))
                 self.assertEqual(r.returncode, 75, r.stderr)

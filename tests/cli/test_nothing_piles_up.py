@@ -258,7 +258,7 @@ class OnTheEmbeddedStore(FileSafetyCase):
         # Until it expired (1 s, and the second it ends in).
         self.assertTrue(wait_for(lambda: self.nx("status", "crashed-run").returncode == 1,
                                  timeout=10))
-        time.sleep(1.1)
+        time.sleep(1.1)  # a bound: a second more, and its keys have expired
         # Later commands on other keys of the same stripes clean up as they go.
         for bucket in buckets:
             stripe = bucket.split("/")[1]
@@ -279,7 +279,7 @@ class OnTheEmbeddedStore(FileSafetyCase):
                                  timeout=10), "the waiter made no FIFO")
         os.kill(waiter.pid, signal.SIGKILL)
         waiter.communicate(timeout=COMMAND_TIMEOUT)
-        time.sleep(1.5)  # its place in line lapses
+        time.sleep(1.5)  # a bound: its place in line lapses
         r = self.nx("unlock", "busy", got["value"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(os.listdir(wait_dir), [])

@@ -142,7 +142,7 @@ class RunLocked(NxlockTestCase):
             open(ready, "w").close()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                time.sleep(0.05)
+                time.sleep(0.05)  # a bound: the child lives 60 s at most
             os._exit(3)
             """)
 
@@ -203,7 +203,7 @@ class RunLocked(NxlockTestCase):
                         break
                     self.assertEqual(r.returncode, 75, r.stderr)
                     latest_refusal = began
-                    time.sleep(0.4)
+                    time.sleep(0.4)  # the polls' interval; the loop is bound to 6 s
                 self.assertEqual(p.wait(timeout=20), 0)
                 self.assertGreaterEqual(latest_refusal or 0, 2.5)
                 self.assertFree(backend)
@@ -255,7 +255,7 @@ class RunLocked(NxlockTestCase):
                     least = left if least is None else min(least, left)
                     polls += 1
                     latest_poll = began
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # the polls' interval; the job's end bounds the loop
                 if p.wait(timeout=20) != 0:
                     failures.append("%s: the job failed" % backend.name)
                 # The polls must reach the fifth second, where renewing only once

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import harness
 from harness import NxlockTestCase, free_port, trace_shows_release
 from sentinel_harness import MASTER_NAME, Deployment, cli, wait_for
 
@@ -157,16 +158,20 @@ def failover_round(test, extra_args=()):
         killed_at = time.monotonic()
         d.master.process.send_signal(signal.SIGKILL)
         d.master.process.wait()
-        new_master = None
-        while time.monotonic() - killed_at < 30:
+        masters = []
+
+        def failed_over():
+            nonlocal doubles
             port = d.sentinel.master_port()
             if port in by_port:
-                new_master = by_port[port]
-                break
+                masters.append(by_port[port])
+                return True
             taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
                             "--ttl", "30", "job")
             doubles += taker.returncode == 0
-            time.sleep(0.2)
+            return False
+        harness.wait_for(failed_over, 30, interval=0.2)
+        new_master = masters[0] if masters else None
         test.assertIsNotNone(new_master, "no failover within 30 s")
         failover_done = time.monotonic() - killed_at
         first = d.cli(new_master.port, "GET", "job").strip()
@@ -176,7 +181,11 @@ def failover_round(test, extra_args=()):
         # left to confirm renewals with: the first new master is where they landed).
         followed = time.monotonic() - killed_at if first != taken else None
         late_taker = None  # a taker that got the lock just after the job released it
-        while job.poll() is None and time.monotonic() - killed_at < 30:
+
+        def follow():
+            nonlocal doubles, followed, late_taker
+            if job.poll() is not None:
+                return True
             current = by_port.get(d.sentinel.master_port()) or new_master
             if followed is None and d.cli(current.port, "GET", "job").strip() not in ("", taken):
                 followed = time.monotonic() - killed_at
@@ -192,7 +201,8 @@ def failover_round(test, extra_args=()):
                 test.assertEqual(taker.returncode, 75, taker.stderr)
             elif taker.returncode == 0:
                 late_taker = taker.stdout.decode().strip()
-            time.sleep(0.2)
+            return False
+        harness.wait_for(follow, max(0.0, 30 - (time.monotonic() - killed_at)), interval=0.2)
         job.wait(timeout=30)
         err = read_text(job_err)
         test.assertEqual(job.returncode, 0, err)
@@ -288,7 +298,7 @@ class TestReplicas(SharedSentinelTestCase):
             # replica must not stop while it still has the acquisition to confirm.
             wait_for(lambda: re.search(r"SETNX R \d+ → 1", read_text(job_err)), 10, "the lock")
             replica.send_signal(signal.SIGSTOP)
-            time.sleep(1.5)
+            time.sleep(1.5)  # the fault lasts 1.5 s
         finally:
             replica.send_signal(signal.SIGCONT)
         job.wait(timeout=30)

@@ -93,7 +93,7 @@ class TestShared(SharedCase):
                                     KEY, "sh", "-c", 'echo reader >> "$0"', order,
                                     stderr=subprocess.PIPE)
                 self.addCleanup(reader.kill)
-                time.sleep(0.5)
+                time.sleep(0.5)  # a bound: a waiter that went while `a` holds would have by then
                 self.assertFalse(os.path.exists(order))  # neither goes while `a` holds
                 r = self.nx("-u", url, "unlock", KEY, a["value"])
                 self.assertEqual(r.returncode, 0, r.stderr)

@@ -234,7 +234,7 @@ class TestSlots(SlotsTestCase):
                 forced, following = jobs
                 _, err = forced.communicate(timeout=30)
                 self.assertEqual(forced.returncode, 79, err)
-                time.sleep(3)  # a few renewals of the next holder
+                time.sleep(3)  # a bound: a few renewals of the next holder, which keeps it
                 self.assertIsNone(following.poll(), following.stderr.read() if following.poll()
                                   is not None else "")
                 following.kill()

@@ -109,7 +109,7 @@ class WaitersQueue(NxlockTestCase):
                 self.setUp_grants()
                 value = self.hold(backend)
                 behind = self.start_waiter(backend, "behind", "-w", "60", clock="-2h")
-                time.sleep(1.5)  # past a lease: one on the wall clock would have lapsed
+                time.sleep(1.5)  # a bound: past a lease, one on the wall clock would have lapsed
                 other = self.start_waiter(backend, "other", "-w", "60")
                 self.release(backend, value)
                 for w in (behind, other):

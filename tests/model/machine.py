@@ -226,6 +226,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.script.raw("until_expired %s%s  # every short hold (%.1f s in the run)"
                         % (" ".join(self.script.var(h.value) for h in self.short_holds()),
                            "; sleep 1" if slack else "", seconds))
+        # A bound, not a wait on a state: the servers' clocks decide the expiry.
         time.sleep(seconds)
         for lease, (ttl, _) in list(self.leases.items()):
             if ttl == SHORT:
@@ -610,18 +611,17 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.fail("run-locked job %d on %s: exit %s, the model says %s"
                           % (number, key, status, sorted(outcome)), tag)
             return
-        deadline = time.monotonic() + 10
-        while not os.path.exists(info_file):
-            if process.poll() is not None:
-                if process.returncode in outcome and process.returncode != 0:
-                    job.expect = {process.returncode}
-                    return
-                self.fail("run-locked job %d on %s exited %d before its job ran; the model "
-                          "says it takes the lock (%s)" % (number, key, process.returncode,
-                                                           process.stderr.read().decode().strip()), tag)
-            if time.monotonic() > deadline:
-                self.fail("run-locked job %d on %s did not start in 10 s" % (number, key))
-            time.sleep(0.01)
+        started = harness.wait_for(lambda: os.path.exists(info_file) or process.poll() is not None,
+                                   10, interval=0.01)
+        if not os.path.exists(info_file) and process.poll() is not None:
+            if process.returncode in outcome and process.returncode != 0:
+                job.expect = {process.returncode}
+                return
+            self.fail("run-locked job %d on %s exited %d before its job ran; the model "
+                      "says it takes the lock (%s)" % (number, key, process.returncode,
+                                                       process.stderr.read().decode().strip()), tag)
+        if not started:
+            self.fail("run-locked job %d on %s did not start in 10 s" % (number, key))
         self.script.raw("until [ -e $T/info%d ]; do sleep 0.05; done" % number)
         fence, slot = open(info_file).read().split()
         hold = Hold(kind, None, job=job, slot=int(slot) if kind == "slots" else None)
@@ -941,12 +941,14 @@ class LockModelMachine(RuleBasedStateMachine):
         observed = self.backend.raw(k.name)
         # A majority decides an acquisition: the last server's SETNX may land a moment
         # after the job started (a loaded host), so a running job's entry gets a second.
-        settle = time.monotonic() + 1
-        while time.monotonic() < settle and any(
-                got is None and h is not None and h.value is None and h.job.process.poll() is None
-                and not h.job.lost for h, got in zip(k.raw, observed)):
-            time.sleep(0.02)
-            observed = self.backend.raw(k.name)
+        def settled():
+            if any(got is None and h is not None and h.value is None
+                   and h.job.process.poll() is None and not h.job.lost
+                   for h, got in zip(k.raw, observed)):
+                observed[:] = self.backend.raw(k.name)
+                return False
+            return True
+        harness.wait_for(settled, 1)
         for i, (h, got) in enumerate(zip(k.raw, observed)):
             if h is None:
                 if got is not None:
