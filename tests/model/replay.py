@@ -36,7 +36,7 @@ class Draws:
         return self.recorded(label)
 
     def choose(self, choices, label):
-        """machine.pick's choice: the recorded value (by its script name) or job (number)."""
+        """recording.pick's choice: the recorded value (by its script name) or job (number)."""
         name = self.recorded(label)
         if label == "job":
             found = [job for job in choices if job.number == name]
