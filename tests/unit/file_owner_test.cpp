@@ -150,17 +150,13 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
 
   // Stopped: it renews nothing, its timestamp alone counts.
   ASSERT_EQ(::kill(owner, SIGSTOP), 0);
-  ASSERT_TRUE([&] {
-    for (int i = 0; i < 500; ++i) {
-      std::ifstream stat("/proc/" + std::to_string(owner) + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      if (text.find(") T ") != std::string::npos) {
-        return true;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
-  }());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::ifstream stat("/proc/" + std::to_string(owner) + "/stat");
+        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        return text.find(") T ") != std::string::npos;
+      },
+      5000ms));
   swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead});
   EXPECT_TRUE(swap.fence.has_value());
   EXPECT_EQ(swap.old, value);
