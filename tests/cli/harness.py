@@ -148,6 +148,34 @@ def bucket_of(key):
     return name[:2], name
 
 
+def proc_stat(pid):
+    """(comm, state, ppid) of a process, or None if it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            text = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    comm = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    return comm, fields[0], int(fields[1])
+
+
+def descendants(root):
+    """Every process descended from `root`, from one walk of /proc."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = proc_stat(int(name))
+            if stat is not None:
+                children.setdefault(stat[2], []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def wait_answering(process, address, timeout=10.0):
     """True once the server at `address` ((host, port), or a unix socket path) answers
     PING (or asks for a password); False if `process` exits or `timeout` passes."""
@@ -390,7 +418,7 @@ class ExtraBackend:
 
 
 def start_cluster():
-    from test_cluster import Cluster
+    from deployments import Cluster
     cluster = Cluster()
 
     def cluster_cli(*args):

@@ -11,8 +11,7 @@ import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase, alive, read, smoke, wait_for
-from test_job_dies_with_nxlock import descendants, proc_stat
+from harness import NxlockTestCase, alive, descendants, proc_stat, read, smoke, wait_for
 
 # The job writes its shell's pid, then sleeps; `trap "" TERM` makes it (and the sleeps
 # it starts, which inherit the ignored disposition) deaf to SIGTERM.

@@ -18,7 +18,7 @@ import unittest
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
 from harness import (COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, dying_with_parent, read,
                      wait_for)
-from test_tls import Certificates
+from deployments import Certificates
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 

@@ -10,7 +10,7 @@ import time
 from faults import RestartableRedis
 from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, read, side_key,
                      smoke, wait_for)
-from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
+from deployments import WithCluster
 
 # Each process's clock starts at this instant (libfaketime's "@"): two processes
 # started within the same real second write the same lock timestamp for the same

@@ -22,7 +22,7 @@ import unittest
 
 from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, files_under, side_key,
                      smoke, wait_for)
-from test_file_safety import FileSafetyCase, key_in_stripe
+from faults import FileSafetyCase, key_in_stripe
 
 ROUNDS = 100
 # The store's own files, which every store has (docs/STORE-FORMAT.md, "Layout").

@@ -540,7 +540,7 @@ class QuorumOfUrlKinds(NxlockTestCase):
     @classmethod
     def setUpClass(cls):
         from sentinel_harness import Deployment
-        from test_tls import Certificates, TlsRedisServer
+        from deployments import Certificates, TlsRedisServer
         cls.certs = Certificates()
         cls.addClassCleanup(subprocess.run, ["rm", "-rf", cls.certs.dir])
         cls.tls = TlsRedisServer(cls.certs)

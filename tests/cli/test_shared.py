@@ -15,7 +15,7 @@ import time
 import unittest
 
 from harness import NxlockTestCase, side_key, smoke, wait_for
-from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
+from deployments import WithCluster
 
 KEY = "backup"
 

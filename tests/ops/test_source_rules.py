@@ -110,3 +110,29 @@ class Citations(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestImports(unittest.TestCase):
+    """Test code never imports a test module (test_*.py): what two need (a deployment, a
+    base class, a helper) lives in a module of its own (tests/cli/harness.py,
+    deployments.py, faults.py, sentinel_harness.py, etcd_harness.py), so that a test
+    module's tests run where it is, once."""
+
+    def test_no_test_code_imports_a_test_module(self):
+        found = []
+        for top in ("tests", "bench", "scripts"):
+            for folder, _, names in os.walk(os.path.join(ROOT, top)):
+                for name in names:
+                    path = os.path.join(folder, name)
+                    if not name.endswith(".py") and top != "scripts" and top != "bench":
+                        continue
+                    try:
+                        with open(path, encoding="utf-8") as f:
+                            lines = f.read().splitlines()
+                    except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+                        continue
+                    for number, line in enumerate(lines, 1):
+                        if re.match(r"\s*(from test_\w+ import|import test_\w+)", line):
+                            found.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number,
+                                                        line.strip()))
+        self.assertEqual(found, [])
