@@ -227,7 +227,11 @@ class RedisServer:
             if self._wait_ready():
                 atexit.register(self.stop)
                 return
-            self.stop()
+            # Another try in the same directory (stop() would remove it, and the log
+            # that says why, which the error below names).
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
         raise RuntimeError("redis-server did not start; see " + self.dir)
 
     def _start_args(self):
