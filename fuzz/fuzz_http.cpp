@@ -1,5 +1,6 @@
 // libFuzzer target: bytes as an etcd member (or anything on its port) could send them, read by
-// nxlock's HTTP/1.1 response reader, fed in two pieces, then the gateway's JSON fields.
+// nxlock's HTTP/1.1 response reader (what answered: its status line and Server header), fed in
+// two pieces, then the gateway's JSON fields.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -31,6 +32,15 @@ std::string read_whole(std::string_view bytes, bool& complete, bool& failed) {
     check_one_line(reader.error());
   }
   if (complete && (reader.status() < 100 || reader.status() > 599)) {
+    std::abort();
+  }
+  // What answered, quoted in messages: the status line as it came, and the
+  // Server header, each cut to k_quoted bytes.
+  const std::string& line = reader.status_line();
+  if ((complete && line.empty()) ||
+      (!line.empty() && (!line.starts_with("HTTP/1.") || line.size() > HttpReader::k_quoted ||
+                         line.find("\r\n") != std::string::npos)) ||
+      reader.server().size() > HttpReader::k_quoted) {
     std::abort();
   }
   return reader.body();

@@ -38,8 +38,10 @@ std::unique_ptr<lock::Lockable> lock_for_value(Context& ctx, lock::Clock& clock,
                                                std::string& lock_value);
 
 // The busy report of a semaphore (acquire_for_cli): every slot held, and by
-// whom, briefly; or a free slot that a waiter ahead is taking.
-void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args);
+// whom, briefly; or a free slot that a waiter ahead is taking. False, having
+// said nothing, when the key is held by another kind (an exclusive holder, or
+// shared ones): the lock's own busy report names them.
+bool say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args);
 
 // `status --slots N KEY`: every slot. Exit 0 when every slot is held (the
 // next taker would wait), 1 when at least one is free.
@@ -111,8 +113,9 @@ std::string holder_text(const lock::Holder& holder, bool say_gone = true);
 
 // A lock held by --shared (or --slots) holders has no holder of its own:
 // " by N shared holders: pid … on HOST (…), …" names them (the first few) for
-// the busy message, and --json's "shared" lists them all. Empty when no
-// leased holder holds it. Throws as Lockable::status() does.
+// the busy message, and --json's "shared" lists them all, and "kind" says
+// which kind they are. Empty when no leased holder holds it. Throws as
+// Lockable::status() does.
 std::string busy_shared_holders(Context& ctx, lock::Lockable& lock);
 
 // "in 42s" / "3s ago" style distance between two Unix times.

@@ -30,6 +30,7 @@ std::string busy_shared_holders(Context& ctx, lock::Lockable& lock) {
   if (status.shared.size() > k_named) {
     text += " and " + std::to_string(status.shared.size() - k_named) + " more";
   }
+  ctx.out.field("kind", lock::lease_kind(status.shared));
   ctx.out.field("shared", std::move(shared));
   return text;
 }

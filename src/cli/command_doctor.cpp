@@ -65,7 +65,8 @@ int run_doctor(Context& ctx) {
   std::optional<Check> stop;  // the first check that stopped a server's diagnosis
   std::string stopped_backend;
   for (const auto& url_text : urls) {
-    const auto [url, options] = ctx.prepare(url_text);
+    auto [url, options] = ctx.prepare(url_text);
+    options.key_prefix = ctx.globals.prefix;
     const store::Diagnosis diagnosis = store::diagnose(url, options);
     backends += (backends.empty() ? "" : " ") + diagnosis.backend;
     fit = fit && diagnosis.fit();

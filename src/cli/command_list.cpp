@@ -18,14 +18,17 @@ namespace {
 // What the holder record says of a row: "hold" when the job of run-locked
 // --hold finished and the lock stays until its expiry, "gone" when the holder
 // process is known to be gone (Holder::gone), else "held"; "expired" first,
-// then "shared" when --shared holders hold it. A record does not say whether
-// `lock` or run-locked took the lock.
+// then "shared" when --shared holders hold it, "slots" when slot holders do
+// (--slots). A record does not say whether `lock` or run-locked took the lock.
 const char* state_of(const lock::LockRow& row) {
   if (row.expired) {
     return "expired";
   }
   if (row.shared_holders > 0) {
     return "shared";
+  }
+  if (row.slots_held > 0) {
+    return "slots";
   }
   if (row.holder && row.holder->finished_at != 0) {
     return "hold";
@@ -42,6 +45,7 @@ nlohmann::json row_json(const lock::LockRow& row, const char* state, std::int64_
   Output::bytes_into(j, "key", row.key);
   if (row.slot) {
     j["slot"] = *row.slot;
+    j["slots_held"] = row.slots_held;
   }
   j["value"] = row.value;
   j["state"] = state;
@@ -87,6 +91,8 @@ std::vector<std::string> waiter_lines(const lock::LockRow& row, std::int64_t now
               lock::waiter_kind_name(d->kind) + ", waiting since " +
               util::format_local_time(d->since) + " (" +
               std::to_string(std::max<std::int64_t>(0, now - d->since)) + "s)";
+    } else if (row.waiting[i].ticket.empty()) {
+      line += "a waiter that told nothing of itself (etcdctl lock, or an older nxlock)";
     } else {
       line += "a waiter of an older nxlock (its ticket tells nothing more)";
     }

@@ -92,6 +92,12 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
         ctx.out.line("free");
         ctx.out.field("state", "free");
         ctx.out.field("held", false);
+        if (status.held_under) {
+          ctx.out.line("but lock '" + util::escape(*status.held_under) +
+                       "' under it is held, and a taker of this one waits for it (etcd's "
+                       "prefix rule)");
+          ctx.out.bytes_field("held_under", *status.held_under);
+        }
         return k_exit_no;
       case lock::Status::State::expired:
         ctx.out.line("expired " + util::format_local_time(status.expires_at) + " (" +
@@ -108,8 +114,12 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
     // The whole seconds that surely remain: held through the value's second,
     // the lock has up to one more (and the value, now + ttl + 1, one more than its ttl).
     const std::int64_t left = status.expires_at - status.now_seconds;
+    // On etcd (a granted TTL), a holder with no token is another client's
+    // (`etcdctl lock`), which tells its token to its command alone.
+    const std::string held_fence_text =
+        status.fence || !status.granted_ttl ? fence_text : ", fence unknown";
     ctx.out.line("held until " + util::format_local_time(status.expires_at) + " (" +
-                 std::to_string(left) + "s left), value " + status.value + fence_text);
+                 std::to_string(left) + "s left), value " + status.value + held_fence_text);
     if (status.granted_ttl) {
       ctx.out.line("lease granted for " + std::to_string(*status.granted_ttl) + "s");
       ctx.out.field("granted_ttl", *status.granted_ttl);

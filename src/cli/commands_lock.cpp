@@ -202,9 +202,12 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
     case lock::AcquireResult::Outcome::busy:
       break;
   }
-  if (auto* semaphore = dynamic_cast<lock::LeaseLock*>(&lock); semaphore && semaphore->slots() > 0) {
-    say_slots_busy(ctx, *semaphore, args);
-    return {std::nullopt, args.conflict_exit};
+  auto* const leased = dynamic_cast<lock::LeaseLock*>(&lock);
+  if (leased != nullptr && leased->slots() > 0) {
+    if (say_slots_busy(ctx, *leased, args)) {
+      return {std::nullopt, args.conflict_exit};
+    }
+    ctx.out.field("slots_held", 0);  // held by another kind, named below
   }
   const auto holder = lock.holder_of(result.held_value);
   // The clock that found the lock held (the server's, unless --clock local):
@@ -216,16 +219,27 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   const bool queued_ahead = result.held_until == 0;
   message += queued_ahead ? "free, but another waiter is first in line to take it"
                           : "held until " + util::format_local_time(result.held_until);
+  // Leased holders say their kind; otherwise, a leased taker is told that
+  // the holder is exclusive, the kind it waits for.
+  const std::string by_leases = holder || queued_ahead ? "" : busy_shared_holders(ctx, lock);
+  const bool exclusive = !queued_ahead && by_leases.empty();
+  if (exclusive) {
+    ctx.out.field("kind", "exclusive");
+  }
+  const bool say_exclusive = exclusive && leased != nullptr;
   if (holder) {
     const bool held_for_hold = holder->finished_at != 0;
-    message += " by " + holder_text(*holder, !held_for_hold);
+    message += std::string(" by ") + (say_exclusive ? "an exclusive holder, " : "") +
+               holder_text(*holder, !held_for_hold);
     if (held_for_hold) {
       message += ", whose job has finished: --hold keeps the lock until then";
     } else if (holder->gone()) {
       message += ": " + gone_advice(lock.key());
     }
-  } else if (!queued_ahead) {
-    message += busy_shared_holders(ctx, lock);
+  } else if (say_exclusive) {
+    message += " by an exclusive holder";
+  } else {
+    message += by_leases;
   }
   ctx.out.note(message + (args.nonblock ? "" : " (gave up waiting)"));
   ctx.out.bytes_field("key", lock.key());
@@ -297,8 +311,15 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
       ctx.out.field("released", deleted);
       if (!deleted) {
         ctx.out.note("lock '" + util::escape(lock.key()) +
-                     "': not released: " + verdict_reason(Verdict::absent));
+                     "': not released: " + verdict_reason(Verdict::absent) +
+                     (removal.held_under
+                          ? " (lock '" + util::escape(*removal.held_under) +
+                                "' under it holds, which is not this one's to release)"
+                          : std::string()));
         ctx.out.field("reason", verdict_token(Verdict::absent));
+        if (removal.held_under) {
+          ctx.out.bytes_field("held_under", *removal.held_under);
+        }
       }
       return deleted ? k_exit_ok : k_exit_no;
     }

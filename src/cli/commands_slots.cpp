@@ -118,8 +118,9 @@ std::unique_ptr<lock::Lockable> lock_for_value(Context& ctx, lock::Clock& clock,
   return make_lock(ctx, clock, std::move(key), 0, form == lock::ValueForm::shared);
 }
 
-void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args) {
-  const auto statuses = semaphore.statuses();
+bool say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args) {
+  const lock::Status whole = semaphore.status();
+  const auto statuses = semaphore.statuses(whole);
   std::vector<int> held;  // slot numbers, the first to free first
   for (std::size_t i = 0; i < statuses.size(); ++i) {
     if (statuses[i].state == lock::Status::State::held) {
@@ -133,6 +134,14 @@ void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& ar
   const auto status_of = [&](int slot) -> const lock::Status& {
     return statuses[static_cast<std::size_t>(slot - 1)];
   };
+  // Held by another kind (its slots none of ours): an exclusive holder, or
+  // shared ones, as the lock's own busy report names them.
+  const bool other_kind =
+      whole.state == lock::Status::State::held &&
+      (whole.shared.empty() || std::string_view(lock::lease_kind(whole.shared)) != "slots");
+  if (held.empty() && other_kind) {
+    return false;
+  }
   std::string message = "lock '" + util::escape(semaphore.key()) + "': busy, ";
   // A slot free this instant, but a queued waiter goes first: it is taking
   // it, or it died and its place lapses with its lease.
@@ -155,10 +164,12 @@ void say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& ar
   if (queued_ahead) {
     ctx.out.field("queued_ahead", true);
   } else {
+    ctx.out.field("kind", "slots");
     const lock::Status& first = status_of(held.front());
     ctx.out.field("held_until", first.expires_at);
     ctx.out.field("seconds_left", first.expires_at - first.now_seconds);
   }
+  return true;
 }
 
 int slots_status(Context& ctx, lock::LeaseLock& semaphore) {

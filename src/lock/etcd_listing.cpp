@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lock/etcd_mutex.hpp"
+#include "lock/queue_ticket.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "store/lock_listing.hpp"
 
@@ -17,7 +18,7 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
   const std::string_view start = pattern.substr(0, literal);
   struct Group {
     store::EtcdKeyValue holder;
-    std::int64_t keys = 0;
+    std::vector<store::EtcdKeyValue> keys;  // the holder's and its waiters'
   };
   std::map<std::string, Group> groups;
   for (auto& kv : store.range_prefix(start)) {
@@ -32,9 +33,10 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
       continue;
     }
     Group& group = groups[key];
-    if (group.keys++ == 0 || kv.create_revision < group.holder.create_revision) {
-      group.holder = std::move(kv);
+    if (group.keys.empty() || kv.create_revision < group.holder.create_revision) {
+      group.holder = kv;
     }
+    group.keys.push_back(std::move(kv));
   }
   std::vector<nlohmann::json> asks;
   for (const auto& [key, group] : groups) {
@@ -51,8 +53,18 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
     row.holder = Holder::from_json(group.holder.value);
     row.expires_at = etcd_shown_expiry(now_seconds, left, group.holder.lease, row.holder);
     row.value = etcd_value(row.expires_at, group.holder.lease);
-    row.fence = group.holder.create_revision;
-    row.waiters = group.keys - 1;
+    row.fence = etcd_token(group.holder);
+    row.waiters = static_cast<std::int64_t>(group.keys.size()) - 1;
+    // The waiters in the order they came: each key's value is its ticket
+    // (EtcdMutex::acquire) until it holds; empty from etcdctl lock.
+    std::vector<store::EtcdKeyValue> waiting = group.keys;
+    std::sort(waiting.begin(), waiting.end(),
+              [](const auto& a, const auto& b) { return a.create_revision < b.create_revision; });
+    for (const auto& kv : waiting) {
+      if (kv.create_revision != group.holder.create_revision) {
+        row.waiting.push_back({kv.value, details_of_ticket(kv.value)});
+      }
+    }
     rows.push_back(std::move(row));
   }
   return rows;

@@ -13,7 +13,8 @@ namespace nxlock::lock {
 // Every lock KEY (held by KEY/<lease>, the lowest create revision under it)
 // whose KEY matches the glob `pattern`: one range over the pattern's literal
 // start, then the holders' leases' TTLs in one pipelined round trip. Waiters
-// are the other keys under KEY/. Sorted by key. Throws util::Error as the client does.
+// are the other keys under KEY/, in the order they came, each with what its
+// ticket tells (none for etcdctl's). Sorted by key. Throws util::Error as the client does.
 std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view pattern,
                                      std::int64_t now_seconds);
 

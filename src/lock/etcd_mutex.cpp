@@ -1,14 +1,12 @@
-// EtcdMutex: taking etcd's lock (grant, one txn, waiting for the key before ours) and giving up cleanly.
+// EtcdMutex: taking etcd's lock (grant, one txn; the wait is etcd_mutex_wait.cpp) and giving up cleanly.
 #include "lock/etcd_mutex.hpp"
-
-#include <poll.h>
 
 #include <algorithm>
 #include <charconv>
 
+#include "lock/queue_ticket.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
-#include "util/poll.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::lock {
@@ -45,6 +43,20 @@ std::optional<std::int64_t> etcd_value_lease(std::string_view value) {
 
 std::string etcd_value(std::int64_t expiry, std::int64_t lease) {
   return std::to_string(expiry) + "@" + store::etcd::lease_hex(lease);
+}
+
+std::optional<std::int64_t> etcd_token(const store::EtcdKeyValue& holder) {
+  if (holder.value == k_etcd_held || details_of_ticket(holder.value)) {
+    // The put that began the hold (a waiter's ticket, when it was first at
+    // once): the details are not there yet.
+    return holder.mod_revision;
+  }
+  const auto details = Holder::from_json(holder.value);
+  if (!details) {
+    return std::nullopt;  // another client's key: `etcdctl lock` tells its command alone
+  }
+  // An older nxlock's details name no token: its token was the key's create revision.
+  return details->fence > 0 ? details->fence : holder.create_revision;
 }
 
 std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
@@ -159,18 +171,22 @@ AcquireResult EtcdMutex::busy(const std::optional<Owner>& holder) {
   return result;
 }
 
-AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
-  const Micros began = util::mono_now();
-  m_last_sent = began;
-  const json grant = m_client.call("/v3/lease/grant", {{"TTL", ttl}});
-  m_lease = int_field(grant, "ID", m_key);
-  m_granted = int_field(grant, "TTL", m_key);
-  if (m_lease == 0) {
-    throw Error(ErrorKind::unavailable, m_client.name(),
-                "no lease granted: " + grant.value("error", std::string("no reason given")));
-  }
-  AcquireResult result;
-  try {
+EtcdMutex::Joined EtcdMutex::join(std::int64_t ttl) {
+  // A lease granted just now may be gone by the txn only if it lapsed in between
+  // (a frozen member's answer): one more grant, then the failure is said.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (m_lease == 0) {
+      const Micros sent = util::mono_now();
+      const json grant = m_client.call("/v3/lease/grant", {{"TTL", ttl}});
+      const std::int64_t lease = int_field(grant, "ID", m_key);
+      if (lease == 0) {
+        throw Error(ErrorKind::unavailable, m_client.name(),
+                    "no lease granted: " + grant.value("error", std::string("no reason given")));
+      }
+      m_lease = lease;
+      m_granted = int_field(grant, "TTL", m_key);
+      m_last_sent = sent;
+    }
     const std::string mine = key_of(m_lease);
     const json owner_range = {{"key", base64_encode(m_prefix)},
                               {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
@@ -178,7 +194,7 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
                               {"sort_target", "CREATE"},
                               {"limit", 1}};
     // One txn: our key if it is not there yet (a retried txn finds it), and the holder.
-    const json txn = m_client.call(
+    const auto txn = m_client.call_unless(
         "/v3/kv/txn",
         {{"compare", json::array({{{"key", base64_encode(mine)},
                                    {"target", "CREATE"},
@@ -186,20 +202,26 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
                                    {"create_revision", "0"}}})},
          {"success", json::array({{{"request_put",
                                     {{"key", base64_encode(mine)},
-                                     {"value", ""},
+                                     // Who waits, for list --waiters, until it holds.
+                                     {"value", base64_encode(make_ticket(WaiterKind::exclusive))},
                                      {"lease", std::to_string(m_lease)}}}},
                                   {{"request_range", owner_range}}})},
          {"failure", json::array({{{"request_range", {{"key", base64_encode(mine)}}}},
-                                  {{"request_range", owner_range}}})}});
-    const auto responses = txn.value("responses", json::array());
+                                  {{"request_range", owner_range}}})}},
+        store::etcd::Code::not_found);
+    if (!txn) {
+      m_lease = 0;  // "requested lease not found": it lapsed, its keys with it
+      continue;
+    }
+    const auto responses = txn->value("responses", json::array());
     const auto range_of = [&](std::size_t i) {
       if (responses.size() <= i) {
         throw Error(ErrorKind::internal, m_key, "unexpected answer from etcd (txn)");
       }
       return responses[i].value("response_range", json::object()).value("kvs", json::array());
     };
-    if (txn.value("succeeded", false)) {
-      m_rev = int_field(txn.value("header", json::object()), "revision", m_key);
+    if (txn->value("succeeded", false)) {
+      m_rev = int_field(txn->value("header", json::object()), "revision", m_key);
     } else {
       const auto own = range_of(0);
       if (own.empty()) {
@@ -207,35 +229,52 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
       }
       m_rev = store::key_value_of(own.front(), m_key).create_revision;
     }
+    Joined joined;
+    joined.fresh = txn->value("succeeded", false);
     const auto holders = range_of(1);
-    const bool first =
-        !holders.empty() && store::key_value_of(holders.front(), m_key).create_revision == m_rev;
-    if (!first) {
-      std::optional<Owner> holder;
-      if (!holders.empty()) {
-        holder = Owner{store::key_value_of(holders.front(), m_key), m_rev};
-      }
+    if (!holders.empty()) {
+      joined.holder = Owner{store::key_value_of(holders.front(), m_key), m_rev};
+      joined.first = joined.holder->kv.create_revision == m_rev;
+    }
+    return joined;
+  }
+  throw Error(ErrorKind::unavailable, m_key, "the lease granted was gone before its key was put");
+}
+
+AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
+  const Micros began = util::mono_now();
+  AcquireResult result;
+  try {
+    // A first call that fails is a wrong URL or a dead cluster: said at once.
+    const Joined joined = join(ttl);
+    // First at once, our key's put begins the hold: its revision is the token. A
+    // key found there (a txn retried after a lost answer) was put before we knew
+    // we were first: the hold begins with a put of its own.
+    bool holding = joined.first && joined.fresh;
+    if (holding) {
+      m_fence = m_rev;
+    } else if (joined.first) {
+      holding = take_turn();
+    }
+    if (!holding) {
       WaitEnd end = WaitEnd::gave_up;
       if (!policy.wait_for || *policy.wait_for > Micros(0)) {
         end = wait_turn(ttl, policy, began);
       }
       if (end != WaitEnd::first) {
         if (end == WaitEnd::gave_up) {
-          result = busy(policy.wait_for == Micros(0) ? holder : owner());
+          result = busy(policy.wait_for == Micros(0) ? joined.holder : owner());
         } else {
           result.outcome = AcquireResult::Outcome::interrupted;
         }
-        revoke(m_lease, true);
-        m_lease = 0;
+        give_up_place();
         return result;
       }
     }
   } catch (...) {
-    revoke(m_lease, true);
-    m_lease = 0;
+    give_up_place();
     throw;
   }
-  m_fence = m_rev;
   result.outcome = AcquireResult::Outcome::acquired;
   result.value = value_of(m_lease, std::min(ttl, m_granted));
   result.valid_from = m_last_sent;
@@ -243,57 +282,12 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   return result;
 }
 
-EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& policy,
-                                        Micros began) {
-  const Micros interval =
-      std::max(Micros(std::min(ttl, m_granted) * 1'000'000 / 3), Micros(100'000));
-  Micros next_keepalive = m_last_sent + interval;
-  // No -w: never (Micros::max()).
-  const Micros give_up = policy.wait_for ? began + *policy.wait_for : Micros::max();
-  for (;;) {
-    const auto before = predecessor();
-    if (!before) {
-      // Ours must still be there: a lease that lapsed while we could not keep it took it.
-      const json own = m_client.call("/v3/kv/range", {{"key", base64_encode(key_of(m_lease))}});
-      if (own.value("kvs", json::array()).empty()) {
-        throw Error(ErrorKind::unavailable, m_key,
-                    "our place in line was lost: the lease expired while waiting");
-      }
-      return WaitEnd::first;
-    }
-    if (policy.on_wait) {
-      policy.on_wait({wall_seconds() + m_granted, wall_seconds(), util::mono_now() - began});
-    }
-    // Only the key just before ours: its DELETE is our turn to look (no herd).
-    store::etcd::EtcdWatch watch(m_client, before->kv.key, before->revision + 1);
-    for (bool look_again = false; !look_again;) {
-      const Micros wake = std::min(next_keepalive, give_up);
-      pollfd fds[2] = {{watch.fd(), POLLIN, 0}, {policy.interrupt_fd, POLLIN, 0}};
-      util::poll_until(fds, 2, wake);
-      if (fds[1].revents != 0) {
-        return WaitEnd::interrupted;
-      }
-      if (fds[0].revents != 0) {
-        const store::etcd::WatchNews news = watch.take();
-        look_again = news.deleted || news.ended;
-      }
-      const Micros now = util::mono_now();
-      if (!look_again && now >= give_up) {
-        return WaitEnd::gave_up;
-      }
-      if (now >= next_keepalive) {
-        if (keep_alive(m_lease) <= 0) {
-          throw Error(ErrorKind::unavailable, m_key,
-                      "our place in line was lost: the lease expired while waiting");
-        }
-        m_last_sent = now;
-        next_keepalive = now + interval;
-        // A linearizable look as well: a watch on a member cut off from its
-        // leader may go silent.
-        look_again = true;
-      }
-    }
+void EtcdMutex::give_up_place() {
+  if (m_lease != 0) {
+    revoke(m_lease, true);
   }
+  m_lease = 0;
+  m_rev = 0;
 }
 
 }  // namespace nxlock::lock

@@ -10,7 +10,15 @@
 //     DELETE, looks again; its own key must still exist.
 // The value nxlock prints and unlock/renew take is "EXPIRY@LEASE": the Unix
 // second through which the lock is surely held, and the lease in hex. The
-// fencing token is the holder key's create revision.
+// fencing token is the revision of a write the holder made as its hold began:
+// the put of its key when it was first at once (its create revision), else a
+// put on its key guarded by that key's create revision and lease, made once no
+// key is before it. So it is above the token of every earlier holder, nxlock's
+// or `etcdctl lock`'s (ETCD_LOCK_REV, a revision read as its hold began), and
+// no two holds share it. nxlock's keys hold the waiter's ticket (list
+// --waiters), then k_etcd_held from the put that began a waiter's hold, until
+// the holder's details (with the token) replace it; an empty value is another
+// client's.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "lock/lock.hpp"
 #include "lock/lockable.hpp"
@@ -28,6 +38,16 @@ namespace nxlock::lock {
 
 // The value "EXPIRY@LEASE" of a lock on etcd (the lease in hex).
 std::string etcd_value(std::int64_t expiry, std::int64_t lease);
+
+// What an nxlock key holds from the put that began a waiter's hold until the
+// holder's details replace it.
+inline constexpr std::string_view k_etcd_held = "nxlock";
+
+// The token of the hold of `holder` (the key with the lowest create revision):
+// its details' token, or the revision of its last put while it holds
+// k_etcd_held or its ticket; nullopt for another client's key (`etcdctl
+// lock`: unknown).
+std::optional<std::int64_t> etcd_token(const store::EtcdKeyValue& holder);
 
 // The lease a value "EXPIRY@LEASE" names; nullopt if it names none.
 std::optional<std::int64_t> etcd_value_lease(std::string_view value);
@@ -51,8 +71,12 @@ class EtcdMutex final : public Lockable {
   std::int64_t fence() const override { return m_fence; }
 
   // Grants the lease, queues its key and waits for the keys before it to go.
-  // A waiter that gives up (-n, the end of -w, a signal) revokes its lease
-  // before it returns, or it would hold the lock for a TTL.
+  // A backend that fails while it waits (a failover, a frozen member, a lost
+  // quorum) is waited out until the wait's end, the place in line kept while
+  // the lease lives and taken again at the line's end when it does not; one
+  // that fails before the key is queued throws at once. A waiter that gives up
+  // (-n, the end of -w, a signal, the backend still failing at the wait's end)
+  // revokes its lease before it returns, or it would hold the lock for a TTL.
   AcquireResult acquire(std::int64_t ttl, const WaitPolicy& policy) override;
   // Revokes the lease `value` names (its key goes with it).
   Verdict release(std::string_view value) override;
@@ -85,6 +109,8 @@ class EtcdMutex final : public Lockable {
   int loss_fd() override;
   bool loss_news() override;
   void job_settled() override { send_holder(); }
+  // ETCD_LOCK_KEY and ETCD_LOCK_REV, as `etcdctl lock` gives its command.
+  std::vector<std::pair<std::string, std::string>> job_environment() const override;
 
  private:
   // Sends what record_holder() kept, if the lock is still ours.
@@ -109,9 +135,25 @@ class EtcdMutex final : public Lockable {
   bool revoke(std::int64_t lease, bool quietly = false);
   // The busy answer for the holder `owner`.
   AcquireResult busy(const std::optional<Owner>& holder);
-  // Waits until no key is before ours; false if the policy ended the wait.
+  // Puts our key in line, with a lease granted first if we have none (or ours
+  // lapsed): sets m_lease, m_granted, m_rev (and m_last_sent with a grant).
+  // The holder is the key with the lowest create revision; first if it is ours.
+  struct Joined {
+    bool first = false;
+    bool fresh = false;  // our key was put by this txn (not found there)
+    std::optional<Owner> holder;
+  };
+  Joined join(std::int64_t ttl);
+  // Revokes our lease (best effort), if any: out of line.
+  void give_up_place();
+  // Waits until no key is before ours (etcd_mutex_wait.cpp).
   enum class WaitEnd { first, gave_up, interrupted };
   WaitEnd wait_turn(std::int64_t ttl, const WaitPolicy& policy, util::Micros began);
+  // A waiter's keepalive; false if the lease is gone (then out of line: m_rev is 0).
+  bool keep_place();
+  // The put that begins our hold, guarded by our key's create revision and
+  // lease: sets m_fence to its revision. False if the key is gone (then out of line).
+  bool take_turn();
 
   store::EtcdStore& m_store;
   store::etcd::EtcdClient& m_client;
@@ -120,7 +162,7 @@ class EtcdMutex final : public Lockable {
   std::int64_t m_lease = 0;         // ours, once granted
   std::int64_t m_granted = 0;       // its TTL as granted
   std::int64_t m_rev = 0;           // our key's create revision
-  std::int64_t m_fence = 0;         // m_rev, once we hold the lock
+  std::int64_t m_fence = 0;         // our token, once we hold the lock
   util::Micros m_last_sent{0};      // the last confirmed keepalive (or the grant) was sent then
   std::unique_ptr<store::etcd::EtcdWatch> m_watch;  // on our key while we hold it
   bool m_deleted = false;           // the watch saw our key's DELETE

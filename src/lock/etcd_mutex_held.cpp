@@ -1,6 +1,7 @@
 // EtcdMutex: what a holder does (renew, release, --hold, details, the watch on its key) and status.
 #include <cmath>
 
+#include "lock/etcd_lease_ttl.hpp"
 #include "lock/etcd_mutex.hpp"
 #include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
@@ -34,6 +35,18 @@ std::int64_t lease_or_throw(std::string_view key, std::string_view value) {
                     "' is not a value `nxlock lock` printed on etcd (EXPIRY@LEASE)");
   }
   return *lease;
+}
+
+// Whether `key` is one of the lock's own keys, PREFIX<lease in hex> (KEY/<lease>),
+// not one of a lock under it (KEY/b/<lease>), which etcd's prefix rule counts too.
+bool own_key(std::string_view prefix, std::string_view key) {
+  return key.size() > prefix.size() && key.starts_with(prefix) &&
+         key.find_first_not_of("0123456789abcdef", prefix.size()) == std::string_view::npos;
+}
+
+// The lock a key of the recipe belongs to: KEY of KEY/<lease>.
+std::string lock_of_key(std::string_view key) {
+  return std::string(key.substr(0, key.rfind('/')));
 }
 
 }  // namespace
@@ -80,6 +93,7 @@ Kept EtcdMutex::release_after(std::string_view value, Micros not_before) {
   if (m_holder) {
     Holder finished = *m_holder;
     finished.finished_at = wall_seconds_now();
+    finished.fence = m_fence;
     finished.value = kept;
     details = finished.to_json();
   }
@@ -121,12 +135,7 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
     if (!ttl_now) {
       return {Verdict::expired, {}};
     }
-    if (ttl_now->second != ttl) {
-      throw Error(ErrorKind::usage, "-t " + std::to_string(ttl),
-                  "the lease's TTL is " + std::to_string(ttl_now->second) +
-                      " s, and a lease's TTL cannot change (use -t " +
-                      std::to_string(ttl_now->second) + ")");
-    }
+    check_renewal_ttl(m_client, ttl, ttl_now->second);
     // A lease with no key under this lock's is another lock's (or its key was deleted):
     // not ours to keep alive. (Looked at again after the keepalive, below.)
     const json own = m_client.call("/v3/kv/range",
@@ -139,22 +148,35 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
   if (granted <= 0) {
     return {Verdict::expired, {}};  // the lease is gone: so is every key attached to it
   }
-  if (lease != m_lease || !m_watch) {
-    // No watch tells us of a DELETE: look (linearizable), and watch from there.
-    const json own = m_client.call("/v3/kv/range", {{"key", base64_encode(key_of(lease))}});
-    const auto kvs = own.value("kvs", json::array());
-    if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
-                        store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
-      return {Verdict::absent, {}};
-    }
-    if (lease == m_lease && m_fence != 0) {
-      try {
-        m_watch = std::make_unique<store::etcd::EtcdWatch>(
-            m_client, key_of(lease),
-            int_field(own.value("header", json::object()), "revision", m_key) + 1);
-      } catch (const Error& e) {
-        util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
-      }
+  // The key itself, after the keepalive, at every renewal (a linearizable read,
+  // whichever member answers): the keepalive confirms the lease alone, and the
+  // watch says nothing while its member is frozen or cut off from us, when the
+  // keepalives go through another member. The renewal is done only once both are
+  // confirmed, and the job's deadline moves only then (run/renewal.cpp).
+  const json own = m_client.call("/v3/kv/range",
+                                 {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
+  const auto kvs = own.value("kvs", json::array());
+  if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
+                      store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
+    return {Verdict::absent, {}};
+  }
+  const std::int64_t answered =
+      int_field(own.value("header", json::object()), "member_id", m_key);
+  if (m_watch && lease == m_lease && m_watch->member_id() != 0 && answered != 0 &&
+      m_watch->member_id() != answered) {
+    // The calls failed over from the watch's member (it hung, or lost its leader):
+    // its silence says nothing, so the watch goes where the renewal was answered.
+    util::trace("etcd: the watch's member did not answer the renewal: watching through another");
+    m_watch.reset();
+  }
+  if (lease == m_lease && m_fence != 0 && !m_watch) {
+    // A watch from there: a DELETE between renewals makes the next one come at once.
+    try {
+      m_watch = std::make_unique<store::etcd::EtcdWatch>(
+          m_client, key_of(lease),
+          int_field(own.value("header", json::object()), "revision", m_key) + 1);
+    } catch (const Error& e) {
+      util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
     }
   }
   return {Verdict::done, value_of(lease, std::min(granted, ttl))};
@@ -205,7 +227,10 @@ void EtcdMutex::send_holder() {
   }
   m_holder_unsent = false;
   // Only on our own key (a txn on its create revision), never one made since;
-  // nobody waits for the answer: the details are advisory.
+  // nobody waits for the answer: the details are advisory. They carry the token,
+  // which the key's revisions no longer tell once they are written.
+  Holder details = *m_holder;
+  details.fence = m_fence;
   const std::string mine = key_of(m_lease);
   m_client.call_later(
       "/v3/kv/txn",
@@ -215,7 +240,7 @@ void EtcdMutex::send_holder() {
                                  {"create_revision", std::to_string(m_rev)}}})},
        {"success", json::array({{{"request_put",
                                   {{"key", base64_encode(mine)},
-                                   {"value", base64_encode(m_holder->to_json())},
+                                   {"value", base64_encode(details.to_json())},
                                    {"lease", std::to_string(m_lease)}}}}})}});
 }
 
@@ -242,20 +267,39 @@ Removal EtcdMutex::force_release() {
   if (!holder) {
     return {};
   }
+  if (!own_key(m_prefix, holder->kv.key)) {
+    // A lock under ours holds: not ours to release (our own keys only wait).
+    Removal removal;
+    removal.held_under = lock_of_key(holder->kv.key);
+    return removal;
+  }
   const json answer = m_client.call("/v3/kv/deleterange", {{"key", base64_encode(holder->kv.key)}});
-  return {int_field(answer, "deleted", m_key) > 0, std::nullopt};
+  Removal removal;
+  removal.removed = int_field(answer, "deleted", m_key) > 0;
+  return removal;
+}
+
+std::vector<std::pair<std::string, std::string>> EtcdMutex::job_environment() const {
+  if (m_fence == 0 || m_lease == 0) {
+    return {};
+  }
+  return {{"ETCD_LOCK_KEY", key_of(m_lease)}, {"ETCD_LOCK_REV", std::to_string(m_fence)}};
 }
 
 Status EtcdMutex::status() {
   Status status;
   status.now_seconds = wall_seconds_now();
   const auto holder = owner();
-  if (!holder) {
+  if (!holder || !own_key(m_prefix, holder->kv.key)) {
+    // A lock under ours that holds is not our holder, though a taker of ours waits for it.
     status.state = Status::State::free;
+    if (holder) {
+      status.held_under = lock_of_key(holder->kv.key);
+    }
     return status;
   }
   status.state = Status::State::held;
-  status.fence = holder->kv.create_revision;
+  status.fence = etcd_token(holder->kv);
   status.holder = Holder::from_json(holder->kv.value);
   std::int64_t left = 0;
   if (holder->kv.lease != 0) {

@@ -106,6 +106,14 @@ Holder describe_holder(std::string value, std::int64_t pid, std::string command,
   holder.value = std::move(value);
   holder.host = host_name();
   holder.pid = pid;
+  if (command.size() > k_holder_command_bytes) {
+    std::size_t cut = k_holder_command_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(command[cut]) & 0xC0) == 0x80) {
+      --cut;  // not inside a UTF-8 sequence: the JSON record stays valid
+    }
+    command.resize(cut);
+    command += "\u2026";
+  }
   holder.command = std::move(command);
   holder.acquired_at = acquired_at;
   if (const auto process = util::identify_process(pid)) {

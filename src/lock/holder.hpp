@@ -5,6 +5,7 @@
 // `value` matches the lock's current value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,8 +52,13 @@ struct Holder {
   static std::optional<Holder> from_json(std::string_view text);
 };
 
-// This process's description: host name, `pid`, `command`, acquired now,
-// and its watchdog's pid (0: none).
+// A longer command is recorded cut (at a character's boundary) and "…" added:
+// the record must fit a backend's request (etcd refuses one over its limit,
+// and the details would be lost), and a person reads its start.
+inline constexpr std::size_t k_holder_command_bytes = 4096;
+
+// This process's description: host name, `pid`, `command` (cut to
+// k_holder_command_bytes), acquired now, and its watchdog's pid (0: none).
 Holder describe_holder(std::string value, std::int64_t pid, std::string command,
                        std::int64_t acquired_at, std::int64_t watchdog_pid = 0);
 

@@ -190,14 +190,16 @@ LeaseLock::LeaseRef LeaseLock::lease_of(std::string_view value) const {
       throw usage(m_key, "'" + util::escape(value, k_quoted_bytes) +
                              "' is not a lock value (the SLOT:VALUE `lock --slots` printed)");
     }
-    return {slot_id(m_slot), *expiry, *expiry};
+    return {slot_id(m_slot), *expiry};
   }
   const auto lease = parse_shared_value(value);
   if (!lease) {
     throw usage(m_key, "'" + util::escape(value, k_quoted_bytes) +
                            "' is not a shared holder's value (the text `lock --shared` printed)");
   }
-  return {std::string(lease->id), std::nullopt, lease->expiry};
+  // Matched by its expiry too, as a slot's: a value renewed away no longer
+  // names the lease, though its id still does.
+  return {std::string(lease->id), lease->expiry};
 }
 
 std::string LeaseLock::value_of(const LeaseRef& ref, std::int64_t expiry) const {
@@ -243,7 +245,7 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
         ticket->joined(false);  // the step left the queue
       }
       m_fence = step.fence.value_or(0);
-      LeaseRef ref{step.id, std::nullopt, expiry};
+      LeaseRef ref{step.id, expiry};
       if (m_slots > 0) {
         m_id = step.id;
         m_slot = parse_slot_number(std::string_view(step.id).substr(1)).value_or(0);
@@ -303,7 +305,7 @@ std::optional<Holder> LeaseLock::holder_of(std::string_view value) {
 Verdict LeaseLock::why_not(const LeaseRef& ref) {
   const store::LeaseSet set = m_shared.read(keys());
   const auto& current = set.lock_value;
-  if (ref.named_expiry < now_seconds()) {
+  if (ref.expiry < now_seconds()) {
     // Its time has passed: expired if a lock was ever taken here (the key, or
     // its counter), as Lock::why_not; never there otherwise.
     return current || m_fence != 0 || m_store.get(m_fence_key) ? Verdict::expired
@@ -370,8 +372,7 @@ Kept LeaseLock::release_after(std::string_view value, Micros not_before) {
   return {moved.verdict, moved.value};
 }
 
-std::vector<Status> LeaseLock::statuses() {
-  const Status whole = m_lock.status();
+std::vector<Status> LeaseLock::statuses(const Status& whole) const {
   std::vector<Status> all(static_cast<std::size_t>(std::max(m_slots, 0)));
   for (auto& one : all) {
     one.now_seconds = whole.now_seconds;

@@ -120,18 +120,20 @@ class LeaseLock final : public Lockable {
   std::optional<Holder> holder_of(std::string_view value) override;
   Removal force_release() override { return m_lock.force_release(); }
   Status status() override { return m_lock.status(); }
-  // Every slot's state, slot 1 first (status --slots, a busy message).
-  std::vector<Status> statuses();
+  // Every slot's state, slot 1 first (status --slots, a busy message), as
+  // `whole` (status()) shows the key's leases.
+  std::vector<Status> statuses(const Status& whole) const;
+  std::vector<Status> statuses() { return statuses(status()); }
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
 
  private:
-  // The lease a value names, and (for a slot) the expiry it must have.
+  // The lease a value names: its id, and the expiry it must still have (a
+  // value renewed away names an expiry the lease no longer has).
   struct LeaseRef {
     std::string id;
-    std::optional<std::int64_t> expiry;  // a slot's: its value names it
-    std::int64_t named_expiry = 0;       // the expiry the value names
+    std::int64_t expiry = 0;
   };
   LeaseRef lease_of(std::string_view value) const;
   // What the store matches the lease `ref` by (our token, if we took it).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "store/keys.hpp"
@@ -30,7 +31,9 @@ bool by_key_and_slot(const LockRow& a, const LockRow& b) {
 // slot, token and details); the lock's own row when it has none. Leases whose
 // set lost the key are no holders: the store lists none.
 void add_rows(LockRow&& row, std::vector<store::SharedHolder> shared, std::vector<LockRow>& rows) {
-  row.shared_holders = shared.size();
+  // A lock's leases are of one kind: shared holders' or slots'.
+  (std::string_view(lease_kind(shared)) == "slots" ? row.slots_held : row.shared_holders) =
+      shared.size();
   for (const auto& lease : shared) {
     SharedHolderView view = view_shared_holder(lease);
     LockRow& holder = rows.emplace_back(row);
@@ -155,6 +158,7 @@ std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
       }
       row.waiters = std::max(row.waiters, other.waiters);
       row.shared_holders = std::max(row.shared_holders, other.shared_holders);
+      row.slots_held = std::max(row.slots_held, other.slots_held);
       if (!row.holder && other.holder) {
         row.holder = std::move(other.holder);
       }

@@ -34,10 +34,13 @@ struct LockRow {
   // Those waiters, in the order they came (list --waiters): for a slot,
   // its semaphore's, as they wait for any of its slots.
   std::vector<WaiterRow> waiting;
-  // Live --shared holders of the lock (0: exclusive). Each has its own row:
-  // `value` its lease's ("EXPIRY:ID"), `expires_at` its lease's expiry, `fence`
-  // its token and `holder` its details (when it recorded them).
+  // Live --shared holders of the lock (0: exclusive, or slots). Each has its
+  // own row: `value` its lease's ("EXPIRY:ID"), `expires_at` its lease's
+  // expiry, `fence` its token and `holder` its details (when it recorded them).
   std::size_t shared_holders = 0;
+  // Live slot holders of the lock (--slots; 0 for any other kind), each a row
+  // as a shared holder's, with its `slot`.
+  std::size_t slots_held = 0;
   std::size_t held_on = 0;  // a quorum's: how many of its servers hold `value` (else 0)
 };
 

@@ -124,6 +124,9 @@ struct Status {
   std::vector<store::SharedHolder> shared;
   // held, on etcd: the TTL its lease was granted (seconds; etcd may grant more than asked).
   std::optional<std::int64_t> granted_ttl;
+  // free, on etcd: a lock under this key (KEY/b) holds, and by etcd's prefix
+  // rule a taker of this key waits for it; its key.
+  std::optional<std::string> held_under;
 };
 
 class Lock final : public Lockable {

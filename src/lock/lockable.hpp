@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "util/time.hpp"
@@ -62,6 +63,9 @@ struct Removal {
   // The holder details (or leases) could not go (a corrupt record): why. The
   // lock was released even so.
   std::optional<std::string> holder_problem;
+  // Not removed, on etcd: a lock under this key (KEY/b) holds it by etcd's
+  // prefix rule; its key, which is not this lock's to release.
+  std::optional<std::string> held_under;
 };
 
 class Lockable {
@@ -143,6 +147,9 @@ class Lockable {
   // The held lock's job has run a moment (run-locked): what a job that ends at
   // once would not need may go now (etcd: the holder's details).
   virtual void job_settled() {}
+
+  // Variables the job gets besides NXLOCK_* (etcd: those `etcdctl lock` gives).
+  virtual std::vector<std::pair<std::string, std::string>> job_environment() const { return {}; }
 
   // Each server's answer to the last status(); empty for a single server.
   virtual std::vector<ServerView> server_views() const { return {}; }

@@ -1,11 +1,19 @@
-// JobEnvironment: the job's environment as the watchdog execs it, NXLOCK_JOB_PID included.
+// The job's environment: the settings nxlock decides, and the whole of it as the watchdog execs it.
 #pragma once
 
 #include <sys/types.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace nxlock::run {
+
+// One variable of the job's environment: set to `value`, or removed (none).
+struct EnvSetting {
+  std::string name;
+  std::optional<std::string> value;
+};
 
 // The job's environment: the watchdog's own (the job's settings applied), and
 // NXLOCK_JOB_PID, which the job fills in itself between vfork and exec, the

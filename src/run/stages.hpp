@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "run/release_retry.hpp"
 #include "run/run_locked.hpp"
 #include "run/stop_schedule.hpp"
 #include "run/terminal.hpp"
@@ -15,12 +16,6 @@
 #include "util/time.hpp"
 
 namespace nxlock::run {
-
-// While the backend fails, renewal and the release retry after a jittered
-// back-off that starts short (a restart or a dropped idle connection heals in
-// milliseconds) and grows to a cap.
-inline constexpr util::Micros k_backoff_first{50'000};
-inline constexpr util::Micros k_backoff_cap{500'000};
 
 // One run-locked: the lock, how its job is to run, and the helpers every stage works with.
 struct LockedRun {
@@ -78,14 +73,7 @@ Supervised supervise(LockedRun& run, const Job& job);
 // outcome.release_error if no attempt got an answer, and outcome.kept_value.
 void release(LockedRun& run, bool keep_for_hold, RunLockedOutcome& outcome);
 
-// Releases one value: lock.release, or, under --hold, a release_after.
-using ReleaseStep = std::function<lock::Verdict(const std::string& value)>;
-
-// Releases `held` with `release_one`, its value or one a renewal may have
-// written (maybe_ours), retrying backend failures with short back-off while
-// the lock is still valid, for a few seconds at most: past that it is left to
-// expire at its timestamp. Throws the last util::Error if no attempt got an
-// answer. (The release at the end, and the watchdog's for a dead nxlock.)
+// release_with_retries() of `held`: its value, or one a renewal may have written.
 lock::Verdict release_held(HeldLock& held, const ReleaseStep& release_one);
 
 // The values `held` may have, as `unlock` takes them (a slot's SLOT:EXPIRY),

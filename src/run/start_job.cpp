@@ -35,6 +35,9 @@ std::vector<JobWatchdog::EnvSetting> child_environment(const lock::Lockable& loc
       // --slots: which slot the job holds; never an outer job's.
       {"NXLOCK_SLOT", lock.slot() > 0 ? std::optional(std::to_string(lock.slot())) : std::nullopt},
   };
+  for (auto& [name, value] : lock.job_environment()) {
+    settings.push_back({std::move(name), std::move(value)});
+  }
   if (options.inherit_credentials) {
     return settings;
   }

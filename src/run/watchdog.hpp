@@ -5,13 +5,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "lock/lockable.hpp"
+#include "run/job_environment.hpp"
 #include "run/stop_schedule.hpp"
+#include "run/watchdog_release.hpp"
 #include "util/fd.hpp"
 #include "util/time.hpp"
 
@@ -41,16 +41,8 @@ namespace nxlock::run {
 // as nxlock does. Once nxlock has begun its own release (disarm), it never does.
 class JobWatchdog {
  public:
-  // What nxlock's take was, for a release made in its place.
-  struct Take {
-    std::int64_t fence = 0;        // the take's token; 0: none
-    std::int64_t ttl = 0;          // seconds
-    util::Micros hold_until{0};    // --hold: kept until then (the lock's clock); zero: none
-  };
-  // Releases the hold `value` (as `unlock` takes it) of `take` by a connection of
-  // its own, nxlock's having gone with it; throws util::Error when no answer came.
-  using ReleaseForNxlock =
-      std::function<lock::Verdict(const std::string& value, const Take& take)>;
+  using Take = TakenHold;
+  using ReleaseForNxlock = run::ReleaseForNxlock;
 
   JobWatchdog() = default;  // nxlock's death leaves the lock to its ttl
   explicit JobWatchdog(ReleaseForNxlock release) : m_release(std::move(release)) {}
@@ -59,11 +51,7 @@ class JobWatchdog {
   // Stops the job if it was not disarmed, then reaps the watchdog.
   ~JobWatchdog();
 
-  // One variable of the job's environment: set to `value`, or removed (none).
-  struct EnvSetting {
-    std::string name;
-    std::optional<std::string> value;
-  };
+  using EnvSetting = run::EnvSetting;
 
   // Forks the watchdog, which then waits to be told to start `command` as its
   // child with `child_mask` as its signal mask. Done before a lock is waited

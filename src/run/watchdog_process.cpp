@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "run/job_environment.hpp"
+#include "run/stop_schedule.hpp"
 #include "run/watchdog_wire.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
@@ -39,7 +40,7 @@ struct Guard {
   util::Micros valid_until{0};  // the lock's deadline, enforced or not
   // For nxlock's death: the stop's grace, and what the release needs.
   util::Micros death_grace{0};
-  JobWatchdog::Take take;
+  TakenHold take;
   std::vector<std::string> values;
 };
 
@@ -152,7 +153,7 @@ bool kill_children() {
 class Watch {
  public:
   Watch(int control, int report, pid_t job, Guard guard,
-        const JobWatchdog::ReleaseForNxlock& release)
+        const ReleaseForNxlock& release)
       : m_control(control),
         m_report(report),
         m_job(job),
@@ -330,7 +331,7 @@ class Watch {
   int m_report;
   pid_t m_job;
   Guard m_guard;
-  const JobWatchdog::ReleaseForNxlock& m_release;
+  const ReleaseForNxlock& m_release;
   bool m_nxlock_gone = false;  // end-of-file without "done"
   bool m_reported = false;  // the job was reaped (and its end told, if nxlock still listens)
   bool m_stopping = false;                       // SIGTERM sent: the stop goes on to its end
@@ -346,7 +347,7 @@ class Watch {
 // change what ours seem to have returned.
 [[noreturn]] void run_watchdog(int control, int report, char* const* argv,
                                const sigset_t& child_mask,
-                               const JobWatchdog::ReleaseForNxlock& release) {
+                               const ReleaseForNxlock& release) {
   setpgid(0, 0);
   prctl(PR_SET_NAME, k_watchdog_name);
   sigset_t all;

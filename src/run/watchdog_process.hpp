@@ -3,7 +3,7 @@
 
 #include <signal.h>
 
-#include "run/watchdog.hpp"
+#include "run/watchdog_release.hpp"
 
 namespace nxlock::run {
 
@@ -14,14 +14,6 @@ namespace nxlock::run {
 // Never returns.
 [[noreturn]] void run_watchdog(int control, int report, char* const* argv,
                                const sigset_t& child_mask,
-                               const JobWatchdog::ReleaseForNxlock& release);
-
-// The watchdog's release for an nxlock that died, the job gone: each of
-// `values` in turn (the likeliest first), through backend failures while the
-// lock lasts (`valid_until`, monotonic), for a few seconds at most. Best effort:
-// what is not released expires at its ttl.
-void release_for_nxlock(const JobWatchdog::ReleaseForNxlock& release,
-                        const std::vector<std::string>& values, const JobWatchdog::Take& take,
-                        util::Micros valid_until);
+                               const ReleaseForNxlock& release);
 
 }  // namespace nxlock::run

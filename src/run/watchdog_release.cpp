@@ -1,15 +1,16 @@
 // The watchdog's release of the lock of an nxlock that died, once its job is gone.
+#include "run/watchdog_release.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "run/stages.hpp"
-#include "run/watchdog_process.hpp"
+#include "run/release_retry.hpp"
 #include "util/error.hpp"
 
 namespace nxlock::run {
 
-void release_for_nxlock(const JobWatchdog::ReleaseForNxlock& release,
-                        const std::vector<std::string>& values, const JobWatchdog::Take& take,
+void release_for_nxlock(const ReleaseForNxlock& release,
+                        const std::vector<std::string>& values, const TakenHold& take,
                         util::Micros valid_until) {
   if (!release || values.empty()) {
     return;  // left to its ttl
@@ -21,9 +22,10 @@ void release_for_nxlock(const JobWatchdog::ReleaseForNxlock& release,
       open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);  // the lowest free: fd itself
     }
   }
-  HeldLock held{values.front(), valid_until, {values.begin() + 1, values.end()}};
+  const std::vector<std::string> earlier(values.begin() + 1, values.end());
   try {
-    release_held(held, [&](const std::string& value) { return release(value, take); });
+    release_with_retries(values.front(), earlier, valid_until,
+                         [&](const std::string& value) { return release(value, take); });
   } catch (const util::Error&) {
     // No answer while the lock lasted: it expires at its ttl, as if we had died too.
   } catch (const std::exception&) {

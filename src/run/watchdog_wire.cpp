@@ -10,7 +10,7 @@
 
 namespace nxlock::run {
 
-std::string encode_environment(const std::vector<JobWatchdog::EnvSetting>& settings) {
+std::string encode_environment(const std::vector<EnvSetting>& settings) {
   std::string bytes;
   for (const auto& setting : settings) {
     bytes.append(setting.name).push_back('\0');

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "run/watchdog.hpp"
+#include "run/job_environment.hpp"
 
 namespace nxlock::run {
 
@@ -51,7 +51,7 @@ struct StopOrder {
 };
 
 // Environment settings on the wire: NAME \0, then '=' VALUE \0 to set it or '-' to remove it.
-std::string encode_environment(const std::vector<JobWatchdog::EnvSetting>& settings);
+std::string encode_environment(const std::vector<EnvSetting>& settings);
 // Applies encoded settings to our own environment (the watchdog's, which the job inherits).
 void apply_environment(const std::string& bytes);
 

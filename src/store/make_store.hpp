@@ -25,6 +25,9 @@ struct ConnectOptions {
   // the embedded store records it as their owner, and a caller whose clock
   // says such a lock expired does not take it while the owner runs.
   bool renews_while_alive = false;
+  // doctor: the prefix of the keys a lock takes (--prefix), whose permissions
+  // it checks (etcd's auth).
+  std::string key_prefix;
   // Where a warning for the user goes (stderr, unless -q).
   std::function<void(const std::string&)> warn;
 };

@@ -42,10 +42,11 @@ class Member:
     def peer_url(self):
         return "http://127.0.0.1:%d" % self.peer_port
 
-    def start(self, initial_cluster, tls=None, hosts=()):
+    def start(self, initial_cluster, tls=None, hosts=(), timing=(50, 500)):
         """`tls`: (certificate, key, CA) for the client port (https), else plain.
-        `hosts`: addresses to serve clients on besides loopback (a test's veth pair)."""
-        self.initial, self.tls, self.hosts = initial_cluster, tls, hosts
+        `hosts`: addresses to serve clients on besides loopback (a test's veth pair).
+        `timing`: the heartbeat and election timeout, in ms."""
+        self.initial, self.tls, self.hosts, self.timing = initial_cluster, tls, hosts, timing
         scheme = "https" if tls else "http"
         extra = ["--cert-file", tls[0], "--key-file", tls[1]] if tls else []
         listen = ",".join("%s://%s:%d" % (scheme, host, self.client_port)
@@ -58,7 +59,7 @@ class Member:
              "--listen-peer-urls", self.peer_url,
              "--initial-advertise-peer-urls", self.peer_url,
              "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
-             "--heartbeat-interval", "50", "--election-timeout", "500",
+             "--heartbeat-interval", str(timing[0]), "--election-timeout", str(timing[1]),
              "--log-level", "warn", *extra]),
             stdout=log, stderr=log)
         log.close()
@@ -66,10 +67,23 @@ class Member:
     def restart(self):
         """Starts a stopped member again on its ports and data (the cluster's flags of a
         new cluster are ignored when the data dir is there)."""
-        self.start(self.initial, self.tls, self.hosts)
+        self.start(self.initial, self.tls, self.hosts, self.timing)
 
     def status(self):
         return post(self.client_port, "/v3/maintenance/status", {}, timeout=1.0)
+
+    def watchers(self):
+        """How many watches the member serves (its metrics), or None if it does not answer."""
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.client_port,
+                                        timeout=1.0) as answer:
+                text = answer.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("etcd_debugging_mvcc_watcher_total "):
+                return int(float(line.split()[1]))
+        return None
 
     def running(self):
         return self.process is not None and self.process.poll() is None
@@ -84,12 +98,15 @@ class Member:
 class EtcdCluster:
     """`size` members of one cluster, each with its data in the cluster's temp dir."""
 
-    def __init__(self, size=1, tls=None, hosts=()):
+    def __init__(self, size=1, tls=None, hosts=(), timing=(50, 500)):
+        """`timing`: (heartbeat, election timeout) in ms; etcd's own defaults, (100, 1000),
+        make its minimum lease TTL 2 s (1.5 election timeouts, rounded up)."""
         self.dir = tempfile.mkdtemp(prefix="nxlock-etcd-")
         self.members = [Member("m%d" % i, self.dir) for i in range(size)]
+        self.user = None  # "USER:PASSWORD" for etcdctl, once auth is on
         initial = ",".join("%s=%s" % (m.name, m.peer_url) for m in self.members)
         for member in self.members:
-            member.start(initial, tls, hosts)
+            member.start(initial, tls, hosts, timing)
         if tls:
             # The plain probes of wait_leader() cannot reach it: etcdctl can.
             self.tls = tls
@@ -121,22 +138,34 @@ class EtcdCluster:
         chosen = self.members if members is None else members
         return "etcd://" + ",".join("%s:%d" % (host, m.client_port) for m in chosen)
 
-    def endpoints(self):
-        return ",".join("127.0.0.1:%d" % m.client_port for m in self.members if m.running())
+    def endpoints(self, members=None):
+        """The running members' client addresses (of `members`, if given)."""
+        chosen = self.members if members is None else members
+        return ",".join("127.0.0.1:%d" % m.client_port for m in chosen if m.running())
 
-    def ctl(self, *args, timeout=15, check=True):
-        """etcdctl against the running members; CompletedProcess (text)."""
+    def ctl(self, *args, timeout=15, check=True, members=None):
+        """etcdctl against the running members (`members`: those only; a SIGSTOPped member
+        still runs, and etcdctl would wait on it); CompletedProcess (text)."""
         env = dict(os.environ, ETCDCTL_API="3")
         tls = ["--cacert", self.tls[2]] if self.tls else []
-        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(), *tls, *args],
+        tls += ["--user", self.user] if self.user else []
+        result = subprocess.run([ETCDCTL, "--endpoints", self.endpoints(members), *tls, *args],
                                 capture_output=True, text=True, env=env, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError("etcdctl %s: %s" % (" ".join(args), result.stderr))
         return result
 
-    def keys(self, prefix):
-        """The keys under `prefix`, in create-revision order."""
-        out = self.ctl("get", "--prefix", prefix, "--keys-only", "--sort-by", "CREATE").stdout
+    def enable_auth(self, password):
+        """Auth on, with the user root (role root) and `password`; etcdctl then uses them."""
+        self.ctl("user", "add", "root:" + password)
+        self.ctl("user", "grant-role", "root", "root")
+        self.ctl("auth", "enable")
+        self.user = "root:" + password
+
+    def keys(self, prefix, members=None):
+        """The keys under `prefix`, in create-revision order (asked of `members`, if given)."""
+        out = self.ctl("get", "--prefix", prefix, "--keys-only", "--sort-by", "CREATE",
+                       members=members).stdout
         return [line for line in out.splitlines() if line]
 
     def wipe(self):

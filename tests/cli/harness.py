@@ -120,6 +120,34 @@ def files_under(root):
     return found
 
 
+def kill_with_watchdog(pid, timeout=10.0):
+    """SIGKILLs run-locked `pid` and its watchdog (its child named nxl-watchdog) at once,
+    both stopped first, so that neither sees the other die: the lock is then abandoned,
+    left to its ttl (a dead nxlock's watchdog alone would release it)."""
+    def watchdogs():
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open("/proc/%s/stat" % name) as f:
+                        text = f.read()
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                comm = text[text.index("(") + 1:text.rindex(")")]
+                ppid = int(text[text.rindex(")") + 2:].split()[1])
+                if comm == "nxl-watchdog" and ppid == pid:
+                    found.append(int(name))
+        return found
+    found = []
+    wait_for(lambda: found.extend(watchdogs()) or found, timeout=timeout)
+    assert found, "no watchdog under nxlock %d" % pid
+    for each in (pid, *found):
+        os.kill(each, signal.SIGSTOP)
+    for each in (pid, *found):
+        os.kill(each, signal.SIGKILL)
+    return found[0]
+
+
 def alive(pid, argv0=None):
     """True if process `pid` runs (a zombie counts as dead) and, given `argv0`, is
     still the program of that name we started (not a stranger that reused the pid)."""

@@ -1,8 +1,9 @@
 """An etcd:// holder cut off from etcd by a network partition: run-locked stops its job
 (79) before the lease could lapse, and the next holder, with a line to etcd, gets a
-higher fence token. The holder runs in a network namespace made here (the nemesis's
-veth pair and iptables DROP: tests/nemesis/netns.py); etcd serves loopback and the
-pair's host side. Needs root, ip(8) and iptables(8).
+higher fence token. A holder cut off from one member of three only, its key deleted
+meanwhile, stops its job within a renewal. The holder runs in a network namespace made
+here (the nemesis's veth pair and iptables DROP: tests/nemesis/netns.py); etcd serves
+loopback and the pair's host side. Needs root, ip(8) and iptables(8).
 """
 import os
 import subprocess
@@ -43,8 +44,11 @@ def events(log):
     return found
 
 
-@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
-class EtcdPartitionTest(NxlockTestCase):
+class NamespacedHolder(NxlockTestCase):
+    """A holder in a namespace of its own, and etcd (`members` of them) on loopback and
+    the namespace's veth pair."""
+    members = 1
+
     def setUp(self):
         super().setUp()
         why = netns.available()
@@ -53,12 +57,15 @@ class EtcdPartitionTest(NxlockTestCase):
         netns.remove_stale()
         self.ns = netns.Namespace()
         self.addCleanup(self.ns.close)  # the namespace, its veth pair and its iptables rules
-        self.etcd = EtcdCluster(1, hosts=(self.ns.host_address,))
+        self.etcd = EtcdCluster(self.members, hosts=(self.ns.host_address,))
         self.addCleanup(self.etcd.stop)
 
     def wait_log(self, log, word, timeout):
         return wait_for(lambda: word in events(log), timeout, interval=0.01)
 
+
+@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
+class EtcdPartitionTest(NamespacedHolder):
     def test_cut_off_holder_stops_before_the_ttl_and_the_next_fence_is_higher(self):
         cut_log = os.path.join(self.tmp, "cut.log")
         err_path = os.path.join(self.tmp, "holder.err")
@@ -93,6 +100,47 @@ class EtcdPartitionTest(NxlockTestCase):
         # ... and before the next holder's job began.
         self.assertLess(first["TERM"][0], second["START"][0])
         self.assertGreater(second["START"][1], first["START"][1])
+
+
+@unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
+class EtcdOneLinkCutTest(NamespacedHolder):
+    members = 3
+
+    def test_key_deleted_while_the_link_to_the_watch_member_is_cut_stops_the_job(self):
+        leader = self.etcd.wait_leader()
+        watched = next(m for m in self.etcd.members if m is not leader)
+        others = [m for m in self.etcd.members if m is not watched]
+        log = os.path.join(self.tmp, "job.log")
+        err_path = os.path.join(self.tmp, "holder.err")
+        ttl = 6
+        # The follower first in the URL: the holder's calls and its watch go to it.
+        url = self.etcd.url([watched] + others, host=self.ns.host_address)
+        with open(err_path, "wb") as err:
+            holder = processes.start(
+                [BIN, "-u", url, "run-locked", "-t", str(ttl), "--kill-after", "1", "cl",
+                 sys.executable, "-c", JOB, log, "60"],
+                netns=self.ns.name, env=self.env, stderr=err)
+        self.addCleanup(lambda: holder.poll() is None and (holder.kill(), holder.wait()))
+        self.assertTrue(self.wait_log(log, "START", 20), read(err_path))
+        deadline = time.monotonic() + 10
+        while watched.watchers() != 1:
+            self.assertLess(time.monotonic(), deadline, "no watch on the follower")
+            time.sleep(0.02)
+
+        self.ns.cut_port(watched.client_port)
+        cut = time.monotonic()
+        r = self.nx("unlock", "--force", "cl", env=dict(self.env, NXLOCK_URL=self.etcd.url(others)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # The keepalives go through another member and succeed; the watch is silent.
+        try:
+            status = holder.wait(timeout=ttl / 3 + 12)
+        except subprocess.TimeoutExpired:
+            self.fail("the job ran on %.1f s after its key was deleted:\n%s"
+                      % (time.monotonic() - cut, read(err_path)))
+        self.assertEqual(status, 79, read(err_path))
+        # Within a renewal's interval (ttl/3), the cut member's share of --io-timeout and
+        # a loaded host's slack.
+        self.assertLess(events(log)["TERM"][0] - cut, ttl / 3 + 2.0, read(err_path))
 
 
 if __name__ == "__main__":

@@ -163,6 +163,29 @@ class TestList(ListCase):
                 self.assertEqual(text[1].split()[:2], ["backup", "1"])
                 self.assertEqual(text[3].split()[:2], ["deploy", "-"])
 
+    def test_slot_holders_are_listed_as_slots(self):
+        # Beside a lock of shared holders: each kind is its own state, and the
+        # SHARED column counts shared holders alone.
+        for backend in self.backends(offering=("slots", "shared")):
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                for options, key in ((("--slots", "3"), "pool"), (("--slots", "3"), "pool"),
+                                     (("--shared",), "sh")):
+                    r = self.nx(*url, "lock", "-n", *options, key)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                rows = self.listed(url)
+                self.assertEqual([(row["key"], row.get("slot"), row["state"],
+                                   row["shared_holders"], row.get("slots_held"))
+                                  for row in rows],
+                                 [("pool", 1, "slots", 0, 2), ("pool", 2, "slots", 0, 2),
+                                  ("sh", None, "shared", 1, None)], rows)
+                text = self.nx(*url, "list").stdout.decode().splitlines()
+                shared_at, state_at = text[0].index("SHARED"), text[0].index("STATE")
+                cells = [(line.split()[0], line[shared_at:state_at].strip(),
+                          line[state_at:].split()[0]) for line in text[1:]]
+                self.assertEqual(cells, [("pool", "-", "slots"), ("pool", "-", "slots"),
+                                         ("sh", "1", "shared")], text)
+
     def test_the_prefix_applies(self):
         for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):

@@ -222,6 +222,35 @@ class TestShared(SharedCase):
                         self.assertNotEqual(r.returncode, 0, (command, r.stdout, r.stderr))
                         self.assertEqual(self.nx("-u", url, "get", key).stdout.decode().strip(), value)
 
+    def test_a_value_renewed_away_names_its_lease_no_more(self):
+        # `renew` prints the lease's new value; the one it replaced is another
+        # value now, as an exclusive holder's is (the man page's exit 1,
+        # held_by_other): it neither renews the live lease nor releases it.
+        for backend in self.shared_backends("slots"):
+            for kind in (("--shared",), ("--slots", "2")):
+                with self.subTest(backend=backend.name, kind=kind[0]):
+                    url = backend.url
+                    key = "renewed" + kind[0]
+                    r = self.lock(url, "-n", "-t", "60", *kind, key=key)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    old = json.loads(r.stdout)["value"]
+                    r = self.nx("-u", url, "--json", "renew", "-t", "3600", key, old)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    new = json.loads(r.stdout)["value"]
+                    self.addCleanup(self.nx, "-u", url, "unlock", "--force", key)
+                    self.assertNotEqual(new, old)
+                    for command, done in ((("renew", "-t", "3600"), "renewed"),
+                                          (("unlock",), "released")):
+                        r = self.nx("-u", url, "--json", *command, key, old)
+                        self.assertEqual(r.returncode, 1, (command, r.stdout, r.stderr))
+                        got = json.loads(r.stdout)
+                        self.assertEqual((got[done], got["reason"]), (False, "held_by_other"))
+                        self.assertIn(b"held by another value", r.stderr)
+                    status = json.loads(self.nx("-u", url, "--json", "status", key).stdout)
+                    self.assertEqual([h["value"] for h in status["shared"]], [new], status)
+                    r = self.nx("-u", url, "unlock", key, new)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_status_and_list_see_the_leases_renewed_under_them(self):
         # The key and its leases are read as one step: read apart, a renewal between
         # the two reads made a live set look lost, and `status` call it exclusive.

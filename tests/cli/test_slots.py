@@ -275,6 +275,58 @@ class TestSlots(SlotsTestCase):
                 self.assertEqual(self.queued(backend, QUEUE), 0)
 
 
+    def test_a_holder_of_another_kind_is_named(self):
+        # No slot holds the key, and no waiter is in line: the busy report names
+        # the holder that does, and its kind, for lock and run-locked alike.
+        for backend in self.backends(offering=("slots", "shared")):
+            with self.subTest(backend=backend.name):
+                url = backend.args()
+                r = self.nx(*url, "--json", "lock", "-n", "-t", "60", KEY)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                exclusive = json.loads(r.stdout)["value"]
+                for command in (("lock", "-n"), ("run-locked", "-n")):
+                    tail = ("true",) if command[0] == "run-locked" else ()
+                    r = self.nx(*url, "--json", *command, "--slots", "2", KEY, *tail)
+                    self.assertEqual(r.returncode, 75, r.stderr)
+                    err = r.stderr.decode()
+                    self.assertNotIn("first in line", err)
+                    self.assertIn("by an exclusive holder, pid %d on " % os.getpid(), err)
+                    got = json.loads(r.stdout)
+                    self.assertNotIn("queued_ahead", got)
+                    self.assertEqual((got["kind"], got["slots_held"], got["holder"]["pid"],
+                                      got["held_until"]), ("exclusive", 0, os.getpid(),
+                                                           int(exclusive)), got)
+                # A shared taker is told the same.
+                r = self.nx(*url, "lock", "-n", "--shared", KEY)
+                self.assertIn("by an exclusive holder, pid %d on " % os.getpid(),
+                              r.stderr.decode())
+                self.assertEqual(self.nx(*url, "unlock", KEY, exclusive).returncode, 0)
+                shared = []
+                for _ in range(2):
+                    r = self.nx(*url, "--json", "lock", "-n", "-t", "60", "--shared", KEY)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    shared.append(json.loads(r.stdout)["value"])
+                    self.addCleanup(self.nx, *url, "unlock", KEY, shared[-1])
+                r = self.nx(*url, "--json", "lock", "-n", "--slots", "2", KEY)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                err = r.stderr.decode()
+                self.assertNotIn("first in line", err)
+                self.assertIn("by 2 shared holders: pid %d on " % os.getpid(), err)
+                got = json.loads(r.stdout)
+                self.assertNotIn("queued_ahead", got)
+                self.assertEqual((got["kind"], got["slots_held"]), ("shared", 0), got)
+                self.assertEqual(sorted(h["value"] for h in got["shared"]), sorted(shared))
+                # And slot holders, as slots, to a shared taker and to --slots alike.
+                for value in shared:
+                    self.assertEqual(self.nx(*url, "unlock", KEY, value).returncode, 0)
+                self.take(backend, 1)
+                r = self.nx(*url, "--json", "lock", "-n", "--shared", KEY)
+                self.assertIn("by 1 slot holder: pid %d on " % os.getpid(), r.stderr.decode())
+                self.assertEqual(json.loads(r.stdout)["kind"], "slots")
+                r = self.nx(*url, "--json", "lock", "-n", "--slots", "1", KEY)
+                self.assertIn("all 1 slots held", r.stderr.decode())
+                self.assertEqual(json.loads(r.stdout)["kind"], "slots")
+
 class TestSlotValuesAsPrinted(SlotsTestCase):
     """A slot's value works as `lock --slots` printed it, without --slots; status
     and --force see a key held as slots."""

@@ -20,6 +20,11 @@ at most N at once in distinct slots; nothing else may overlap.
   * it overlaps an earlier section and both had a write accepted inside the overlap,
   * it got no token at all;
 - stopped: nxlock runs that exited 79; hangs: runs the client had to kill.
+
+An allowance (seconds) leaves out of `overlaps` the overlaps no longer than it, counted
+as `brief_overlaps` instead: where a hold is taken away before its expiry (a DEL of an
+etcd holder's key, a revoked lease), the holder learns it at its next renewal, within
+a third of the ttl (docs/DESIGN.md, guarantee 3), while the next holder starts at once.
 """
 import collections
 
@@ -76,13 +81,14 @@ def _accepted_within(section, begin, end):
     return any(ok and begin <= t <= end for t, ok in section["writes"])
 
 
-def check(records):
-    """The counts for one scenario's history, and examples of what was found."""
+def check(records, allowance=0.0):
+    """The counts for one scenario's history, and examples of what was found; overlaps
+    of `allowance` seconds or less are counted apart, as brief_overlaps."""
     sections = sections_of(records)
     by_lock = collections.defaultdict(list)
     for s in sections.values():
         by_lock[s["lock"]].append(s)
-    overlaps, examples = 0, []
+    overlaps, brief, examples = 0, 0, []
     violating = set()  # ids of the sections that broke a fencing rule: each counted once
 
     def violation(section, text):
@@ -124,14 +130,17 @@ def check(records):
                     break  # sorted by start: no later section can overlap a either
                 if may_overlap(a, b):
                     continue
-                overlaps += 1
                 begin, end = b["start"], min(a["end"], b["end"])
-                examples.append("%s: overlap %.3f s: %s (pid %d, token %s, %s) and %s "
-                                "(pid %d, token %s)%s" % (
-                                    lock, end - begin, a["client"], a["pid"], a["fence"],
-                                    a["why"], b["client"], b["pid"], b["fence"],
-                                    "" if a["kind"] == b["kind"] == "exclusive" else
-                                    ", kinds %s and %s" % (a["kind"], b["kind"])))
+                if end - begin <= allowance:
+                    brief += 1
+                else:
+                    overlaps += 1
+                    examples.append("%s: overlap %.3f s: %s (pid %d, token %s, %s) and %s "
+                                    "(pid %d, token %s)%s" % (
+                                        lock, end - begin, a["client"], a["pid"], a["fence"],
+                                        a["why"], b["client"], b["pid"], b["fence"],
+                                        "" if a["kind"] == b["kind"] == "exclusive" else
+                                        ", kinds %s and %s" % (a["kind"], b["kind"])))
                 if _accepted_within(a, begin, end) and _accepted_within(b, begin, end):
                     violation(b, "%s: both %s (token %s) and %s (token %s) had writes accepted "
                               "inside their overlap" % (lock, a["client"], a["fence"],
@@ -146,6 +155,7 @@ def check(records):
     return {
         "sections": len(sections),
         "overlaps": overlaps,
+        "brief_overlaps": brief,
         "fenced_violations": len(violating),
         "stopped": statuses.get(79, 0),
         "hangs": sum(1 for r in runs if r.get("hang")),

@@ -60,6 +60,14 @@ class Namespace:
         for chain in ("INPUT", "OUTPUT"):
             _run("ip", "netns", "exec", self.name, "iptables", "-A", chain, "-j", "DROP")
 
+    def cut_port(self, port):
+        """Drops every packet between the namespace and one server, the host side's TCP
+        `port`, silently; the namespace's other links stay up. heal() ends it too."""
+        _run("ip", "netns", "exec", self.name, "iptables", "-A", "OUTPUT", "-p", "tcp",
+             "-d", self.host_address, "--dport", str(port), "-j", "DROP")
+        _run("ip", "netns", "exec", self.name, "iptables", "-A", "INPUT", "-p", "tcp",
+             "-s", self.host_address, "--sport", str(port), "-j", "DROP")
+
     def heal(self):
         for chain in ("INPUT", "OUTPUT"):
             _run("ip", "netns", "exec", self.name, "iptables", "-F", chain)

@@ -14,11 +14,11 @@ def verdict(extra, result):
 
 def table(results):
     """The table's lines, one row per scenario."""
-    lines = ["%-18s %s %-8s %s" % ("scenario", " ".join("%8s" % h for h in HEADERS),
+    lines = ["%-21s %s %-8s %s" % ("scenario", " ".join("%8s" % h for h in HEADERS),
                                    "expected", "result"),
-             "-" * 98]
+             "-" * 101]
     for result, extra in results:
-        lines.append("%-18s %s %-8s %s" % (
+        lines.append("%-21s %s %-8s %s" % (
             result["name"], " ".join("%8d" % result[c] for c in COLUMNS),
             "overlaps" if result["expected_overlaps"] else "-",
             verdict(extra, result)))

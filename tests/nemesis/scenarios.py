@@ -1,5 +1,5 @@
-"""The thirteen scenarios: each one fault, made with real parts, against a workload of clients
-that share one lock (clock-skew: one on Redis, one on the embedded store; the two on
+"""The fifteen scenarios: each one fault, made with real parts, against a workload of clients
+that share one lock (clock-skew: one on Redis, one on the embedded store; the four on
 etcd are in etcd_scenarios.py).
 
 A pause or cut lasts ttl + 3 s: the lock's value is now+ttl+1 in whole seconds, so by
@@ -354,8 +354,10 @@ class KillNxlock(Scenario):
 
 
 # The etcd scenarios (etcd_scenarios.py) imported here, after what they build on.
-from etcd_scenarios import EtcdLeaderKill, EtcdQuorumLoss  # noqa: E402
+from etcd_scenarios import (EtcdBlindDelete, EtcdLeaderKill, EtcdQuorumLoss,  # noqa: E402
+                            EtcdWaitersFailover)
 
 ALL = [Partition, PauseNxlock, PauseJob, RestartNopersist, RestartAof, Eviction, Failover,
-       QuorumRestart, ClockSkew, TermIgnored, KillNxlock, EtcdLeaderKill, EtcdQuorumLoss]
+       QuorumRestart, ClockSkew, TermIgnored, KillNxlock, EtcdLeaderKill, EtcdQuorumLoss,
+       EtcdBlindDelete, EtcdWaitersFailover]
 BY_NAME = {s.name: s for s in ALL}

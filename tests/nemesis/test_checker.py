@@ -52,6 +52,20 @@ class CheckerTest(unittest.TestCase):
                                section(2, "B", 1, [(1.0, True), (2.0, True)], 4.0))
         self.assertEqual((counts["overlaps"], counts["fenced_violations"]), (1, 1))
 
+    def test_overlaps_within_the_allowance_are_counted_apart(self):
+        # A holder whose key was deleted at 1.0 ends 0.5 s into the next one's section
+        # (learnt at its next renewal); the resource refused its write inside the overlap.
+        history = (section(1, "A", 1, [(0, True), (1.3, False)], 1.5) +
+                   section(2, "B", 2, [(1.0, True)], 3.0) +
+                   section(3, "C", 3, [(3.1, True), (4.0, False)], 4.0) +
+                   section(4, "A", 4, [(3.2, True)], 5.0))
+        counts = checker.check(history, allowance=0.6)
+        self.assertEqual((counts["overlaps"], counts["brief_overlaps"],
+                          counts["fenced_violations"]), (1, 1, 0))
+        self.assertEqual(len([e for e in counts["examples"] if "overlap" in e]), 1)
+        counts = checker.check(history)
+        self.assertEqual((counts["overlaps"], counts["brief_overlaps"]), (2, 0))
+
     def test_a_token_that_goes_back_or_repeats_counts_each_holder_once(self):
         counts = checker.check(section(1, "A", 5, [(0, True)], 0.9) +
                                section(2, "B", 3, [(1.0, False)], 2.0) +

@@ -64,6 +64,24 @@ TEST(EtcdHttpReader, UntilCloseAndRefusals) {
   }
 }
 
+TEST(EtcdHttpReader, WhatAnsweredIsKeptCut) {
+  HttpReader reader;
+  reader.feed("HTTP/1.0 200 OK\r\nServer: NotEtcd/1.0 \r\nContent-Length: 2\r\n\r\n{}");
+  ASSERT_TRUE(reader.complete());
+  EXPECT_EQ(reader.status_line(), "HTTP/1.0 200 OK");
+  EXPECT_EQ(reader.server(), "NotEtcd/1.0");
+  HttpReader long_one;
+  long_one.feed("HTTP/1.1 404 " + std::string(200, 'r') + "\r\nServer: " + std::string(200, 's') +
+                "\r\nContent-Length: 0\r\n\r\n");
+  ASSERT_TRUE(long_one.complete());
+  EXPECT_EQ(long_one.status_line().size(), HttpReader::k_quoted);
+  EXPECT_EQ(long_one.server(), std::string(HttpReader::k_quoted, 's'));
+  HttpReader not_http;
+  not_http.feed("-ERR unknown command\r\n");
+  EXPECT_TRUE(not_http.failed());
+  EXPECT_EQ(not_http.status_line(), "");
+}
+
 TEST(EtcdJson, Base64RoundTripAndStrings) {
   for (const std::string& bytes : {std::string(), std::string("a"), std::string("ab"),
                                   std::string("abc"), std::string("\0\xff\x01 x", 5)}) {

@@ -451,6 +451,33 @@ TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {
   EXPECT_EQ(ours.fence(), 5);
 }
 
+TEST_F(QuorumTest, AServerThatTookTheLockLateLetsGoOfItBeforeTheReleaseReturns) {
+  // Server 1 answers late: the other two decide the acquisition, and its part
+  // (the take there, then the holder record) is still queued when the release
+  // comes, two jobs behind. The release is queued there too, and waited for.
+  servers[1].delay = Micros(10'000);
+  auto quorum = make_lock();
+  lock::WaitPolicy policy;
+  policy.wait_for = Micros(0);
+  const auto result = quorum->acquire(60, policy);
+  ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
+  lock::Holder holder;
+  holder.value = result.value;
+  holder.host = "h";
+  holder.pid = 42;
+  quorum->record_holder(holder);
+  EXPECT_EQ(quorum->release(result.value), Verdict::done);
+  // When it returns, server 1 has taken the lock (its counter issued a token)
+  // and let go of it, holder record and all.
+  EXPECT_NE(servers[1].data.get(store::fence_key("k")), std::nullopt) << "not taken there yet";
+  EXPECT_EQ(servers[1].data.get("k"), std::nullopt);
+  EXPECT_EQ(servers[1].data.get(store::holder_key("k")), std::nullopt);
+  EXPECT_EQ(values(), std::vector<std::optional<std::string>>(3, std::nullopt));
+  for (auto& server : servers) {
+    EXPECT_EQ(server.data.get(store::holder_key("k")), std::nullopt);
+  }
+}
+
 TEST_F(QuorumTest, AStoppedServerHoldsUpNoStep) {
   // The stopped server answers nothing for 20 s: every step is decided by the
   // other two, and its pending requests wait on its own queue.

@@ -139,10 +139,16 @@ class QuorumLock final : public Lockable {
   // wrote before (a renewal whose reply was lost may have left one of them
   // there) until one is done; then tally(): the shape of release, release_after
   // and renew. `verdicts` receives each server's verdict (none: no reply).
-  // `reading` is the caller's clock, given to every server's Lock.
+  // `reading` is the caller's clock, given to every server's Lock. A step that
+  // lets go (`letting_go`: release, release_after) is for every server that
+  // holds our value, one that took it after the majority did included: it is
+  // queued there behind that server's late acquisition whatever its backlog,
+  // and once a majority did it the others get until the deadline
+  // (set_deadline; k_best_effort_patience without one) to do it too, where
+  // this lock made the acquisition.
   Verdict on_every_holder(std::string_view value, util::Micros reading,
                           std::function<Verdict(Lock&, std::string_view)> step, const char* doing,
-                          std::vector<std::optional<Verdict>>& verdicts);
+                          std::vector<std::optional<Verdict>>& verdicts, bool letting_go);
   util::Error no_majority(std::size_t answered,
                           const std::vector<std::optional<util::Error>>& errors) const;
   std::vector<bool> everyone() const { return std::vector<bool>(m_channels.size(), true); }

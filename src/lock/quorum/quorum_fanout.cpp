@@ -101,14 +101,14 @@ bool is_idle(QuorumChannel& channel) {
   return channel.backlog == 0;
 }
 
-bool post(QuorumChannel& channel, std::function<void(QuorumChannel&)> job) {
+bool post(QuorumChannel& channel, std::function<void(QuorumChannel&)> job, Backlog backlog) {
   if (!channel.worker.joinable()) {
     job(channel);
     return true;
   }
   {
     std::lock_guard<std::mutex> guard(channel.mutex);
-    if (channel.backlog >= k_max_backlog) {
+    if (channel.backlog >= k_max_backlog && backlog == Backlog::capped) {
       return false;
     }
     channel.jobs.push_back(std::move(job));

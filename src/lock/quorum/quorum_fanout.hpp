@@ -33,6 +33,13 @@ constexpr util::Micros k_best_effort_patience{500'000};
 // Once a step is decided without a success, the servers yet to reply get this long more.
 constexpr util::Micros k_straggler_grace{50'000};
 
+// Whether a step is queued on a server that still owes k_max_backlog replies.
+enum class Backlog {
+  capped,  // not queued: it counts as not answering (a stopped server's queue does not grow)
+  exempt,  // queued even so: a release, which a server that took the lock late
+           // (its acquisition and holder record still queued) must run too
+};
+
 // A lock's clock frozen at one reading, set by each job from its step's reading:
 // every server is given the same value and judged at the same instant, and a
 // job that runs late still uses its own step's reading.
@@ -97,8 +104,10 @@ void stop_channels(const Channels& channels);
 bool is_idle(QuorumChannel& channel);
 
 // Queues `job` for the channel's worker, or runs it here if it has none.
-// False (and nothing queued) if the server still owes two earlier replies.
-bool post(QuorumChannel& channel, std::function<void(QuorumChannel&)> job);
+// False (and nothing queued) if the server still owes two earlier replies,
+// unless `backlog` exempts the job.
+bool post(QuorumChannel& channel, std::function<void(QuorumChannel&)> job,
+          Backlog backlog = Backlog::capped);
 
 // The replies to one step, so far or in the end.
 template <typename T>
@@ -124,14 +133,15 @@ enum class Decision {
 // replies so far decide the step, every involved server has replied, or
 // `wait_until` (monotonic) passes; a server yet to reply then shows an
 // unavailable error. A server that still owes replies to two earlier steps is
-// not asked again: it counts as not answering, and its queue does not grow
-// while it is stopped.
+// not asked again (unless `backlog` exempts the step): it counts as not
+// answering, and its queue does not grow while it is stopped.
 template <typename T>
 Replies<T> ask(const Channels& channels, std::function<T(QuorumChannel&)> step,
                const std::function<Decision(const Replies<T>&)>& enough,
                std::optional<util::Micros> deadline, const std::vector<bool>& involved,
                std::optional<util::Micros> wait_until = std::nullopt,
-               std::optional<util::Micros> grace = std::nullopt) {
+               std::optional<util::Micros> grace = std::nullopt,
+               Backlog backlog = Backlog::capped) {
   using util::Error;
   using util::ErrorKind;
   using util::Micros;
@@ -157,8 +167,9 @@ Replies<T> ask(const Channels& channels, std::function<T(QuorumChannel&)> step,
       ++shared->replies.pending;
       shared->waiting[i] = true;
     }
-    const bool queued =
-        post(*channels[i], [shared, shared_step, i, deadline](QuorumChannel& channel) {
+    const bool queued = post(
+        *channels[i],
+        [shared, shared_step, i, deadline](QuorumChannel& channel) {
           std::optional<T> value;
           std::optional<Error> error;
           try {
@@ -182,7 +193,8 @@ Replies<T> ask(const Channels& channels, std::function<T(QuorumChannel&)> step,
             shared->waiting[i] = false;
           }
           shared->replied.notify_all();
-        });
+        },
+        backlog);
     if (!queued) {
       std::lock_guard<std::mutex> guard(shared->mutex);
       shared->replies.errors[i] =

@@ -69,18 +69,28 @@ Verdict QuorumLock::release(std::string_view value) {
   std::vector<std::optional<Verdict>> verdicts;
   return on_every_holder(
       value, m_clock.now(), [](Lock& lock, std::string_view v) { return lock.release(v); },
-      "released", verdicts);
+      "released", verdicts, true);
 }
 
 Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
                                     std::function<Verdict(Lock&, std::string_view)> step,
                                     const char* doing,
-                                    std::vector<std::optional<Verdict>>& verdicts) {
+                                    std::vector<std::optional<Verdict>>& verdicts,
+                                    bool letting_go) {
   const std::size_t majority = majority_of(m_channels.size());
   // Copies for the jobs: one may run after this call returns.
   const std::string first(value);
   const std::vector<std::string> written = m_written;
   const bool acquired = m_fence != 0;
+  // Letting go of our acquisition: the servers yet to do it once a majority
+  // did (one that took the lock late among them) get until the deadline, so
+  // that nxlock does not exit before them. Any other step, and a shell's
+  // release (it took nothing late), waits for nobody once it is done.
+  const bool wait_for_late = letting_go && acquired;
+  const Decision once_done = wait_for_late ? Decision::done_after_grace : Decision::done_now;
+  const Micros grace = !wait_for_late ? k_straggler_grace
+                       : m_deadline   ? std::max(*m_deadline - util::mono_now(), Micros(0))
+                                      : k_best_effort_patience;
   const auto replies = ask<Verdict>(
       m_channels,
       [first, written, reading, step, acquired](QuorumChannel& channel) {
@@ -98,16 +108,16 @@ Verdict QuorumLock::on_every_holder(std::string_view value, Micros reading,
       // Decided once a majority did it, or once it cannot be one even if the
       // servers that failed or are yet to reply did it: then it is not ours
       // (tally() says unavailable only while they could still make it one).
-      [majority](const Replies<Verdict>& so_far) {
+      [majority, once_done](const Replies<Verdict>& so_far) {
         std::size_t done = 0;
         for (const auto& verdict : so_far.values) {
           done += verdict == Verdict::done ? 1 : 0;
         }
-        return done >= majority                                   ? Decision::done_now
+        return done >= majority                                   ? once_done
                : done + so_far.pending + so_far.failed < majority ? Decision::done_after_grace
                                                                   : Decision::open;
       },
-      m_deadline, everyone());
+      m_deadline, everyone(), std::nullopt, grace, letting_go ? Backlog::exempt : Backlog::capped);
   verdicts = replies.values;
   return tally(verdicts, replies.errors, doing);
 }
@@ -124,7 +134,7 @@ Kept QuorumLock::release_after(std::string_view value, Micros not_before) {
       [not_before](Lock& lock, std::string_view v) {
         return lock.release_after(v, not_before).verdict;
       },
-      "kept for --hold", verdicts);
+      "kept for --hold", verdicts, true);
   if (verdict != Verdict::done) {
     return {verdict, {}};
   }
@@ -162,7 +172,7 @@ Renewed QuorumLock::renew(std::string_view value, const RenewalPlan& plan) {
     verdict = on_every_holder(
         value, plan.reading,
         [ttl = plan.ttl](Lock& lock, std::string_view v) { return lock.renew(v, ttl).verdict; },
-        "renewed", verdicts);
+        "renewed", verdicts, false);
   } catch (const Error&) {
     remember_next();
     throw;

@@ -42,6 +42,44 @@ std::optional<ServerError> server_error_in(const nlohmann::json& answer) {
   return std::nullopt;
 }
 
+// etcd's response header, on every answer that is not an error: the cluster
+// and the member that answered. A unary call's is at the top, a stream's
+// (the keepalive) in its "result".
+bool has_etcd_header(const nlohmann::json& answer) {
+  const auto result = answer.find("result");
+  const nlohmann::json& holder =
+      result != answer.end() && result->is_object() && !answer.contains("header") ? *result : answer;
+  const auto header = holder.find("header");
+  return header != holder.end() && header->is_object() && header->contains("cluster_id") &&
+         header->contains("member_id");
+}
+
+// An answer that is not etcd's: 69, saying what answered.
+[[noreturn]] void not_etcd(HttpConnection& conn, const HttpResponse& response, const char* what) {
+  conn.close();
+  throw Error(ErrorKind::unavailable, conn.describe(),
+              "not an etcd v3 gateway (it answered " + what_answered(response) + " " + what + ")");
+}
+
+// Checks that `response` is etcd's, and returns its JSON. etcd 3.4 answers
+// an alarm GET that finds none with `{}`, leaving out its header: that path
+// is not asked for one (a member's status, which doctor asks first, is).
+nlohmann::json etcd_answer(HttpConnection& conn, const HttpResponse& response,
+                           std::string_view path, std::optional<ServerError>& error) {
+  nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
+  if (answer.is_discarded() || !answer.is_object()) {
+    not_etcd(conn, response, answer.is_discarded() ? "with a body that is not JSON" : "with no JSON object");
+  }
+  error = server_error_in(answer);
+  if (!error && response.status != 200) {
+    not_etcd(conn, response, "with no error of etcd's");
+  }
+  if (!error && path != "/v3/maintenance/alarm" && !has_etcd_header(answer)) {
+    not_etcd(conn, response, "without etcd's response header");
+  }
+  return answer;
+}
+
 }  // namespace
 
 bool member_trouble(const ServerError& error) {
@@ -94,19 +132,7 @@ nlohmann::json EtcdClient::exchange(std::size_t member, std::string_view path,
   HttpConnection& conn = connection(member);
   const HttpResponse response =
       conn.exchange(format_post(m_config.members[member], path, body, headers()), deadline);
-  nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
-  if (answer.is_discarded() || !answer.is_object()) {
-    conn.close();
-    throw Error(ErrorKind::unavailable, conn.describe(),
-                "not an etcd v3 gateway (HTTP " + std::to_string(response.status) +
-                    (answer.is_discarded() ? ", not JSON)" : ")"));
-  }
-  error = server_error_in(answer);
-  if (!error && response.status != 200) {
-    conn.close();
-    throw Error(ErrorKind::unavailable, conn.describe(),
-                "not an etcd v3 gateway (HTTP " + std::to_string(response.status) + ")");
-  }
+  nlohmann::json answer = etcd_answer(conn, response, path, error);
   if (util::tracing()) {
     util::trace("etcd: " + std::string(path) + " on " + conn.describe() + ": " +
                 (error ? "error " + std::to_string(error->code) + " " + util::escape(error->message)
@@ -116,7 +142,6 @@ nlohmann::json EtcdClient::exchange(std::size_t member, std::string_view path,
 }
 
 void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadline) {
-  m_auth_checked = true;
   m_token.reset();
   const nlohmann::json request = {{"name", m_config.user.value_or("root")},
                                   {"password", *m_config.password}};
@@ -124,7 +149,12 @@ void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadlin
   const nlohmann::json answer = exchange(member, "/v3/auth/authenticate", request.dump(), deadline, error);
   if (error) {
     if (mentions(error->message, "authentication is not enabled")) {
+      m_auth_checked = true;
       return;  // no token needed: the calls go without one
+    }
+    if (member_trouble(*error)) {
+      // Checked only once a member said: the next one authenticates instead.
+      throw Error(ErrorKind::unavailable, connection(member).describe(), util::escape(error->message));
     }
     throw_server_error(*error);
   }
@@ -133,6 +163,7 @@ void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadlin
     throw Error(ErrorKind::internal, m_config.name, "unexpected answer from etcd (no token)");
   }
   m_token = token->get<std::string>();
+  m_auth_checked = true;
 }
 
 void EtcdClient::throw_server_error(const ServerError& error) const {
@@ -152,6 +183,12 @@ void EtcdClient::throw_server_error(const ServerError& error) const {
   if (member_trouble(error)) {
     throw Error(ErrorKind::unavailable, m_config.name, util::escape(m));
   }
+  if (mentions(m, "request is too large")) {
+    throw Error(ErrorKind::usage, m_config.name,
+                "the key is too large for etcd's request limit (the members' "
+                "--max-request-bytes, 1.5 MiB unless set; a lock's request carries its key "
+                "several times): " + util::escape(m));
+  }
   throw Error(ErrorKind::internal, m_config.name, "etcd refused the request: " + util::escape(m));
 }
 
@@ -161,7 +198,9 @@ std::optional<nlohmann::json> EtcdClient::call_unless(std::string_view path,
   const std::string body = request.dump();
   const std::size_t n = m_config.members.size();
   std::optional<Error> last;
-  for (std::size_t tried = 0; tried < n; ++tried) {
+  std::string said;  // what each member tried did: "a:2379: connection refused; ..."
+  std::size_t tried = 0;
+  for (; tried < n; ++tried) {
     const std::size_t member = (m_current + tried) % n;
     const Micros now = util::mono_now();
     if (now >= whole.at && tried > 0) {
@@ -200,15 +239,25 @@ std::optional<nlohmann::json> EtcdClient::call_unless(std::string_view path,
       }
       last = e;
     }
+    said += (said.empty() ? "" : "; ") + member_address(m_config.members[member]) + ": " +
+            last->reason();
     util::trace("etcd: " + std::string(last->what()) + (tried + 1 < n ? "; trying the next member" : ""));
   }
   if (n == 1 && last) {
     throw *last;
   }
+  // What each one did (refused, reset, timed out within its share...), and
+  // the whole timeout only if it was spent.
+  std::string untried;
+  for (std::size_t i = tried; i < n; ++i) {
+    untried += (untried.empty() ? "" : ", ") + member_address(m_config.members[(m_current + i) % n]);
+  }
+  const std::string budget =
+      util::seconds_text(Micros(static_cast<std::int64_t>(whole.seconds * 1e6)));
   throw Error(ErrorKind::unavailable, m_config.name,
-              "no member answered within " + util::seconds_text(Micros(static_cast<std::int64_t>(
-                                                 whole.seconds * 1e6))) +
-                  (last ? " (last: " + last->reason() + ")" : std::string()));
+              "no member answered" +
+                  (util::mono_now() >= whole.at ? " within " + budget : std::string()) + " (" +
+                  said + (untried.empty() ? "" : "; not tried, no time left: " + untried) + ")");
 }
 
 nlohmann::json EtcdClient::call(std::string_view path, const nlohmann::json& request) {
@@ -250,13 +299,9 @@ std::vector<nlohmann::json> EtcdClient::call_pipelined(std::string_view path,
     }
     HttpConnection& conn = connection(m_current);
     for (HttpResponse& response : conn.exchange_many(bytes, count, deadline_from_now())) {
-      nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
-      if (answer.is_discarded() || !answer.is_object()) {
-        conn.close();
-        throw Error(ErrorKind::unavailable, conn.describe(),
-                    "not an etcd v3 gateway (HTTP " + std::to_string(response.status) + ")");
-      }
-      if (const auto error = server_error_in(answer)) {
+      std::optional<ServerError> error;
+      nlohmann::json answer = etcd_answer(conn, response, path, error);
+      if (error) {
         throw_server_error(*error);
       }
       answers.push_back(std::move(answer));

@@ -86,6 +86,8 @@ class EtcdClient {
   void set_cap(std::optional<util::Micros> cap) { m_cap = cap; }
 
   const std::string& name() const { return m_config.name; }
+  // A token from authenticating is sent with each call (auth on, credentials accepted).
+  bool has_token() const { return m_token.has_value(); }
   const std::vector<HostPort>& members() const { return m_config.members; }
 
   // One member's answer alone (doctor): no other member is tried. Throws as call().

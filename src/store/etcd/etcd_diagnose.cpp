@@ -20,6 +20,91 @@ std::string member_name(const HostPort& member) {
          ":" + std::to_string(member.port);
 }
 
+bool says(const Error& error, std::string_view words) {
+  return error.reason().find(words) != std::string::npos;
+}
+
+// What a lock on a key under `prefix` asks of the user: a txn that reads the
+// range and may put a key in it (etcd checks both branches of a txn, run or
+// not; this compare never holds, so nothing is written), and a lease, granted
+// and revoked at once. Throws util::Error as the client does.
+void try_lock_permissions(etcd::EtcdClient& client, const std::string& prefix) {
+  const std::string probe = prefix + "nxlock-doctor-probe";
+  const std::string from = prefix.empty() ? std::string(1, '\0') : prefix;
+  client.call("/v3/kv/txn",
+              {{"compare", json::array({{{"key", etcd::base64_encode(probe)},
+                                         {"target", "CREATE"},
+                                         {"result", "LESS"},
+                                         {"create_revision", "0"}}})},
+               {"success", json::array({{{"request_put", {{"key", etcd::base64_encode(probe)},
+                                                           {"value", ""}}}}})},
+               {"failure", json::array({{{"request_range",
+                                          {{"key", etcd::base64_encode(from)},
+                                           {"range_end", etcd::base64_encode(etcd::prefix_end(prefix))},
+                                           {"count_only", true}}}}})}});
+  const json grant = client.call("/v3/lease/grant", {{"TTL", 5}});
+  client.call_unless("/v3/lease/revoke", {{"ID", std::to_string(etcd::int_field(grant, "ID", "lease"))}},
+                     etcd::Code::not_found);
+}
+
+// Whether auth is on, and if so whether the user may take locks: the keys
+// under --prefix (every key without one) and a lease.
+Check auth_check(etcd::EtcdClient& client, const Url& url, const ConnectOptions& options) {
+  const bool password = url.password || options.password;
+  const std::string& prefix = options.key_prefix;
+  const std::string where =
+      prefix.empty() ? "every key" : "the keys under '" + util::escape(prefix) + "'";
+  if (!password) {
+    // Authenticate says whether auth is on at all; a user that does not
+    // exist costs the server no bcrypt.
+    try {
+      client.call("/v3/auth/authenticate",
+                  {{"name", url.user.value_or("nxlock-doctor-probe")}, {"password", ""}});
+    } catch (const Error& e) {
+      if (says(e, "not enabled")) {
+        return Check::ok("auth", "off");
+      }
+      if (e.kind() != ErrorKind::permission) {
+        return Check::skip("auth", "not checked: " + util::escape(e.reason()));
+      }
+      // On. A client certificate may still name a user (etcd's CN): try.
+    }
+  }
+  try {
+    try_lock_permissions(client, prefix);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::permission) {
+      return Check::skip("auth", "not checked: " + util::escape(e.reason()));
+    }
+    if (!password) {
+      return Check::stopping(ErrorKind::permission, "auth",
+                             "on, and no credentials were given: a lock's requests are refused",
+                             "give USER:PASSWORD@ in the URL, or --password-file");
+    }
+    if (says(e, "authentication failed")) {
+      return Check::stopping(ErrorKind::permission, "auth", "on: " + util::escape(e.reason()),
+                             "check USER:PASSWORD@ or --password-file");
+    }
+    const std::string user = util::escape(url.user.value_or("root"));
+    const std::string denied = "on, user " + user + " is accepted but may not take locks on " +
+                               where + ": " + util::escape(e.reason());
+    const std::string grant = "etcdctl role grant-permission ROLE readwrite --prefix " +
+                              (prefix.empty() ? std::string("PREFIX") : util::escape(prefix));
+    if (prefix.empty()) {
+      // Its locks may all be under one prefix: that is what --prefix checks.
+      return Check::warn("auth", denied, "give --prefix to check the keys its locks use, or " + grant);
+    }
+    return Check::stopping(ErrorKind::permission, "auth", denied, "grant its role that: " + grant);
+  }
+  if (password && !client.has_token()) {
+    return Check::ok("auth", "off");  // authenticate said so: the calls go without a token
+  }
+  return Check::ok("auth", "on, " +
+                               (password ? "user " + util::escape(url.user.value_or("root"))
+                                         : std::string("the client certificate's user")) +
+                               " may take locks on " + where + " (a transaction there, a lease)");
+}
+
 }  // namespace
 
 Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options) {
@@ -30,6 +115,7 @@ Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options) {
   std::set<std::string> versions;
   std::size_t reachable = 0;
   std::optional<Error> refused;
+  std::optional<Error> foreign;  // a member that is not etcd at all
   for (std::size_t i = 0; i < client.members().size(); ++i) {
     const std::string name = "member " + member_name(client.members()[i]);
     try {
@@ -50,14 +136,27 @@ Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options) {
       if (e.kind() == ErrorKind::permission) {
         refused = e;
       }
-      diagnosis.checks.push_back(Check::warn(name, util::escape(e.reason()),
-                                             "a lock is held while a majority of members answer"));
+      const bool not_etcd = e.reason().starts_with("not an etcd v3 gateway");
+      if (not_etcd) {
+        foreign = e;
+      }
+      diagnosis.checks.push_back(Check::warn(
+          name, util::escape(e.reason()),
+          not_etcd ? "another service listens there: check the URL's host and port"
+                   : "a lock is held while a majority of members answer"));
     }
   }
   if (refused && reachable == 0) {
     diagnosis.checks.push_back(Check::stopping(ErrorKind::permission, "credentials",
                                                util::escape(refused->reason()),
                                                "check USER:PASSWORD@ or --password-file"));
+    return diagnosis;
+  }
+  if (foreign && reachable == 0) {
+    diagnosis.checks.push_back(Check::stopping(ErrorKind::unavailable, "protocol",
+                                               util::escape(foreign->reason()),
+                                               "another service listens there: check the URL's "
+                                               "host and port"));
     return diagnosis;
   }
   if (reachable == 0) {
@@ -98,23 +197,7 @@ Diagnosis diagnose_etcd(const Url& url, const ConnectOptions& options) {
   } catch (const Error& e) {
     diagnosis.checks.push_back(Check::warn("alarms", util::escape(e.reason()), ""));
   }
-  // Authenticate says first whether auth is on at all; a user that does not
-  // exist costs the server no bcrypt.
-  try {
-    const json probe = {{"name", url.user.value_or("nxlock-doctor-probe")},
-                        {"password", options.password.value_or(url.password.value_or(""))}};
-    client.call("/v3/auth/authenticate", probe);
-    diagnosis.checks.push_back(Check::ok("auth", "on, the credentials are accepted"));
-  } catch (const Error& e) {
-    if (e.reason().find("not enabled") != std::string::npos) {
-      diagnosis.checks.push_back(Check::ok("auth", "off"));
-    } else if (url.password || options.password) {
-      diagnosis.checks.push_back(Check::fail("auth", "on: " + util::escape(e.reason()),
-                                             "check USER:PASSWORD@ or --password-file"));
-    } else {
-      diagnosis.checks.push_back(Check::ok("auth", "on"));
-    }
-  }
+  diagnosis.checks.push_back(auth_check(client, url, options));
   return diagnosis;
 }
 

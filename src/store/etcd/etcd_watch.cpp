@@ -2,6 +2,7 @@
 #include "store/etcd/etcd_watch.hpp"
 
 #include "store/etcd/etcd_json.hpp"
+#include "util/error.hpp"
 #include "util/escape.hpp"
 
 namespace nxlock::store::etcd {
@@ -39,6 +40,14 @@ WatchNews EtcdWatch::take() {
     const auto result = message.find("result");
     if (result == message.end() || !result->is_object()) {
       continue;
+    }
+    if (const auto header = result->find("header");
+        m_member_id == 0 && header != result->end() && header->is_object()) {
+      try {
+        m_member_id = int_field(*header, "member_id", "watch");
+      } catch (const util::Error&) {
+        // Not an id: the watch's member stays unknown, which only keeps the watch.
+      }
     }
     if (result->value("canceled", false)) {
       m_ended = true;

@@ -28,11 +28,15 @@ class EtcdWatch {
   int fd() const;
   // Reads what has come, without waiting.
   WatchNews take();
+  // The id of the member that serves the watch, from the header of its first
+  // message read by take(); 0 before one was read.
+  std::int64_t member_id() const { return m_member_id; }
 
  private:
   std::unique_ptr<HttpConnection> m_stream;
   std::string m_partial;  // the stream's bytes after its last complete message
   bool m_ended = false;
+  std::int64_t m_member_id = 0;
 };
 
 }  // namespace nxlock::store::etcd

@@ -3,7 +3,9 @@
 
 #include <poll.h>
 
+#include "store/protocol_probe.hpp"
 #include "util/error.hpp"
+#include "util/escape.hpp"
 #include "util/poll.hpp"
 #include "util/trace.hpp"
 
@@ -40,6 +42,18 @@ std::string format_post(const HostPort& host, std::string_view path, std::string
   return request;
 }
 
+std::string member_address(const HostPort& member) {
+  return host_text(member);
+}
+
+std::string what_answered(const HttpResponse& response) {
+  std::string text = "`" + util::escape(response.status_line, 60) + "`";
+  if (!response.server.empty()) {
+    text += " from `" + util::escape(response.server, 60) + "`";
+  }
+  return text;
+}
+
 HttpConnection::HttpConnection(const redis::Endpoint& endpoint, HostPort member)
     : m_endpoint(endpoint), m_member(std::move(member)) {}
 
@@ -57,11 +71,22 @@ void HttpConnection::close() {
   m_reader = HttpReader();
   m_rest.clear();
   m_unread = 0;
+  m_received = 0;
 }
 
 void HttpConnection::fail(std::string why) {
   close();
   throw Error(ErrorKind::unavailable, describe(), why);
+}
+
+void HttpConnection::fail_unanswered(std::string why, const redis::Deadline& deadline) {
+  if (m_received == 0) {
+    close();
+    if (auto redis = redis_instead_of_http(m_endpoint, m_member.host, m_member.port, deadline)) {
+      why = std::move(*redis);
+    }
+  }
+  fail(std::move(why));
 }
 
 void HttpConnection::ensure_connected(const redis::Deadline& deadline) {
@@ -93,7 +118,8 @@ void HttpConnection::send_all(const std::string& bytes, const redis::Deadline& d
       }
     } else {
       const IoResult why = m_socket.transport->explain(step);
-      fail(why.status == IoStatus::closed ? "the member closed the connection" : why.error);
+      fail_unanswered(why.status == IoStatus::closed ? "the member closed the connection" : why.error,
+                      deadline);
     }
   }
 }
@@ -106,6 +132,7 @@ bool HttpConnection::read_available() {
   for (;;) {
     const IoResult step = m_socket.transport->read(buffer, sizeof buffer);
     if (step.status == IoStatus::done) {
+      m_received += step.bytes;
       m_reader.feed(std::string_view(buffer, step.bytes));
       if (m_reader.failed()) {
         return false;
@@ -132,6 +159,7 @@ HttpResponse HttpConnection::receive(const redis::Deadline& deadline) {
     }
     const IoResult step = m_socket.transport->read(buffer, sizeof buffer);
     if (step.status == IoStatus::done) {
+      m_received += step.bytes;
       m_reader.feed(std::string_view(buffer, step.bytes));
       continue;
     }
@@ -146,11 +174,12 @@ HttpResponse HttpConnection::receive(const redis::Deadline& deadline) {
       if (m_reader.complete()) {
         break;
       }
-      fail(m_reader.error());
+      fail_unanswered(m_reader.error(), deadline);
     }
-    fail(m_socket.transport->explain(step).error);
+    fail_unanswered(m_socket.transport->explain(step).error, deadline);
   }
-  HttpResponse response{m_reader.status(), m_reader.take_body()};
+  HttpResponse response{m_reader.status(), m_reader.take_body(), m_reader.status_line(),
+                        m_reader.server()};
   m_rest = m_reader.take_rest();
   if (m_reader.closes()) {
     close();

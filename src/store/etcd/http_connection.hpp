@@ -18,7 +18,16 @@ namespace nxlock::store::etcd {
 struct HttpResponse {
   int status = 0;
   std::string body;
+  std::string status_line;  // raw, cut: see HttpReader::status_line()
+  std::string server;       // the Server header, raw, cut; empty if none
 };
+
+// "host:port", "[::1]:2379": a member as messages name it.
+std::string member_address(const HostPort& member);
+
+// What answered, for a message about a server that is not etcd:
+// "`HTTP/1.0 200 OK` from `BaseHTTP/0.6 Python/3.11.2`".
+std::string what_answered(const HttpResponse& response);
 
 // The bytes of a POST of `body` (JSON) to `path` on `host`, with the extra header
 // lines `headers` (each ending in \r\n).
@@ -70,6 +79,9 @@ class HttpConnection {
   HttpResponse receive(const redis::Deadline& deadline);
   // By value: `why` may be the reader's own message, which close() resets.
   [[noreturn]] void fail(std::string why);
+  // fail(), for a connection closed or broken before it read a byte: if a
+  // Redis server listens there (it closes on HTTP without a word), says so.
+  [[noreturn]] void fail_unanswered(std::string why, const redis::Deadline& deadline);
 
   redis::Endpoint m_endpoint;
   HostPort m_member;
@@ -77,6 +89,7 @@ class HttpConnection {
   HttpReader m_reader;
   std::string m_rest;    // bytes read past the previous response
   int m_unread = 0;      // responses of send_only() not read yet
+  std::size_t m_received = 0;  // bytes read since connecting
 };
 
 }  // namespace nxlock::store::etcd

@@ -67,6 +67,7 @@ void HttpReader::parse_head(std::string_view head) {
   if (ec != std::errc() || end != code.data() + code.size() || m_status < 100 || m_status > 599) {
     return fail("malformed HTTP status line");
   }
+  m_status_line = status_line.substr(0, k_quoted);
   m_closes = status_line[7] == '0';  // HTTP/1.0 closes unless told otherwise
   std::optional<std::uint64_t> length;
   std::string_view rest = line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 2);
@@ -93,6 +94,8 @@ void HttpReader::parse_head(std::string_view head) {
         return fail("unsupported Transfer-Encoding '" + util::escape(value.substr(0, 40)) + "'");
       }
       m_chunked = true;
+    } else if (same_word(name, "server")) {
+      m_server = value.substr(0, k_quoted);
     } else if (same_word(name, "connection")) {
       m_closes = lists(value, "close") || (m_closes && !lists(value, "keep-alive"));
     }

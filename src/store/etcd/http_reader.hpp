@@ -30,6 +30,12 @@ class HttpReader {
   // The status line and headers are in.
   bool head_done() const { return m_state > State::head; }
   int status() const { return m_status; }
+  // Once the head is in: its status line ("HTTP/1.1 200 OK"; empty before, or
+  // if it was malformed) and its Server header (empty if none), raw bytes cut
+  // at k_quoted bytes, to say what answered.
+  const std::string& status_line() const { return m_status_line; }
+  const std::string& server() const { return m_server; }
+  static constexpr std::size_t k_quoted = 80;
   // The whole response is in (its Content-Length, or its last chunk).
   bool complete() const { return m_state == State::done; }
   bool failed() const { return m_state == State::failed; }
@@ -66,6 +72,8 @@ class HttpReader {
   std::string m_buffer;  // bytes fed and not yet consumed
   std::string m_body;
   std::string m_error;
+  std::string m_status_line;
+  std::string m_server;
   int m_status = 0;
   bool m_closes = false;
   bool m_chunked = false;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "store/protocol_probe.hpp"
 #include "store/redis/connect.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
@@ -71,6 +72,9 @@ struct Connection::Socket {
   // The first bytes the server sent, to quote when they are not RESP: the
   // reader empties its buffer on a protocol error.
   std::string first_bytes;
+  // Where it is connected: asked again should it close before a word (fail_closed).
+  std::string host;
+  int port = 0;
 };
 
 Connection::Connection(Endpoint endpoint, std::vector<std::vector<std::string>> setup)
@@ -118,6 +122,14 @@ void Connection::fail(ErrorKind kind, const std::string& reason) {
 
 void Connection::fail_closed(const IoResult& result) {
   const IoResult why = m_socket ? m_socket->transport->explain(result) : result;
+  if (m_socket && m_socket->first_bytes.empty() && why.kind == ErrorKind::unavailable) {
+    // Closed before a word: etcd (or another HTTP server) closes on RESP.
+    const auto socket = std::move(m_socket);
+    if (const auto http = http_instead_of_redis(m_endpoint, socket->host, socket->port,
+                                                deadline_from_now())) {
+      fail(ErrorKind::unavailable, *http);
+    }
+  }
   if (why.status == IoStatus::closed) {
     fail(ErrorKind::unavailable, "server closed the connection");
   }
@@ -143,6 +155,8 @@ std::string Connection::connect_to(const std::string& host, int port, const Dead
   auto socket = std::make_unique<Socket>();
   socket->fd = std::move(opened.fd);
   socket->transport = std::move(opened.transport);
+  socket->host = host;
+  socket->port = port;
   socket->reader.reset(create_reader());
   if (!socket->reader) {
     throw Error(ErrorKind::internal, m_endpoint.name, "out of memory");
