@@ -3,7 +3,8 @@
 Fast raft timing (heartbeat 50 ms, election 500 ms: production's defaults are
 100 ms and 1 s) so a leader's loss heals in about a second. Data lives in a temp
 dir; every member is started here and stopped by its pid (SIGKILL through
-PR_SET_PDEATHSIG too if the test dies).
+PR_SET_PDEATHSIG too if the test dies). JOB and events: a job that logs its start, its
+fence and the SIGTERM that stops it, for the etcd fault tests.
 """
 import json
 import os
@@ -13,7 +14,7 @@ import subprocess
 import tempfile
 import urllib.request
 
-from harness import dying_with_parent, free_port, wait_for
+from harness import dying_with_parent, free_port, read, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -175,3 +176,27 @@ class EtcdCluster:
         for member in self.members:
             member.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# The job: its fence token and the moment it starts, and the moment SIGTERM reaches it
+# (CLOCK_MONOTONIC, the test's own clock), in the log named by its first argument.
+JOB = """\
+import os, signal, sys, time
+def stop(signo, frame):
+    with open(sys.argv[1], "a") as f:
+        f.write("TERM %f\\n" % time.monotonic())
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+with open(sys.argv[1], "a") as f:
+    f.write("START %f %s\\n" % (time.monotonic(), os.environ["NXLOCK_FENCE"]))
+time.sleep(float(sys.argv[2]))  # the job's length
+"""
+
+
+def events(log):
+    """{"START": (time, fence), "TERM": (time,)} from a JOB log."""
+    found = {}
+    for line in read(log).splitlines():
+        word, *rest = line.split()
+        found.setdefault(word, (float(rest[0]), *map(int, rest[1:])))
+    return found

@@ -72,7 +72,8 @@ class JobDiesWithNxlock(NxlockTestCase):
         self.assertJobGone(pids)
 
 
-# Each starts a long sleeper outside the job's process group, writes its pid, and waits.
+# Each starts a long sleeper outside the job's process group, writes its pid, and waits
+# (the sleepers' lengths are bounds the test never reaches: it kills them).
 ESCAPES = {
     "setsid": 'setsid sleep 301 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait',
     "setpgid": ('python3 -c "import os, time; os.setpgid(0, 0); time.sleep(302)" & '
