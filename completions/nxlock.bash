@@ -6,6 +6,7 @@
 _nxlock_global_value_opts='-u --url --password-file --io-timeout --timeout --prefix --json-fd --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas'
 _nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock --slots'
 _nxlock_run_value_opts="$_nxlock_lock_value_opts -c --command --on-lost --kill-after --hold --max-runtime --metrics-dir"
+_nxlock_run_value_opts="$_nxlock_run_value_opts --ping --ping-file --ping-cacert --ping-timeout"
 
 # The index in COMP_WORDS of word $1 of words[]: they differ when ':' or '='
 # split a word (redis://host:6379), and _command_offset counts in COMP_WORDS.
@@ -127,6 +128,13 @@ _nxlock()
             _nxlock_filedir
             return
             ;;
+        --ping-file | --ping-cacert)
+            _nxlock_filedir
+            return
+            ;;
+        --ping | --ping-timeout)
+            return # a URL or a number: nothing to offer
+            ;;
         --cacertdir | --metrics-dir)
             _nxlock_filedir -d
             return
@@ -149,13 +157,14 @@ _nxlock()
     if [[ $cur == -* && -z $ended ]]; then
         local opts=''
         case $command in
-            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots' ;;
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots --syslog' ;;
             run-locked)
                 opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots
                     -c --command --no-renew --inherit-credentials --on-lost --kill-after --hold
-                    --max-runtime --metrics-dir --'
+                    --ping --ping-file --ping-cacert --ping-timeout --ping-on-busy
+                    --max-runtime --metrics-dir --syslog --'
                 ;;
-            unlock) opts='-f --force --clock --slots' ;;
+            unlock) opts='-f --force --clock --slots --syslog' ;;
             renew) opts='-t --ttl --clock --slots' ;;
             status) opts='--clock --slots' ;;
             setnx | get | getset | del) opts='--' ;;

@@ -5,7 +5,8 @@
 set -g __fish_nxlock_value_opts -u --url --password-file --io-timeout --timeout --prefix --json-fd \
     --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas \
     -t --ttl -w --wait -E --conflict-exit-code --clock --slots -c --command --on-lost --kill-after \
-    --hold --max-runtime --metrics-dir
+    --hold --max-runtime --metrics-dir \
+    --ping --ping-file --ping-cacert --ping-timeout
 
 # Prints the words of run-locked's child command line typed so far (those after
 # KEY and one optional --), and succeeds, if the cursor is in that command line.
@@ -140,6 +141,10 @@ complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' 
 complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l slots -x \
     -d 'A counting semaphore: at most N holders at once (1-1000)'
 
+# --syslog: the commands that take or release a lock.
+complete -c nxlock -n '__fish_nxlock_using lock unlock run-locked' -l syslog \
+    -d 'Log each event (taken, busy, released, lost, ended) to the system log'
+
 # unlock, renew.
 complete -c nxlock -n '__fish_nxlock_using unlock' -s f -l force -d 'Delete whatever the key holds'
 complete -c nxlock -n '__fish_nxlock_using renew' -s t -l ttl -x -d 'Seconds from now the lock holds (default 60)'
@@ -160,3 +165,8 @@ complete -c nxlock -n $run -l kill-after -x -d 'Seconds between SIGTERM and SIGK
 complete -c nxlock -n $run -l hold -x -d 'Keep the lock SECONDS after it was taken (once per tick across hosts)'
 complete -c nxlock -n $run -l max-runtime -x -d 'Stop COMMAND after SECONDS, release the lock, exit 124'
 complete -c nxlock -n $run -l metrics-dir -x -a '(__fish_complete_directories)' -d 'Write nxlock_KEY.prom for the node_exporter textfile collector'
+complete -c nxlock -n $run -l ping -x -d 'Ping a healthchecks.io-style checker: URL/start, then URL or URL/STATUS'
+complete -c nxlock -n $run -l ping-file -r -F -d "Read --ping's URL from FILE"
+complete -c nxlock -n $run -l ping-cacert -r -F -d 'Verify an https checker with the CAs in FILE'
+complete -c nxlock -n $run -l ping-timeout -x -d "The most a ping may delay nxlock's exit (default 2)"
+complete -c nxlock -n $run -l ping-on-busy -d 'A run skipped on a busy lock pings success (per-host checks)'

@@ -56,6 +56,7 @@ struct CliAcquire {
   int exit_status = 0;
   util::Micros valid_from{0};  // acquired: see lock::Attempt::valid_from
   std::int64_t fence = 0;      // acquired: the fencing token
+  std::optional<lock::Holder> holder;  // busy: who holds it, where one holder does (--syslog)
 };
 
 // Acquires as `lock` and `run-locked` do. When busy or timed out, explains on
@@ -85,6 +86,7 @@ class CliLock {
   const std::optional<std::string>& value() const { return m_acquired.value; }
   util::Micros valid_from() const { return m_acquired.valid_from; }
   std::int64_t fence() const { return m_acquired.fence; }
+  const std::optional<lock::Holder>& busy_holder() const { return m_acquired.holder; }
 
   lock::Clock& clock() { return *m_clock; }
   lock::Lockable& lock() { return *m_lock; }

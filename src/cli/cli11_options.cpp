@@ -262,6 +262,7 @@ void add_lock_options(CLI::App& sub, std::string_view command, LockArgs& args) {
   add_table_option(sub, command, "--exclusive", args.exclusive)->excludes(shared);
   add_table_option(sub, command, "--clock", args.clock);
   add_table_option(sub, command, "--slots", args.slots);
+  add_table_option(sub, command, "--syslog", args.syslog);
 }
 
 void add_global_options(CLI::App& app, GlobalOptions& g) {

@@ -25,6 +25,7 @@ struct LockArgs {
   bool shared = false;     // -s, --shared: a shared holder (lock/lease_lock.hpp)
   bool exclusive = false;  // -x, --exclusive: the default, accepted as flock's
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
+  bool syslog = false;  // --syslog (NXLOCK_SYSLOG): events to the system log (cli/event_log.hpp)
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.
@@ -46,6 +47,12 @@ struct RunLockedArgs {
   std::string shell_command;                   // -c STRING before KEY: run /bin/sh -c STRING
   std::string metrics_dir;                     // --metrics-dir (NXLOCK_METRICS_DIR); empty: none
   std::vector<std::string> help_only_command;  // bound for --help only
+  // --ping URL (NXLOCK_PING_URL), or --ping-file's; empty: no pings (ping_options.cpp).
+  std::string ping;
+  std::string ping_file;
+  std::string ping_cacert;
+  double ping_timeout = 2;
+  bool ping_on_busy = false;
 };
 
 // lock: KEY and the options shared with run-locked.
@@ -61,6 +68,7 @@ struct UnlockArgs {
   bool force = false;
   std::string clock = "server";
   int slots = 0;
+  bool syslog = false;  // --syslog (NXLOCK_SYSLOG)
 };
 
 // renew: KEY, VALUE, --ttl, --clock, --slots.

@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include "cli/acquire.hpp"
+#include "cli/event_log.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/ping_options.hpp"
 #include "run/metrics.hpp"
 #include "run/run_locked.hpp"
 #include "util/escape.hpp"
@@ -88,17 +91,28 @@ void say_lost(Context& ctx, const lock::Lockable& lock, const run::Loss& loss, r
 }
 
 // Counts `event` in --metrics-dir, if given. A directory that cannot be
-// written costs the metrics, never the job: one line on stderr says so.
+// written costs the metrics, never the job: one line on stderr says so, once
+// a run (`warned`: said already, by its start's write).
 void count_in_metrics(Context& ctx, const RunLockedArgs& args, std::string_view key,
-                      const run::MetricsEvent& event) {
+                      const run::MetricsEvent& event, bool& warned) {
   if (args.metrics_dir.empty()) {
     return;
   }
   try {
     run::record_metrics(args.metrics_dir, key, event);
   } catch (const util::Error& e) {
+    if (std::exchange(warned, true)) {
+      return;
+    }
     ctx.out.warn("metrics not written: " + util::escape(e.subject()) + ": " + e.reason());
   }
+}
+
+// The end ping, within --ping-timeout; --json says where it went (scheme and
+// host alone) and whether the checker answered.
+void ping_end(Context& ctx, run::Pinger& pinger, int status) {
+  const bool answered = pinger.finish(status);
+  ctx.out.field("ping", nlohmann::json{{"to", pinger.target().url.shown()}, {"answered", answered}});
 }
 
 }  // namespace
@@ -120,6 +134,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       throw util::Error(util::ErrorKind::usage, "run-locked",
                         "no COMMAND to run after KEY (or -c STRING for a shell command)");
     }
+    const std::unique_ptr<run::Pinger> pinger = make_pinger(ctx, *args);
 
     // A lock that may be waited for: the watchdog is forked now, so that when the
     // lock comes, the job starts without a process start of ours first
@@ -147,14 +162,20 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       sigprocmask(SIG_BLOCK, nullptr, &mask);  // as we were started: the job's mask
       watchdog.prepare(command, mask);
     }
+    EventLog events(args->lock.syslog);
+    bool metrics_warned = false;
     CliLock cli_lock(ctx, args->key, args->lock);
     const util::Micros wait_began = util::mono_now();
     if (!cli_lock.acquire()) {
       // Busy (or given up waiting), as opposed to interrupted while waiting.
       if (cli_lock.exit_status() == args->lock.conflict_exit) {
+        events.busy(cli_lock.lock().key(), cli_lock.busy_holder());
         run::MetricsEvent busy;
         busy.busy = true;
-        count_in_metrics(ctx, *args, cli_lock.lock().key(), busy);
+        count_in_metrics(ctx, *args, cli_lock.lock().key(), busy, metrics_warned);
+        if (pinger && args->ping_on_busy) {
+          ping_end(ctx, *pinger, k_exit_ok);  // a per-host check: this host's tick is done
+        }
       }
       return cli_lock.exit_status();
     }
@@ -162,6 +183,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     const util::Micros taken_at = util::mono_now();
     util::trace("lock '" + util::escape(lock.key()) + "' taken after " +
                 util::seconds_text(taken_at - wait_began) + " of waiting");
+    events.taken(lock.key(), lock.slot(), cli_lock.fence(), taken_at - wait_began, command.front());
     run::HeldLock held{
         *cli_lock.value(), cli_lock.valid_from() + util::Micros(args->lock.ttl * 1'000'000), {}};
 
@@ -183,27 +205,51 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
 
     run::Reporter reporter;
     reporter.warn = [&ctx](std::string_view text) { ctx.out.warn(text); };
-    reporter.lost = [&ctx, &lock](const run::Loss& loss, run::OnLost action) {
+    reporter.lost = [&ctx, &lock, &events](const run::Loss& loss, run::OnLost action) {
+      events.lost(lock.key(), loss.verdict ? verdict_token(*loss.verdict) : "unknown",
+                  loss.detail);
       say_lost(ctx, lock, loss, action);
     };
-    reporter.timed_out = [&ctx, &lock, &options](util::Micros grace) {
+    // --replace (to come) tells events.replaced() here, as it stops this run.
+    reporter.timed_out = [&ctx, &lock, &options, &events, &command](util::Micros grace) {
+      events.stopped(lock.key(), *options.max_runtime, command.front());
       ctx.out.warn(lock_words(lock) + ": the job ran past --max-runtime " +
                    util::seconds_text(*options.max_runtime) +
                    (grace > util::Micros(0)
                         ? ": stopping it (SIGTERM, SIGKILL after " + util::seconds_text(grace) + ")"
                         : ": stopping it (SIGKILL)"));
     };
+    reporter.started = [&ctx, &args, &lock, &metrics_warned, &pinger] {
+      if (pinger) {
+        pinger->started();
+      }
+      if (!args->metrics_dir.empty()) {
+        run::MetricsEvent started;
+        started.starting = true;
+        count_in_metrics(ctx, *args, lock.key(), started, metrics_warned);
+      }
+    };
     run::MetricsEvent event;
     event.waited = taken_at - wait_began;
     event.started = util::wall_now();
     const util::Micros started_mono = util::mono_now();
-    const auto ran = run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
+    const auto ran = [&] {
+      try {
+        return run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
+      } catch (const util::Error& e) {
+        if (pinger) {
+          ping_end(ctx, *pinger, exit_status_for(e.kind()));
+        }
+        throw;
+      }
+    }();
     event.ended = util::wall_now();
     event.duration = util::mono_now() - started_mono;
     util::trace("lock '" + util::escape(lock.key()) + "' held " +
                 util::seconds_text(util::mono_now() - taken_at));
     const run::RunOutcome& outcome = ran.job;
     event.lost = outcome.lost;
+    event.timed_out = outcome.timed_out;
     if (!ran.release_error.empty()) {
       ctx.out.note(lock_words(lock) + ": not released at exit: " + ran.release_error);
     } else if (ran.released && *ran.released != lock::Verdict::done) {
@@ -242,7 +288,11 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
         }
         break;
     }
-    count_in_metrics(ctx, *args, lock.key(), event);
+    count_in_metrics(ctx, *args, lock.key(), event, metrics_warned);
+    events.ended(lock.key(), event.exit_status, event.duration, command.front());
+    if (pinger) {
+      ping_end(ctx, *pinger, event.exit_status);  // after the release: never holds the lock up
+    }
     return event.exit_status;
   };
 }

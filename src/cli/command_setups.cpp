@@ -51,6 +51,11 @@ Runner setup_run_locked(CLI::App& sub) {
   add_table_option(sub, command, "--hold", args->hold);
   add_table_option(sub, command, "--max-runtime", args->max_runtime);
   add_table_option(sub, command, "--metrics-dir", args->metrics_dir);
+  add_table_option(sub, command, "--ping", args->ping);
+  add_table_option(sub, command, "--ping-file", args->ping_file);
+  add_table_option(sub, command, "--ping-cacert", args->ping_cacert);
+  add_table_option(sub, command, "--ping-timeout", args->ping_timeout);
+  add_table_option(sub, command, "--ping-on-busy", args->ping_on_busy);
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
   // COMMAND [ARGS...] is split off argv before CLI11 parses
   // (split_child_command()), so that nothing after KEY is ever taken for an
@@ -74,6 +79,7 @@ Runner setup_unlock(CLI::App& sub) {
   auto* force = add_table_option(sub, command, "--force", args->force);
   add_table_option(sub, command, "--clock", args->clock);
   add_table_option(sub, command, "--slots", args->slots);
+  add_table_option(sub, command, "--syslog", args->syslog);
   sub.add_option("KEY", args->key, "The lock's key")->required();
   sub.add_option("VALUE", args->value, "The value `lock` printed")->excludes(force);
   return unlock_runner(args);

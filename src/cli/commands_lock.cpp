@@ -7,6 +7,7 @@
 
 #include "cli/acquire.hpp"
 #include "cli/etcd_lock.hpp"
+#include "cli/event_log.hpp"
 #include "cli/exit_status.hpp"
 #include "lock/lease_lock.hpp"
 #include "util/escape.hpp"
@@ -189,7 +190,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   status_line.erase();
   switch (result.outcome) {
     case lock::AcquireResult::Outcome::acquired:
-      return {result.value, k_exit_ok, result.valid_from, result.fence};
+      return {result.value, k_exit_ok, result.valid_from, result.fence, {}};
     case lock::AcquireResult::Outcome::interrupted: {
       const int signo = signals.take().value_or(SIGTERM);
       ctx.out.note("lock '" + util::escape(lock.key()) + "': interrupted by " +
@@ -197,7 +198,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
       ctx.out.bytes_field("key", lock.key());
       ctx.out.field("acquired", false);
       ctx.out.field("interrupted_by", util::signal_name(signo));
-      return {std::nullopt, 128 + signo};
+      return {std::nullopt, 128 + signo, {}, 0, {}};
     }
     case lock::AcquireResult::Outcome::busy:
       break;
@@ -205,7 +206,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   auto* const leased = dynamic_cast<lock::LeaseLock*>(&lock);
   if (leased != nullptr && leased->slots() > 0) {
     if (say_slots_busy(ctx, *leased, args)) {
-      return {std::nullopt, args.conflict_exit};
+      return {std::nullopt, args.conflict_exit, {}, 0, {}};
     }
     ctx.out.field("slots_held", 0);  // held by another kind, named below
   }
@@ -253,17 +254,23 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, const LockArgs& a
   if (holder) {
     ctx.out.field("holder", holder_json(*holder));
   }
-  return {std::nullopt, args.conflict_exit};
+  return {std::nullopt, args.conflict_exit, {}, 0, holder};
 }
 
 Runner lock_runner(std::shared_ptr<LockCommandArgs> args) {
   return [args](Context& ctx) {
     ctx.takes_locks = true;
+    EventLog events(args->lock.syslog);
     CliLock cli_lock(ctx, args->key, args->lock);
+    const util::Micros wait_began = util::mono_now();
     if (!cli_lock.acquire()) {
+      if (cli_lock.exit_status() == args->lock.conflict_exit) {
+        events.busy(cli_lock.lock().key(), cli_lock.busy_holder());
+      }
       return cli_lock.exit_status();
     }
     lock::Lockable& lock = cli_lock.lock();
+    events.taken(lock.key(), lock.slot(), cli_lock.fence(), util::mono_now() - wait_began, "");
     const std::string& value = *cli_lock.value();
     // A signal from here on would leave the lock held by nobody, its value
     // unprinted: it stays pending until we have printed and exited.
@@ -296,6 +303,7 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
                         "give the VALUE that `lock` printed, or --force");
     }
     auto clock = make_clock(ctx, args->clock);
+    EventLog events(args->syslog);
     if (args->force) {
       // Every kind of hold goes: the exclusive holder's, or every leased one's.
       const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
@@ -309,7 +317,10 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
         ctx.out.field("holder_error", *removal.holder_problem);
       }
       ctx.out.field("released", deleted);
-      if (!deleted) {
+      if (deleted) {
+        events.released(lock.key(), true);
+      } else {
+        events.not_released(lock.key(), verdict_token(Verdict::absent));
         ctx.out.note("lock '" + util::escape(lock.key()) +
                      "': not released: " + verdict_reason(Verdict::absent) +
                      (removal.held_under
@@ -332,11 +343,13 @@ Runner unlock_runner(std::shared_ptr<UnlockArgs> args) {
     const Verdict verdict = lock.release(value);
     ctx.out.field("released", verdict == Verdict::done);
     if (verdict != Verdict::done) {
+      events.not_released(lock.key(), verdict_token(verdict));
       ctx.out.note("lock '" + util::escape(lock.key()) +
                    "': not released: " + verdict_reason(verdict));
       ctx.out.field("reason", verdict_token(verdict));
       return k_exit_no;
     }
+    events.released(lock.key(), false);
     return k_exit_ok;
   };
 }

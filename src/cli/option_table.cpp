@@ -85,6 +85,11 @@ constexpr OptionSpec k_options[] = {
      "A counting semaphore: at most N holders of KEY at once, each in a slot "
      "1..N (every user of KEY must give the same N)",
      {}, {}, 1, lock::k_max_slots},
+    // The commands that take or release a lock: their events to the system log.
+    {"lock run-locked unlock", "--syslog", K::flag, "",
+     "Log each event (taken, busy, released; run-locked: lost, stopped, ended) to the system "
+     "log, ident nxlock, never waiting on it",
+     "NXLOCK_SYSLOG"},
 
     // run-locked.
     {"run-locked", "-c,--command", K::nonempty, "STRING",
@@ -110,6 +115,19 @@ constexpr OptionSpec k_options[] = {
      {}, {}, 0, static_cast<double>(k_max_ttl)},
     {"run-locked", "--metrics-dir", K::nonempty, "DIR",
      "Write DIR/nxlock_KEY.prom for node_exporter's textfile collector", "NXLOCK_METRICS_DIR"},
+    {"run-locked", "--ping", K::nonempty, "URL",
+     "Ping a healthchecks.io-style checker: URL/start as COMMAND starts, URL or URL/STATUS "
+     "after the release ({key}: KEY)",
+     "NXLOCK_PING_URL"},
+    {"run-locked", "--ping-file", K::nonempty, "FILE",
+     "Read --ping's URL from FILE (its first line), kept out of ps"},
+    {"run-locked", "--ping-cacert", K::nonempty, "FILE",
+     "https:// pings: verify the checker with the CAs in FILE (default: the system's CAs)"},
+    {"run-locked", "--ping-timeout", K::seconds, "SECONDS",
+     "The most a ping may delay nxlock's exit, name resolution included", {}, {},
+     k_min_timeout_seconds, 3600, true},
+    {"run-locked", "--ping-on-busy", K::flag, "",
+     "A run skipped because the lock is busy pings success (per-host checks)"},
 
     // unlock, renew, list.
     {"unlock", "-f,--force", K::flag, "", "Delete whatever the key holds (with --slots: every slot)"},

@@ -1,9 +1,13 @@
 // run-locked's metrics file: names, escaping, and the counters carried over.
 #include "run/metrics.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "util/locked_rewrite.hpp"
 
@@ -27,6 +31,14 @@ constexpr Metric k_metrics[] = {
     {"nxlock_runs_total", "counter", "Runs of the job under the lock."},
     {"nxlock_busy_total", "counter", "Refusals because the lock was held (busy exit status)."},
     {"nxlock_lost_total", "counter", "Runs that lost the lock while the job ran."},
+    {"nxlock_failures_total", "counter",
+     "Runs whose exit status was not 0 (runs that lost the lock or ran past --max-runtime "
+     "included)."},
+    {"nxlock_max_runtime_stops_total", "counter", "Runs stopped at --max-runtime."},
+    {"nxlock_replaced_total", "counter", "Runs stopped because a later run replaced them."},
+    {"nxlock_running", "gauge",
+     "Runs of the job on this host running now (each shared holder and slot counts); a run "
+     "killed by SIGKILL counts until the next run of the key on this host."},
     {"nxlock_last_start_time_seconds", "gauge", "Unix time the last run's job started."},
     {"nxlock_last_end_time_seconds", "gauge", "Unix time the last run's job ended."},
     {"nxlock_last_duration_seconds", "gauge", "Seconds the last run's job ran."},
@@ -79,6 +91,38 @@ std::map<std::string, std::string, std::less<>> values_of(const std::string& tex
     }
   }
   return values;
+}
+
+// The runs that nxlock_running counts, as the file's "# run PID START BOOT"
+// lines name them; a line of another form is dropped.
+constexpr std::string_view k_run_entry = "# run ";
+
+std::vector<util::ProcessIdentity> runs_of(const std::string& text) {
+  std::vector<util::ProcessIdentity> runs;
+  std::size_t start = 0;
+  while ((start = text.find(k_run_entry, start)) != std::string::npos) {
+    if (start != 0 && text[start - 1] != '\n') {
+      start += k_run_entry.size();
+      continue;
+    }
+    start += k_run_entry.size();
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    util::ProcessIdentity run;
+    const char* at = line.data();
+    const char* last = line.data() + line.size();
+    const auto pid = std::from_chars(at, last, run.pid);
+    if (pid.ec != std::errc() || pid.ptr == last || *pid.ptr != ' ') {
+      continue;
+    }
+    const auto tick = std::from_chars(pid.ptr + 1, last, run.start);
+    if (tick.ec != std::errc() || tick.ptr == last || *tick.ptr != ' ') {
+      continue;
+    }
+    run.boot.assign(tick.ptr + 1, last);
+    runs.push_back(std::move(run));
+  }
+  return runs;
 }
 
 std::int64_t counter(const std::map<std::string, std::string, std::less<>>& values,
@@ -144,16 +188,44 @@ std::string metrics_file_name(std::string_view key) {
   return name + body + ".prom";
 }
 
+RunEntries this_run() {
+  RunEntries runs;
+  runs.self = util::identify_process(::getpid()).value_or(util::ProcessIdentity{});
+  runs.running = [](const util::ProcessIdentity& run) {
+    // Stopped or traced, it still runs its job: only a pid now of another
+    // process, or of none, ends a run.
+    return util::identify_process(run.pid) == run;
+  };
+  return runs;
+}
+
 std::string updated_metrics(const std::optional<std::string>& old, std::string_view key,
-                            const MetricsEvent& event) {
+                            const MetricsEvent& event, const RunEntries& runs) {
   auto values = old ? values_of(*old) : decltype(values_of("")){};
+  // This run joins the runs now as its job starts and leaves them as it ends;
+  // any other run whose process is gone was killed before its end: dropped.
+  std::vector<util::ProcessIdentity> now;
+  for (auto& run : old ? runs_of(*old) : std::vector<util::ProcessIdentity>{}) {
+    if (run != runs.self && runs.running(run)) {
+      now.push_back(std::move(run));
+    }
+  }
+  if (event.starting) {
+    now.push_back(runs.self);
+  }
+  values["nxlock_running"] = std::to_string(now.size());
+
+  const bool ended = !event.busy && !event.starting;
   const auto count = [&](std::string_view name, bool happened) {
     values[std::string(name)] = std::to_string(counter(values, name) + (happened ? 1 : 0));
   };
-  count("nxlock_runs_total", !event.busy);
+  count("nxlock_runs_total", ended);
   count("nxlock_busy_total", event.busy);
-  count("nxlock_lost_total", !event.busy && event.lost);
-  if (!event.busy) {
+  count("nxlock_lost_total", ended && event.lost);
+  count("nxlock_failures_total", ended && event.exit_status != 0);
+  count("nxlock_max_runtime_stops_total", ended && event.timed_out);
+  count("nxlock_replaced_total", ended && event.replaced);
+  if (ended) {
     values["nxlock_last_start_time_seconds"] = util::decimal_seconds(event.started);
     values["nxlock_last_end_time_seconds"] = util::decimal_seconds(event.ended);
     values["nxlock_last_duration_seconds"] = util::decimal_seconds(event.duration);
@@ -171,6 +243,10 @@ std::string updated_metrics(const std::optional<std::string>& old, std::string_v
     text += std::string("# HELP ") + metric.name + " " + metric.help + "\n";
     text += std::string("# TYPE ") + metric.name + " " + metric.type + "\n";
     text += metric.name + label + found->second + "\n";
+  }
+  for (const util::ProcessIdentity& run : now) {
+    text += std::string(k_run_entry) + std::to_string(run.pid) + " " + std::to_string(run.start) +
+            " " + run.boot + "\n";
   }
   return text;
 }

@@ -24,6 +24,9 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
   std::exception_ptr failure;
   try {
     const Job job = start_job(run);
+    if (job.exec_error == 0 && reporter.started) {
+      reporter.started();  // beside the job, never before it: --ping's start
+    }
     supervised =
         job.exec_error != 0 ? Supervised{exec_failure(job.exec_error)} : supervise(run, job);
     // The terminal is ours again here, as `job` goes.

@@ -86,6 +86,10 @@ struct Reporter {
   std::function<void(const Loss&, OnLost)> lost;  // told before the job is stopped
   // --max-runtime came: told before the job is stopped, with the grace SIGTERM gets.
   std::function<void(util::Micros)> timed_out;
+  // The job's process has started (not told when it could not be executed):
+  // what runs beside the job, never before it (--ping's start, the metrics'
+  // gauge of runs now).
+  std::function<void()> started;
 };
 
 struct RunLockedOutcome {

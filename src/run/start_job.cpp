@@ -41,7 +41,9 @@ std::vector<JobWatchdog::EnvSetting> child_environment(const lock::Lockable& loc
   if (options.inherit_credentials) {
     return settings;
   }
-  for (const char* name : {"NXLOCK_PASSWORD", "REDISCLI_AUTH", "NXLOCK_SENTINEL_PASSWORD"}) {
+  // NXLOCK_PING_URL: a checker's URL is its credential (a ping on it is a run's report).
+  for (const char* name :
+       {"NXLOCK_PASSWORD", "REDISCLI_AUTH", "NXLOCK_SENTINEL_PASSWORD", "NXLOCK_PING_URL"}) {
     settings.push_back({name, std::nullopt});
   }
   if (const char* url = std::getenv("NXLOCK_URL")) {

@@ -24,6 +24,7 @@
 #include "run/watchdog_wire.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
+#include "util/process.hpp"
 
 namespace nxlock::run {
 
@@ -100,28 +101,6 @@ bool await_go(int control, bool& take_terminal, Guard& guard) {
   execvpe(argv[0], argv, environment.entries());
   exec_error = errno;  // what nxlock reports, and maps to the job's status (job_status.cpp)
   _exit(errno == ENOENT ? 127 : 126);
-}
-
-// Closes every descriptor but the three kept (sorted here).
-void close_all_but(int a, int b, int c) {
-  int keep[] = {a, b, c};
-  std::sort(std::begin(keep), std::end(keep));
-  int from = 0;
-  for (const int fd : keep) {
-    for (int each = from; each < fd; ++each) {
-      close(each);
-    }
-    from = fd + 1;
-  }
-  if (close_range(static_cast<unsigned>(from), ~0U, 0) == 0) {
-    return;
-  }
-  rlimit limit{};  // close_range() needs Linux 5.9
-  getrlimit(RLIMIT_NOFILE, &limit);
-  const int top = limit.rlim_cur == RLIM_INFINITY ? 65536 : static_cast<int>(limit.rlim_cur);
-  for (int fd = from; fd < top; ++fd) {
-    close(fd);
-  }
 }
 
 // SIGKILLs every child of the watchdog, from the kernel's list of them.
@@ -380,7 +359,7 @@ class Watch {
   }
   // Hold none of nxlock's descriptors: not a pipe of its caller's past its life,
   // nor a store's lock.
-  close_all_but(control, report, children_fd);
+  util::close_all_but(control, report, children_fd);
   if (exec_error != 0) {
     waitpid(job, nullptr, 0);
     send_report(report, Report::exec_failed, exec_error);

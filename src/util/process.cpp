@@ -6,7 +6,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include "util/fd.hpp"
 
@@ -53,6 +57,27 @@ bool fill_standard_descriptors() {
 std::string signal_name(int signo) {
   const char* abbrev = sigabbrev_np(signo);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+void close_all_but(int a, int b, int c) {
+  int keep[] = {a, b, c};
+  std::sort(std::begin(keep), std::end(keep));
+  int from = 0;
+  for (const int fd : keep) {
+    for (int each = from; each < fd; ++each) {
+      close(each);
+    }
+    from = fd + 1;
+  }
+  if (close_range(static_cast<unsigned>(from), ~0U, 0) == 0) {
+    return;
+  }
+  rlimit limit{};  // close_range() needs Linux 5.9
+  getrlimit(RLIMIT_NOFILE, &limit);
+  const int top = limit.rlim_cur == RLIM_INFINITY ? 65536 : static_cast<int>(limit.rlim_cur);
+  for (int fd = from; fd < top; ++fd) {
+    close(fd);
+  }
 }
 
 }  // namespace nxlock::util

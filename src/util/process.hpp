@@ -16,6 +16,10 @@ std::string process_command_line(pid_t pid, std::size_t max_length = 200);
 // Call first thing in main. Returns false if /dev/null could not be opened.
 bool fill_standard_descriptors();
 
+// Closes every descriptor but `a`, `b` and `c` (in a child just forked, which
+// must hold nothing of its parent's: a lock file's, a store's sockets).
+void close_all_but(int a, int b, int c);
+
 // "SIGTERM" for 15; "signal N" for numbers without a name.
 std::string signal_name(int signo);
 

@@ -121,29 +121,19 @@ def files_under(root):
 
 
 def kill_with_watchdog(pid, timeout=10.0):
-    """SIGKILLs run-locked `pid` and its watchdog (its child named nxl-watchdog) at once,
-    both stopped first, so that neither sees the other die: the lock is then abandoned,
-    left to its ttl (a dead nxlock's watchdog alone would release it)."""
+    """SIGKILLs run-locked `pid` and its watchdog (its child named nxl-watchdog), so that
+    neither acts on the other's death: the lock is then abandoned, left to its ttl (a
+    dead nxlock's watchdog alone would release it). nxlock is stopped first, then the
+    watchdog killed, then nxlock: a stopped watchdog would be sent SIGCONT by the kernel
+    once nxlock's death orphaned its process group, and release the lock."""
     def watchdogs():
-        found = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open("/proc/%s/stat" % name) as f:
-                        text = f.read()
-                except (FileNotFoundError, ProcessLookupError):
-                    continue
-                comm = text[text.index("(") + 1:text.rindex(")")]
-                ppid = int(text[text.rindex(")") + 2:].split()[1])
-                if comm == "nxl-watchdog" and ppid == pid:
-                    found.append(int(name))
-        return found
+        return [child for child in (int(name) for name in os.listdir("/proc") if name.isdigit())
+                if (proc_stat(child) or ("", "", 0))[::2] == ("nxl-watchdog", pid)]
     found = []
     wait_for(lambda: found.extend(watchdogs()) or found, timeout=timeout)
     assert found, "no watchdog under nxlock %d" % pid
-    for each in (pid, *found):
-        os.kill(each, signal.SIGSTOP)
-    for each in (pid, *found):
+    os.kill(pid, signal.SIGSTOP)
+    for each in (*found, pid):
         os.kill(each, signal.SIGKILL)
     return found[0]
 
@@ -273,7 +263,11 @@ class RedisServer:
         return args + self.extra
 
     def _wait_ready(self):
-        return wait_answering(self.process, ("127.0.0.1", self.port))
+        # The unix socket, which is this server's own (its directory is): the TCP port
+        # may answer for another test's server that took it first, while ours is still
+        # failing to bind it. Redis opens its TCP port before its unix socket, and exits
+        # if it cannot, so an answer here means the port is ours too.
+        return wait_answering(self.process, self.unix_path)
 
     @property
     def url(self):

@@ -11,7 +11,7 @@ import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase, alive, descendants, proc_stat, read, smoke, wait_for
+from harness import NxlockTestCase, alive, kill_with_watchdog, read, smoke, wait_for
 
 # The job writes its shell's pid, then sleeps; `trap "" TERM` makes it (and the sleeps
 # it starts, which inherit the ignored disposition) deaf to SIGTERM.
@@ -50,15 +50,6 @@ class DeadNxlockReleases(NxlockTestCase):
             os.kill(p.pid, signal.SIGCONT)
             p.kill()
         p.communicate(timeout=30)
-
-    def watchdog_of(self, p):
-        """The pid of nxlock's watchdog (its child named nxl-watchdog)."""
-        found = []
-        wait_for(lambda: found.extend(
-            pid for pid in descendants(p.pid)
-            if (proc_stat(pid) or ("",))[0] == "nxl-watchdog") or found)
-        self.assertTrue(found, "no watchdog under nxlock")
-        return found[0]
 
     def kill_nxlock(self, p):
         os.kill(p.pid, signal.SIGKILL)
@@ -137,18 +128,14 @@ class DeadNxlockReleases(NxlockTestCase):
                 # -t 30: a loaded machine still finds it held below, long after the
                 # watchdog would have released it.
                 p, pid, _ = self.start(backend, PLAIN_JOB, "-t", "30")
-                watchdog = self.watchdog_of(p)
-                for each in (p.pid, watchdog):
-                    os.kill(each, signal.SIGSTOP)
-                for each in (p.pid, watchdog):
-                    os.kill(each, signal.SIGKILL)
+                watchdog = kill_with_watchdog(p.pid)
                 p.wait(timeout=10)
                 # The job dies with its watchdog (its parent-death signal)...
                 self.assertTrue(wait_for(lambda: not alive(pid)), "the job outlived both")
                 # ...and the lock stays until it expires, which status and the busy
                 # note say.
                 r = self.nx(*backend.args(), "--json", "status", "k")
-                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.returncode, 0, (r.stdout, r.stderr, watchdog))
                 holder = json.loads(r.stdout)["holder"]
                 self.assertIs(holder["running"], False)
                 self.assertNotIn("releasing", holder)

@@ -4,11 +4,13 @@ written never costs the job."""
 import math
 import os
 import re
+import shutil
+import signal
 import subprocess
 import threading
 import unittest
 
-from harness import BIN, NxlockTestCase, dying_with_parent
+from harness import BIN, NxlockTestCase, dying_with_parent, wait_for
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -22,7 +24,15 @@ EXPECTED_TYPES = {
     "nxlock_last_duration_seconds": "gauge",
     "nxlock_last_exit_status": "gauge",
     "nxlock_last_wait_seconds": "gauge",
+    "nxlock_running": "gauge",
+    "nxlock_failures_total": "counter",
+    "nxlock_max_runtime_stops_total": "counter",
+    "nxlock_replaced_total": "counter",
 }
+# What a busy refusal alone writes: the counters, and the gauge of runs now.
+FIRST_BUSY = {"nxlock_runs_total": 0, "nxlock_busy_total": 1, "nxlock_lost_total": 0,
+              "nxlock_failures_total": 0, "nxlock_max_runtime_stops_total": 0,
+              "nxlock_replaced_total": 0, "nxlock_running": 0}
 
 
 def parse_value(text):
@@ -181,6 +191,10 @@ class Metrics(NxlockTestCase):
                 self.assertEqual(found["nxlock_runs_total"], 2)
                 self.assertEqual(found["nxlock_busy_total"], 1)
                 self.assertEqual(found["nxlock_lost_total"], 0)
+                self.assertEqual(found["nxlock_failures_total"], 1)  # the exit 3
+                self.assertEqual(found["nxlock_max_runtime_stops_total"], 0)
+                self.assertEqual(found["nxlock_replaced_total"], 0)
+                self.assertEqual(found["nxlock_running"], 0)
                 # The busy refusal leaves the last run's figures.
                 self.assertEqual(found["nxlock_last_exit_status"], 3)
                 self.assertGreaterEqual(found["nxlock_last_end_time_seconds"],
@@ -196,8 +210,7 @@ class Metrics(NxlockTestCase):
         self.nx("lock", "job")
         result = self.run_locked("-n", "job", "true")
         self.assertEqual(result.returncode, 75)
-        self.assertEqual(self.metrics(), {"nxlock_runs_total": 0, "nxlock_busy_total": 1,
-                                          "nxlock_lost_total": 0})
+        self.assertEqual(self.metrics(), FIRST_BUSY)
 
     def test_duration_and_wait(self):
         result = self.run_locked("job", "sleep", "0.3")
@@ -214,11 +227,75 @@ class Metrics(NxlockTestCase):
         self.assertEqual(found["nxlock_lost_total"], 1)
         self.assertEqual(found["nxlock_runs_total"], 1)
         self.assertEqual(found["nxlock_last_exit_status"], 79)
+        self.assertEqual(found["nxlock_failures_total"], 1)
 
     def test_a_timed_out_run_records_124(self):
         result = self.run_locked("--max-runtime", "0.2", "job", "sleep", "10")
         self.assertEqual(result.returncode, 124, result.stderr)
-        self.assertEqual(self.metrics()["nxlock_last_exit_status"], 124)
+        found = self.metrics()
+        self.assertEqual(found["nxlock_last_exit_status"], 124)
+        self.assertEqual(found["nxlock_max_runtime_stops_total"], 1)
+        self.assertEqual(found["nxlock_failures_total"], 1)
+        self.assertEqual(found["nxlock_running"], 0)
+
+    def running_now(self, name="nxlock_job.prom", key="job"):
+        """The gauge of runs now, None while the file is absent."""
+        if not os.path.exists(os.path.join(self.dir, name)):
+            return None
+        return self.metrics(name, key).get("nxlock_running")
+
+    def test_the_gauge_counts_each_shared_holder_and_slot_while_it_runs(self):
+        for backend in self.backends()[:2]:
+            for kind in (("-s",), ("--slots", "3")):
+                with self.subTest(backend=backend.name, kind=kind):
+                    self.dir = os.path.join(self.tmp, "metrics-%s%s" % (backend.name, kind[0]))
+                    os.makedirs(self.dir)
+                    go = os.path.join(self.dir, "go")
+                    jobs = [self.popen(*backend.args(), "run-locked", "--metrics-dir", self.dir,
+                                       *kind, "job", "sh", "-c",
+                                       'while [ ! -e "$0" ]; do sleep 0.02; done', go,
+                                       stderr=subprocess.PIPE)
+                            for _ in range(2)]
+                    # The file is written as each job starts, before it ends.
+                    self.assertTrue(wait_for(lambda: self.running_now() == 2),
+                                    self.running_now())
+                    open(go, "w").close()
+                    for job in jobs:
+                        self.assertEqual(job.wait(timeout=30), 0, job.stderr.read())
+                        job.stderr.close()
+                    found = self.metrics()
+                    self.assertEqual(found["nxlock_running"], 0)
+                    self.assertEqual(found["nxlock_runs_total"], 2)
+
+    def test_a_killed_run_stays_in_the_gauge_until_the_next_run(self):
+        job = self.popen("run-locked", "--metrics-dir", self.dir, "job", "sleep", "60",
+                         stderr=subprocess.DEVNULL)
+        self.assertTrue(wait_for(lambda: self.running_now() == 1), self.running_now())
+        job.send_signal(signal.SIGKILL)
+        job.wait(timeout=30)
+        # Its watchdog stops the job and releases the lock; nothing counted it out.
+        self.assertTrue(wait_for(lambda: self.nx("lock", "-n", "job").returncode == 0))
+        self.nx("unlock", "--force", "job")
+        self.assertEqual(self.running_now(), 1)
+        # The next run of the key on this host finds it gone and corrects the gauge.
+        result = self.run_locked("job", "sh", "-c", "exit 0")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.running_now(), 0)
+
+    @unittest.skipUnless(shutil.which("promtool"), "promtool (Debian's prometheus) is missing")
+    def test_promtool_checks_the_file(self):
+        for args in (("job", "true"), ("job", "sh", "-c", "exit 2"),
+                     ("--max-runtime", "0.1", "job", "sleep", "10")):
+            self.run_locked(*args)
+        self.nx("lock", "job")
+        self.assertEqual(self.run_locked("-n", "job", "true").returncode, 75)
+        for name in os.listdir(self.dir):
+            if name.endswith(".prom"):
+                with open(os.path.join(self.dir, name), "rb") as f:
+                    checked = subprocess.run(["promtool", "check", "metrics"], stdin=f,
+                                             capture_output=True, timeout=30)
+                self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+                self.assertEqual(checked.stdout + checked.stderr, b"")
 
     def concurrently(self, count, *args):
         processes = [subprocess.Popen(dying_with_parent([BIN, "run-locked", "--metrics-dir",

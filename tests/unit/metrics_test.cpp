@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace nxlock::run {
 namespace {
@@ -69,6 +71,36 @@ TEST(MetricsContent, CountsCarryOverAndBusyKeepsTheLastRun) {
   const std::string third = updated_metrics(second, "k\"ey", ran);
   EXPECT_NE(third.find("nxlock_runs_total{key=\"k\\\"ey\"} 2\n"), std::string::npos);
   EXPECT_NE(third.find("nxlock_lost_total{key=\"k\\\"ey\"} 1\n"), std::string::npos);
+}
+
+TEST(MetricsContent, EachRunIsAnEntryAndAGoneOneIsDroppedByTheNext) {
+  const util::ProcessIdentity one{101, 5, "boot"};
+  const util::ProcessIdentity two{102, 6, "boot"};
+  std::vector<util::ProcessIdentity> alive{one, two};
+  const auto as = [&alive](const util::ProcessIdentity& self) {
+    return RunEntries{self, [&alive](const util::ProcessIdentity& run) {
+                        return std::find(alive.begin(), alive.end(), run) != alive.end();
+                      }};
+  };
+  MetricsEvent starting;
+  starting.starting = true;
+  std::string text = updated_metrics(std::nullopt, "k", starting, as(one));
+  text = updated_metrics(text, "k", starting, as(two));
+  EXPECT_NE(text.find("nxlock_running{key=\"k\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("\n# run 101 5 boot\n"), std::string::npos);
+  EXPECT_NE(text.find("nxlock_runs_total{key=\"k\"} 0\n"), std::string::npos);  // not yet
+
+  // One is killed: its entry stays until a rewrite finds it gone.
+  alive = {two};
+  MetricsEvent ended;
+  ended.exit_status = 124;
+  ended.timed_out = true;
+  text = updated_metrics(text, "k", ended, as(two));
+  EXPECT_NE(text.find("nxlock_running{key=\"k\"} 0\n"), std::string::npos);
+  EXPECT_EQ(text.find("# run "), std::string::npos);
+  EXPECT_NE(text.find("nxlock_failures_total{key=\"k\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("nxlock_max_runtime_stops_total{key=\"k\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("nxlock_replaced_total{key=\"k\"} 0\n"), std::string::npos);
 }
 
 TEST(MetricsContent, GarbageStartsTheCountsAgain) {
