@@ -3,7 +3,8 @@
 Fast raft timing (heartbeat 50 ms, election 500 ms: production's defaults are
 100 ms and 1 s) so a leader's loss heals in about a second. Data lives in a temp
 dir; every member is started here and stopped by its pid (SIGKILL through
-PR_SET_PDEATHSIG too if the test dies).
+PR_SET_PDEATHSIG too if the test dies). JOB and events: a job that logs its start, its
+fence and the SIGTERM that stops it, for the etcd fault tests.
 """
 import json
 import os
@@ -11,10 +12,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import urllib.request
 
-from harness import dying_with_parent, free_port
+from harness import dying_with_parent, free_port, read, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -111,28 +111,28 @@ class EtcdCluster:
         if tls:
             # The plain probes of wait_leader() cannot reach it: etcdctl can.
             self.tls = tls
-            deadline = time.monotonic() + 20
-            while self.ctl("endpoint", "health", check=False).returncode != 0:
-                if time.monotonic() > deadline:
-                    raise AssertionError("etcd (TLS) did not start (logs in %s)" % self.dir)
-                time.sleep(0.05)
+            if not wait_for(lambda: self.ctl("endpoint", "health", check=False).returncode == 0,
+                            20, interval=0.05):
+                raise AssertionError("etcd (TLS) did not start (logs in %s)" % self.dir)
         else:
             self.tls = None
             self.wait_leader()
 
     def wait_leader(self, timeout=20.0):
         """The member that leads, once every running member agrees on one that answers."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        found = []
+
+        def agreed():
             running = [m for m in self.members if m.running()]
             statuses = [m.status() for m in running]
             leaders = {s.get("leader") for s in statuses if s}
             if all(statuses) and len(leaders) == 1 and None not in leaders:
                 leader_id = leaders.pop()
-                for member, status in zip(running, statuses):
-                    if status["header"]["member_id"] == leader_id:
-                        return member
-            time.sleep(0.05)
+                found[:] = [member for member, status in zip(running, statuses)
+                            if status["header"]["member_id"] == leader_id]
+            return bool(found)
+        if wait_for(agreed, timeout, interval=0.05):
+            return found[0]
         raise AssertionError("etcd: no leader within %.0f s (logs in %s)" % (timeout, self.dir))
 
     def url(self, members=None, host="127.0.0.1"):
@@ -176,3 +176,27 @@ class EtcdCluster:
         for member in self.members:
             member.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# The job: its fence token and the moment it starts, and the moment SIGTERM reaches it
+# (CLOCK_MONOTONIC, the test's own clock), in the log named by its first argument.
+JOB = """\
+import os, signal, sys, time
+def stop(signo, frame):
+    with open(sys.argv[1], "a") as f:
+        f.write("TERM %f\\n" % time.monotonic())
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+with open(sys.argv[1], "a") as f:
+    f.write("START %f %s\\n" % (time.monotonic(), os.environ["NXLOCK_FENCE"]))
+time.sleep(float(sys.argv[2]))  # the job's length
+"""
+
+
+def events(log):
+    """{"START": (time, fence), "TERM": (time,)} from a JOB log."""
+    found = {}
+    for line in read(log).splitlines():
+        word, *rest = line.split()
+        found.setdefault(word, (float(rest[0]), *map(int, rest[1:])))
+    return found

@@ -1,8 +1,11 @@
-"""Fault tools for the tests: a redis-server that can be restarted on its port, and a
-loopback TCP proxy that can cut a client off from the server (a partition).
+"""Fault tools for the tests: a redis-server that can be restarted on its port, a
+loopback TCP proxy that can cut a client off from the server (a partition), and the
+embedded store's: nxlock under a wrong wall clock (libfaketime), a holder stopped
+mid-hold, keys in a chosen stripe (FileSafetyCase).
 
 Both stop only what they started, by pid or by their own sockets.
 """
+import json
 import os
 import shutil
 import socket
@@ -11,8 +14,8 @@ import tempfile
 import threading
 import time
 
-from harness import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, dying_with_parent, free_port,
-                     wait_answering)
+from harness import (BIN, COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, bucket_of,
+                     dying_with_parent, free_port, read, wait_answering, wait_for)
 
 
 class RestartableRedis:
@@ -180,5 +183,54 @@ class DelayedTimeProxy(ForwardingProxy):
     def forward(self, data, from_client):
         if from_client and not self.delayed and b"$4\r\nTIME\r\n" in data:
             self.delayed = True
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # the fault itself: TIME's answer held back this long
         return True
+
+
+# FAKETIME_DONT_FAKE_MONOTONIC: only the wall clock is off, as after a clock step.
+FAKE_ENV = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+def key_in_stripe(stripe, prefix):
+    """A key whose bucket lies in stripe directory `stripe` (two hex digits)."""
+    for i in range(100000):
+        key = "%s-%d" % (prefix, i)
+        if bucket_of(key)[0] == stripe:
+            return key
+    raise AssertionError("no key found for stripe " + stripe)
+
+
+class FileSafetyCase(NxlockTestCase):
+    def faked(self, offset, *args, **kwargs):
+        """nxlock under libfaketime, its wall clock `offset` ('+1h', '-2h') off."""
+        asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+        env = dict(self.env, ASAN_OPTIONS=asan, **FAKE_ENV)
+        return subprocess.run(["faketime", "-f", offset, BIN, *args], capture_output=True,
+                              env=env, timeout=kwargs.get("timeout", COMMAND_TIMEOUT))
+
+    def lock_json(self, *args):
+        r = self.nx("--json", "lock", *args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def start_run_locked(self, key, *options):
+        """A run-locked whose job says it started, then sleeps; (process, job pid file)."""
+        started = os.path.join(self.tmp, "started-" + key)
+        p = self.popen("run-locked", *options, key, "sh", "-c",
+                       'echo $$ > "$0"; exec sleep 60', started,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(self.stop, p)
+        self.assertTrue(wait_for(lambda: read(started).strip() != "", timeout=20),
+                        "the job of run-locked %s did not start" % key)
+        # Its holder record is written after the job starts: a SIGSTOP before
+        # that write ended would stop it holding the store's stripe lock.
+        self.assertTrue(wait_for(lambda: b"holder:" in self.nx("status", key).stdout, timeout=20))
+        time.sleep(0.2)  # a bound: that write has ended by then (nothing shows its end)
+        return p
+
+    @staticmethod
+    def stop(process):
+        """Kills a process this test started (if it still runs) and reaps it."""
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=COMMAND_TIMEOUT)

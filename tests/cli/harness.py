@@ -50,7 +50,7 @@ def wait_for(predicate, timeout=10.0, interval=0.02):
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(interval)
+        time.sleep(interval)  # the poll's interval: `timeout` bounds the wait
     return predicate()
 
 
@@ -127,19 +127,8 @@ def kill_with_watchdog(pid, timeout=10.0):
     watchdog killed, then nxlock: a stopped watchdog would be sent SIGCONT by the kernel
     once nxlock's death orphaned its process group, and release the lock."""
     def watchdogs():
-        found = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open("/proc/%s/stat" % name) as f:
-                        text = f.read()
-                except (FileNotFoundError, ProcessLookupError):
-                    continue
-                comm = text[text.index("(") + 1:text.rindex(")")]
-                ppid = int(text[text.rindex(")") + 2:].split()[1])
-                if comm == "nxl-watchdog" and ppid == pid:
-                    found.append(int(name))
-        return found
+        return [child for child in (int(name) for name in os.listdir("/proc") if name.isdigit())
+                if (proc_stat(child) or ("", "", 0))[::2] == ("nxl-watchdog", pid)]
     found = []
     wait_for(lambda: found.extend(watchdogs()) or found, timeout=timeout)
     assert found, "no watchdog under nxlock %d" % pid
@@ -177,25 +166,50 @@ def bucket_of(key):
     return name[:2], name
 
 
+def proc_stat(pid):
+    """(comm, state, ppid) of a process, or None if it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            text = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    comm = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    return comm, fields[0], int(fields[1])
+
+
+def descendants(root):
+    """Every process descended from `root`, from one walk of /proc."""
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = proc_stat(int(name))
+            if stat is not None:
+                children.setdefault(stat[2], []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def wait_answering(process, address, timeout=10.0):
     """True once the server at `address` ((host, port), or a unix socket path) answers
     PING (or asks for a password); False if `process` exits or `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
+    def answers():
         try:
             family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
             with socket.socket(family) as s:
                 s.settimeout(0.5)
                 s.connect(address)
                 s.sendall(b"PING\r\n")
-                if s.recv(64).startswith((b"+PONG", b"-NOAUTH")):
-                    return True
+                return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
-            pass
-        time.sleep(0.02)
-    return False
+            return False
+
+    return wait_for(lambda: process.poll() is not None or answers(), timeout) and \
+        process.poll() is None
 
 
 def free_port():
@@ -231,7 +245,11 @@ class RedisServer:
             if self._wait_ready():
                 atexit.register(self.stop)
                 return
-            self.stop()
+            # Another try in the same directory (stop() would remove it, and the log
+            # that says why, which the error below names).
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
         raise RuntimeError("redis-server did not start; see " + self.dir)
 
     def _start_args(self):
@@ -426,7 +444,7 @@ class ExtraBackend:
 
 
 def start_cluster():
-    from test_cluster import Cluster
+    from deployments import Cluster
     cluster = Cluster()
 
     def cluster_cli(*args):
@@ -484,6 +502,16 @@ STARTERS = {"cluster": start_cluster, "sentinel": start_sentinel, "quorum": star
             "etcd": start_etcd}
 
 
+def test_failed(case):
+    """True if the running test `case` has failed so far, in a subTest too (its failure is
+    recorded under the subTest, and a cleanup runs with the outcome's success reset)."""
+    outcome = getattr(case, "_outcome", None)
+    result = getattr(outcome, "result", None)
+    problems = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
+    return (any(getattr(test, "test_case", test) is case for test, _ in problems)
+            or not getattr(outcome, "success", True))
+
+
 class NxlockTestCase(unittest.TestCase):
     """Gives each test a temp dir (kept and printed on failure) and a `nx` runner."""
 
@@ -509,13 +537,7 @@ class NxlockTestCase(unittest.TestCase):
             self.redis.flushall()
 
     def _cleanup_tmp(self):
-        outcome = getattr(self, "_outcome", None)
-        failed = False
-        if outcome is not None:
-            result = getattr(outcome, "result", None)
-            errors = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
-            failed = any(test is self for test, _ in errors) or not getattr(outcome, "success", True)
-        if failed:
+        if test_failed(self):
             print("\nkept temp dir of failed test:", self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -572,6 +594,21 @@ class NxlockTestCase(unittest.TestCase):
             if name in names and fits(OFFERS[name]):
                 found.append(self._extra(name))
         return found
+
+    def backends_named(self, *names):
+        """The classic backends of these names ("file", "redis", "unix"), in that order,
+        whatever the matrix: for a test of what only they show (a file on disk, Redis's
+        keys), or a slow one kept to the embedded store and Redis over TCP."""
+        started = {backend.name: backend for backend in self.backends()}
+        missing = [name for name in names if name not in started]
+        if missing:
+            raise AssertionError("no backend %s here (Redis: the class calls start_redis)"
+                                 % ", ".join(missing))
+        return [started[name] for name in names]
+
+    def backend_named(self, name):
+        """The classic backend of this name (backends_named)."""
+        return self.backends_named(name)[0]
 
     def _smoke(self):
         """True if this test is marked @smoke."""

@@ -65,7 +65,7 @@ def main():
     finish = os.path.join(args.logdir, "finish")
     while not (args.finish and os.path.exists(finish)):
         log("tick %.6f %.6f" % (time.monotonic(), time.time()))
-        time.sleep(TICK)
+        time.sleep(TICK)  # the job's tick: how often it logs
     if grandchild:
         grandchild.wait()
     return args.exit

@@ -3,15 +3,21 @@
 Fast failover settings (down after 1 s, failover-timeout 3 s, one replica
 re-syncs at a time: production's defaults are 30 s, 180 s and 1, scaled down so
 a test takes seconds). Every process is started here and stopped by its pid
-(SIGKILL through PR_SET_PDEATHSIG too if the test dies).
+(SIGKILL through PR_SET_PDEATHSIG too if the test dies). failover_round: a master
+SIGKILLed under a running job, as test_sentinel.py and test_sentinel_tls.py both run it.
 """
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 
-from harness import REDIS_CLI, RedisServer, dying_with_parent, free_port, stop_server
+import harness
+from harness import (REDIS_CLI, RedisServer, dying_with_parent, free_port, stop_server,
+                     trace_shows_release)
 
 REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
 MASTER_NAME = "mymaster"
@@ -31,12 +37,8 @@ def cli(port, *args, timeout=5):
 
 
 def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
+    if not harness.wait_for(condition, timeout, interval=0.05):
+        raise AssertionError("timed out waiting for " + what)
 
 
 class Sentinel:
@@ -147,3 +149,105 @@ class Deployment:
         for process in [*self.sentinels, *self.replicas, self.master]:
             if process is not None:
                 process.stop()
+
+
+def read_text(path):
+    with open(path, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def failover_round(test, extra_args=()):
+    """SIGKILLs the master while run-locked holds a lock for a 9 s job.
+
+    Meanwhile other clients try to take the lock every 0.2 s. Returns (seconds
+    from the kill until a renewal landed on the new master, how many of those
+    other clients got the lock while the job held it: double holders).
+    """
+    d = test.deployment
+    old_port = d.master.port
+    by_port = {r.port: r for r in d.replicas}
+    job_err = os.path.join(test.tmp, "job.err")
+    with open(job_err, "wb") as err:
+        job = test.popen("-u", test.url, *extra_args, "-v", "run-locked", "--ttl", "8", "job",
+                         "sleep", "9", stderr=err)
+    doubles = 0
+    try:
+        # Acquired, as the job's trace says: the key on the master is not enough,
+        # since with --replicas the SETNX counts only once a replica confirmed it.
+        wait_for(lambda: re.search(r"SETNX job \d+ → 1", read_text(job_err)), 10, "the lock")
+        if not extra_args:
+            # Without --replicas nothing waits for the replica: give it the write
+            # (asynchronous replication is what --replicas is there for).
+            wait_for(lambda: all(d.cli(r.port, "EXISTS", "job").strip() == "1"
+                                 for r in d.replicas), 10, "the replicas to have the lock")
+        # The value before the kill: any other value on a master Sentinel names
+        # after it is a renewal that followed the failover.
+        taken = d.cli(old_port, "GET", "job").strip()
+        killed_at = time.monotonic()
+        d.master.process.send_signal(signal.SIGKILL)
+        d.master.process.wait()
+        masters = []
+
+        def failed_over():
+            nonlocal doubles
+            port = d.sentinel.master_port()
+            if port in by_port:
+                masters.append(by_port[port])
+                return True
+            taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
+                            "--ttl", "30", "job")
+            doubles += taker.returncode == 0
+            return False
+        harness.wait_for(failed_over, 30, interval=0.2)
+        new_master = masters[0] if masters else None
+        test.assertIsNotNone(new_master, "no failover within 30 s")
+        failover_done = time.monotonic() - killed_at
+        first = d.cli(new_master.port, "GET", "job").strip()
+        test.assertNotEqual(first, "", "the new master does not have the lock")
+        # Follow: a renewal rewrites the lock's value on the master Sentinel names
+        # (a loaded machine may see a second failover, to a master with no replica
+        # left to confirm renewals with: the first new master is where they landed).
+        followed = time.monotonic() - killed_at if first != taken else None
+        late_taker = None  # a taker that got the lock just after the job released it
+
+        def follow():
+            nonlocal doubles, followed, late_taker
+            if job.poll() is not None:
+                return True
+            current = by_port.get(d.sentinel.master_port()) or new_master
+            if followed is None and d.cli(current.port, "GET", "job").strip() not in ("", taken):
+                followed = time.monotonic() - killed_at
+            taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
+                            "--ttl", "30", "job")
+            if taker.returncode == 0 and job.poll() is None:
+                # Between run-locked's release and its exit a taker may get the
+                # lock: that is no double holder if the job's trace shows the
+                # release (written before it exits).
+                job.wait(timeout=30)
+            if job.poll() is None or (taker.returncode == 0 and not trace_shows_release(job_err, "job")):
+                doubles += taker.returncode == 0
+                test.assertEqual(taker.returncode, 75, taker.stderr)
+            elif taker.returncode == 0:
+                late_taker = taker.stdout.decode().strip()
+            return False
+        harness.wait_for(follow, max(0.0, 30 - (time.monotonic() - killed_at)), interval=0.2)
+        job.wait(timeout=30)
+        err = read_text(job_err)
+        test.assertEqual(job.returncode, 0, err)
+        test.assertIsNotNone(followed, "no renewal on the new master: " + err)
+        # Released on the master at the end: gone, or taken by a taker since. A
+        # loaded machine may see a second failover (the promoted replica slow to
+        # answer, or the first one aborted): the master is the one Sentinel names
+        # now, and the first one promoted may be left with its stale copy.
+        final_master = by_port.get(d.sentinel.master_port())
+        test.assertIsNotNone(final_master, "Sentinel names no replica as master")
+        test.assertIn(d.cli(final_master.port, "GET", "job").strip(), ("", late_taker))
+        sys.stderr.write("\n[failover%s] Sentinel switched %.2fs after the kill, run-locked "
+                         "renewed on the new master %.2fs after it; double holders: %d\n"
+                         % (" " + " ".join(extra_args) if extra_args else "", failover_done,
+                            followed, doubles))
+        return followed, doubles
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()

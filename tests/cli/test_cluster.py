@@ -4,121 +4,9 @@ import signal
 import subprocess
 import time
 
-from harness import (COMMAND_TIMEOUT, REDIS_CLI, NxlockTestCase, RedisServer, Subscriber,
-                     free_port)
+from harness import COMMAND_TIMEOUT, REDIS_CLI, NxlockTestCase, Subscriber
+from deployments import Cluster, WithCluster, key_slot
 from sentinel_harness import cli, wait_for
-
-
-def crc16(data):
-    crc = 0
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
-
-
-def key_slot(key):
-    """The Cluster specification's HASH_SLOT (hash tags included)."""
-    data = key.encode()
-    start = data.find(b"{")
-    if start >= 0:
-        end = data.find(b"}", start + 1)
-        if end > start + 1:
-            data = data[start + 1:end]
-    return crc16(data) % 16384
-
-
-class ClusterNode(RedisServer):
-    """A cluster-enabled redis-server; its bus port is a free port of its own
-    (the default, port + 10000, may be taken or beyond 65535)."""
-
-    def _start_args(self):
-        return super()._start_args() + [
-            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", "5000", "--cluster-port", str(free_port())]
-
-
-class Cluster:
-    def __init__(self, masters=3, replicas=0):
-        """`replicas` per master: `nodes` then holds the masters and their replicas."""
-        self.nodes = []
-        try:
-            for _ in range(masters * (1 + replicas)):
-                self.nodes.append(ClusterNode())
-            subprocess.run([REDIS_CLI, "--cluster", "create",
-                            *["127.0.0.1:%d" % n.port for n in self.nodes],
-                            "--cluster-replicas", str(replicas), "--cluster-yes"],
-                           check=True, capture_output=True, timeout=COMMAND_TIMEOUT)
-            for n in self.nodes:
-                wait_for(lambda: "cluster_state:ok" in cli(n.port, "CLUSTER", "INFO"), 20,
-                         "the cluster to be ready")
-            for n in self.nodes:
-                if "role:slave" in cli(n.port, "INFO", "replication"):
-                    wait_for(lambda: "master_link_status:up" in cli(n.port, "INFO", "replication"),
-                             20, "the replica to sync")
-        except BaseException:
-            self.stop()
-            raise
-
-    def replica_of(self, master):
-        """A replica of `master` (from CLUSTER NODES)."""
-        master_id = cli(master.port, "CLUSTER", "MYID").strip()
-        for line in cli(master.port, "CLUSTER", "NODES").splitlines():
-            fields = line.split()
-            if len(fields) > 3 and fields[3] == master_id:
-                port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
-                return next(n for n in self.nodes if n.port == port)
-        raise AssertionError("no replica of the node on port %d" % master.port)
-
-    def owner(self, key):
-        """The node whose slots hold `key` (from CLUSTER NODES)."""
-        slot = key_slot(key)
-        for line in cli(self.nodes[0].port, "CLUSTER", "NODES").splitlines():
-            fields = line.split()
-            port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
-            for part in fields[8:]:
-                low, _, high = part.partition("-")
-                if low.isdigit() and int(low) <= slot <= int(high or low):
-                    return next(n for n in self.nodes if n.port == port)
-        raise AssertionError("no owner for slot %d" % slot)
-
-    def masters(self):
-        return [n for n in self.nodes if "role:master" in cli(n.port, "INFO", "replication")]
-
-    def key_on(self, node, prefix="k"):
-        """A key that lives on `node`."""
-        for i in range(10000):
-            key = "%s%d" % (prefix, i)
-            if self.owner(key) is node:
-                return key
-        raise AssertionError("no key found for the node")
-
-    def url(self, *nodes):
-        return "redis://" + ",".join("127.0.0.1:%d" % n.port for n in (nodes or self.nodes[:1]))
-
-    def flushall(self):
-        for n in self.nodes:
-            cli(n.port, "FLUSHALL")
-
-    def stop(self):
-        for n in self.nodes:
-            n.stop()
-
-
-class WithCluster:
-    """Mixin: one three-master cluster per test class, flushed before each test."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.cluster = Cluster()
-        cls.addClassCleanup(cls.cluster.stop)
-
-    def setUp(self):
-        super().setUp()
-        self.cluster.flushall()
 
 
 class ClusterTestCase(WithCluster, NxlockTestCase):
@@ -234,7 +122,7 @@ class TestClusterContention(ClusterTestCase):
         # The waiter subscribes through another node than the one that holds the key.
         waiter = self.popen("-u", self.cluster.url(self.cluster.nodes[2]), "-v", "lock", "-w", "30",
                             "--ttl", "60", key, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(1)
+        time.sleep(1)  # a bound: a waiter that did not wait would have exited by then
         self.assertIsNone(waiter.poll())
         released = time.monotonic()
         r = self.nx("-u", self.cluster.url(self.cluster.nodes[0]), "unlock", key, value)

@@ -6,7 +6,7 @@ import threading
 import time
 import unittest
 
-from harness import NxlockTestCase, RedisServer, free_port
+from harness import NxlockTestCase, RedisServer, free_port, wait_for
 
 
 class TricklingServer:
@@ -88,7 +88,7 @@ class Deadlines(NxlockTestCase):
         """After `after` seconds, accepts the connection that fills `listener`'s
         queue, then the next one, which it answers with a nil reply."""
         def serve():
-            time.sleep(after)
+            time.sleep(after)  # the fault itself: the queue is served only after `after` s
             filler, _ = listener.accept()
             self.addCleanup(filler.close)
             conn, _ = listener.accept()
@@ -179,13 +179,13 @@ class ServerErrors(NxlockTestCase):
         self.addCleanup(lambda: subprocess.run(
             ["redis-cli", "-p", str(self.server.port), "SCRIPT", "KILL"], capture_output=True,
             timeout=10))
-        deadline = time.monotonic() + 10
-        while True:
-            r = self.nx("-u", self.url, "get", "k")
-            if b"BUSY" in r.stderr or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        self.assertOneLineError(r, 69, "BUSY")
+        answers = []
+
+        def busy():
+            answers.append(self.nx("-u", self.url, "get", "k"))
+            return b"BUSY" in answers[-1].stderr
+        wait_for(busy, interval=0.05)
+        self.assertOneLineError(answers[-1], 69, "BUSY")
 
     def test_noperm_is_77_and_auth_failure_is_77(self):
         reader = "redis://reader:pw@127.0.0.1:%d" % self.server.port

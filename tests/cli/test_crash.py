@@ -102,7 +102,7 @@ class Crash(NxlockTestCase):
 
             p = self.popen("-u", self.url, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             try:
-                time.sleep(rng.uniform(0, max_delay))
+                time.sleep(rng.uniform(0, max_delay))  # a bound: a random instant to kill it at
                 p.send_signal(signal.SIGKILL)  # a no-op if it already exited
                 out, err = p.communicate(timeout=COMMAND_TIMEOUT)
             finally:

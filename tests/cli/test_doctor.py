@@ -7,8 +7,7 @@ import shutil
 import socket
 import unittest
 
-import test_cluster  # modules, not their classes: their tests are not run from here
-import test_tls
+import deployments
 from harness import NxlockTestCase
 from sentinel_harness import Deployment
 
@@ -232,9 +231,9 @@ class DoctorSentinel(DoctorCase):
 class DoctorTls(DoctorCase):
     @classmethod
     def setUpClass(cls):
-        cls.certs = test_tls.Certificates()
+        cls.certs = deployments.Certificates()
         cls.addClassCleanup(shutil.rmtree, cls.certs.dir, True)
-        cls.tls = test_tls.TlsRedisServer(cls.certs)
+        cls.tls = deployments.TlsRedisServer(cls.certs)
         cls.addClassCleanup(cls.tls.stop)
 
     def test_verified_refused_and_insecure(self):
@@ -253,7 +252,7 @@ class DoctorTls(DoctorCase):
 class DoctorCluster(DoctorCase):
     @classmethod
     def setUpClass(cls):
-        cls.cluster = test_cluster.Cluster()
+        cls.cluster = deployments.Cluster()
         cls.addClassCleanup(cls.cluster.stop)
 
     def test_cluster_state(self):

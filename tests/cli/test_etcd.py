@@ -16,8 +16,9 @@ import time
 import unittest
 
 from etcd_harness import ETCD, ETCDCTL, EtcdCluster
-from harness import NxlockTestCase, RedisServer, alive, dying_with_parent, read, wait_for
-from test_tls import Certificates
+from harness import (COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, dying_with_parent, read,
+                     wait_for)
+from deployments import Certificates
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
@@ -139,7 +140,7 @@ class EtcdSingleTest(NxlockTestCase):
     def test_renew_with_another_locks_value_does_not_keep_that_lease_alive(self):
         other = self.nx("lock", "-n", "-t", "10", "rn-b").stdout.decode().strip()
         lease = self.etcd.keys("rn-b/")[0].split("/")[1]
-        time.sleep(3)
+        time.sleep(3)  # a bound: long enough for the lease's TTL to fall visibly
         r = self.nx("--json", "renew", "-t", "10", "rn-a", other)
         self.assertEqual(r.returncode, 1, r.stderr)
         left = self.etcd.ctl("lease", "timetolive", lease).stdout
@@ -257,15 +258,18 @@ class EtcdClusterTest(NxlockTestCase):
         self.assertTrue(wait_for(lambda: sections(log) == [("J", "in")]))
         self.etcd.wait_leader().kill()
         # Nobody else takes it while the job runs.
-        while job.poll() is None:
+        def ended_or_taken():
+            if job.poll() is not None:
+                return True
             r = self.nx("run-locked", "-n", "lk", "true")
             if r.returncode == 0:
                 # Only after the job's end: nxlock lets go before it exits (a loaded
                 # host shows the gap).
                 self.assertIn(("J", "out"), sections(log))
-                break
+                return True
             self.assertIn(r.returncode, (75, 69), r.stderr)
-            time.sleep(0.3)
+            return False
+        wait_for(ended_or_taken, COMMAND_TIMEOUT, interval=0.3)
         self.assertEqual(job.wait(), 0, job.stderr.read())
         self.assertEqual(sections(log), [("J", "in"), ("J", "out")])
 

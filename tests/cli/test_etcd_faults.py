@@ -12,9 +12,8 @@ import sys
 import time
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster
+from etcd_harness import ETCD, ETCDCTL, JOB, EtcdCluster, events
 from harness import NxlockTestCase, read, wait_for
-from test_etcd_partition import JOB, events
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 

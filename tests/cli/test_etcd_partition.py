@@ -15,34 +15,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import netns  # noqa: E402  (the nemesis's namespace and its cut)
 import processes  # noqa: E402  (started in the namespace, with PR_SET_PDEATHSIG)
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster  # noqa: E402
-from harness import BIN, NxlockTestCase, read  # noqa: E402
+from etcd_harness import ETCD, ETCDCTL, JOB, EtcdCluster, events  # noqa: E402
+from harness import BIN, NxlockTestCase, read, wait_for  # noqa: E402
 
 HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
-
-# The job: its fence token and the moment it starts, and the moment SIGTERM reaches it
-# (CLOCK_MONOTONIC, the test's own clock), in the log named by its first argument.
-JOB = """\
-import os, signal, sys, time
-def stop(signo, frame):
-    with open(sys.argv[1], "a") as f:
-        f.write("TERM %f\\n" % time.monotonic())
-    sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-with open(sys.argv[1], "a") as f:
-    f.write("START %f %s\\n" % (time.monotonic(), os.environ["NXLOCK_FENCE"]))
-time.sleep(float(sys.argv[2]))
-"""
-
-
-def events(log):
-    """{"START": (time, fence), "TERM": (time,)} from a JOB log."""
-    found = {}
-    for line in read(log).splitlines():
-        word, *rest = line.split()
-        found.setdefault(word, (float(rest[0]), *map(int, rest[1:])))
-    return found
-
 
 class NamespacedHolder(NxlockTestCase):
     """A holder in a namespace of its own, and etcd (`members` of them) on loopback and
@@ -61,12 +37,7 @@ class NamespacedHolder(NxlockTestCase):
         self.addCleanup(self.etcd.stop)
 
     def wait_log(self, log, word, timeout):
-        deadline = time.monotonic() + timeout
-        while word not in events(log):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        return wait_for(lambda: word in events(log), timeout, interval=0.01)
 
 
 @unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
@@ -83,7 +54,7 @@ class EtcdPartitionTest(NamespacedHolder):
         self.addCleanup(lambda: holder.poll() is None and (holder.kill(), holder.wait()))
         self.assertTrue(self.wait_log(cut_log, "START", 20), read(err_path))
         # Keepalives every ttl/3 have flowed for a while before the cut.
-        time.sleep(1.5)
+        time.sleep(1.5)  # a bound: long enough for several keepalives
         cut = time.monotonic()
         self.ns.cut()
 
@@ -127,10 +98,7 @@ class EtcdOneLinkCutTest(NamespacedHolder):
                 netns=self.ns.name, env=self.env, stderr=err)
         self.addCleanup(lambda: holder.poll() is None and (holder.kill(), holder.wait()))
         self.assertTrue(self.wait_log(log, "START", 20), read(err_path))
-        deadline = time.monotonic() + 10
-        while watched.watchers() != 1:
-            self.assertLess(time.monotonic(), deadline, "no watch on the follower")
-            time.sleep(0.02)
+        self.assertTrue(wait_for(lambda: watched.watchers() == 1), "no watch on the follower")
 
         self.ns.cut_port(watched.client_port)
         cut = time.monotonic()

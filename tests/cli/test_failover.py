@@ -65,7 +65,7 @@ class TestFailoverKeepsTheJob(FailoverTestCase):
         for round_number in range(2):
             d = self.deploy()
             job, err_path = self.start_job(d.url(), "--replicas", "1", ttl=3, seconds=9)
-            time.sleep(0.5)
+            time.sleep(0.5)  # a bound: half a second into the job
             new_port = self.fail_over(d)
             job.wait(timeout=30)
             err = read_text(err_path)
@@ -154,7 +154,7 @@ class TestHungSentinel(FailoverTestCase):
         first = d.sentinels[0].process
         first.send_signal(signal.SIGSTOP)
         try:
-            time.sleep(4)
+            time.sleep(4)  # the fault lasts 4 s: past a renewal
         finally:
             first.send_signal(signal.SIGCONT)
         job.wait(timeout=30)

@@ -10,7 +10,7 @@ import time
 from faults import RestartableRedis
 from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, read, side_key,
                      smoke, wait_for)
-from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
+from deployments import WithCluster
 
 # Each process's clock starts at this instant (libfaketime's "@"): two processes
 # started within the same real second write the same lock timestamp for the same
@@ -279,6 +279,7 @@ class TestPausedHolder(FenceTestCase):
                 # other client of that stripe would wait for it, as they must.
                 self.assertTrue(wait_for(
                     lambda: "holder" in self.status_json(backend, "paused"), timeout=20))
+                # A bound: the holder write seen above has ended by then (nothing shows its end).
                 time.sleep(0.15)
                 os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
                 try:

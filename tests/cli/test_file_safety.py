@@ -7,68 +7,10 @@ import shutil
 import signal
 import stat
 import subprocess
-import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, read, wait_for
-
-# FAKETIME_DONT_FAKE_MONOTONIC: only the wall clock is off, as after a clock step.
-FAKE_ENV = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-
-
-def fnv1a64_hex(key):
-    """The documented bucket name of a key (docs/STORE-FORMAT.md)."""
-    h = 0xcbf29ce484222325
-    for byte in key.encode():
-        h ^= byte
-        h = (h * 0x100000001b3) % (1 << 64)
-    return "%016x" % h
-
-
-def key_in_stripe(stripe, prefix):
-    """A key whose bucket lies in stripe directory `stripe` (two hex digits)."""
-    for i in range(100000):
-        key = "%s-%d" % (prefix, i)
-        if fnv1a64_hex(key)[:2] == stripe:
-            return key
-    raise AssertionError("no key found for stripe " + stripe)
-
-
-class FileSafetyCase(NxlockTestCase):
-    def faked(self, offset, *args, **kwargs):
-        """nxlock under libfaketime, its wall clock `offset` ('+1h', '-2h') off."""
-        asan = ":".join(filter(None, [self.env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
-        env = dict(self.env, ASAN_OPTIONS=asan, **FAKE_ENV)
-        return subprocess.run(["faketime", "-f", offset, BIN, *args], capture_output=True,
-                              env=env, timeout=kwargs.get("timeout", COMMAND_TIMEOUT))
-
-    def lock_json(self, *args):
-        r = self.nx("--json", "lock", *args)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return json.loads(r.stdout)
-
-    def start_run_locked(self, key, *options):
-        """A run-locked whose job says it started, then sleeps; (process, job pid file)."""
-        started = os.path.join(self.tmp, "started-" + key)
-        p = self.popen("run-locked", *options, key, "sh", "-c",
-                       'echo $$ > "$0"; exec sleep 60', started,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.addCleanup(self.stop, p)
-        self.assertTrue(wait_for(lambda: read(started).strip() != "", timeout=20),
-                        "the job of run-locked %s did not start" % key)
-        # Its holder record is written after the job starts: a SIGSTOP before
-        # that write ended would stop it holding the store's stripe lock.
-        self.assertTrue(wait_for(lambda: b"holder:" in self.nx("status", key).stdout, timeout=20))
-        time.sleep(0.2)
-        return p
-
-    @staticmethod
-    def stop(process):
-        """Kills a process this test started (if it still runs) and reaps it."""
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=COMMAND_TIMEOUT)
-
+from faults import FileSafetyCase
+from harness import BIN, COMMAND_TIMEOUT, read, wait_for
 
 class TestTokens(FileSafetyCase):
     """A lost counter or lost records never make a token go back."""

@@ -4,15 +4,13 @@ import os
 import time
 import unittest
 
-from harness import NxlockTestCase, smoke
+from harness import NxlockTestCase, smoke, wait_for
 
 
 def wait_until(unix_time, timeout=30.0):
     """Sleeps until the wall clock reaches `unix_time` (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.time() < unix_time and time.monotonic() < deadline:
-        time.sleep(min(0.05, max(0.0, unix_time - time.time())))
-    assert time.time() >= unix_time, "clock did not reach %f" % unix_time
+    assert wait_for(lambda: time.time() >= unix_time, timeout, interval=0.01), \
+        "clock did not reach %f" % unix_time
 
 
 class Hold(NxlockTestCase):
@@ -30,8 +28,8 @@ class Hold(NxlockTestCase):
 
     def wait_free(self, backend, key, until):
         """Waits (to the Unix time `until` at most) for `status KEY` to say free."""
-        while self.nx(*backend.args(), "status", key).returncode == 0 and time.time() < until:
-            time.sleep(0.05)
+        wait_for(lambda: self.nx(*backend.args(), "status", key).returncode != 0,
+                 max(0.0, until - time.time()), interval=0.05)
 
     def run_json(self, backend, *args):
         r = self.nx(*backend.args(), "--json", "run-locked", *args)
@@ -52,7 +50,7 @@ class Hold(NxlockTestCase):
                 self.assertGreaterEqual(hold_until + 1, started + 4)
                 self.assertLessEqual(hold_until + 1, time.time() + 4 + 1)
 
-                time.sleep(1)
+                time.sleep(1)  # a bound: a second into the hold
                 r = self.nx(*u, "run-locked", "-n", "-t", "1", "--hold", "4", "job",
                             "touch", self.marker(backend, "2"))
                 self.assertEqual(r.returncode, 75, r.stderr)
@@ -103,10 +101,8 @@ class Hold(NxlockTestCase):
                 first = self.popen(*u, "--json", "run-locked", "--hold", "3", "job",
                                    "sleep", "1", stdout=-1)
                 self.addCleanup(first.wait)
-                deadline = time.monotonic() + 10
-                while self.nx(*u, "status", "job").returncode != 0:
-                    self.assertLess(time.monotonic(), deadline, "the first run never took the lock")
-                    time.sleep(0.02)
+                self.assertTrue(wait_for(lambda: self.nx(*u, "status", "job").returncode == 0),
+                                "the first run never took the lock")
                 waiter = self.popen(*u, "run-locked", "-w", "20", "job", "python3", "-c",
                                     "import time; open(%r, 'w').write(repr(time.time()))" % entered)
                 self.addCleanup(waiter.wait)

@@ -5,35 +5,8 @@ import signal
 import subprocess
 import unittest
 
-from harness import BIN, NxlockTestCase, alive, die_with_parent, read, wait_for
-
-
-def proc_stat(pid):
-    """(comm, state, ppid) of a process, or None if it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            text = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    comm = text[text.index("(") + 1:text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()
-    return comm, fields[0], int(fields[1])
-
-
-def descendants(root):
-    """Every process descended from `root`, from one walk of /proc."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = proc_stat(int(name))
-            if stat is not None:
-                children.setdefault(stat[2], []).append(int(name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+from harness import (BIN, NxlockTestCase, alive, descendants, die_with_parent, proc_stat, read,
+                     wait_for)
 
 
 class JobDiesWithNxlock(NxlockTestCase):
@@ -99,7 +72,8 @@ class JobDiesWithNxlock(NxlockTestCase):
         self.assertJobGone(pids)
 
 
-# Each starts a long sleeper outside the job's process group, writes its pid, and waits.
+# Each starts a long sleeper outside the job's process group, writes its pid, and waits
+# (the sleepers' lengths are bounds the test never reaches: it kills them).
 ESCAPES = {
     "setsid": 'setsid sleep 301 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait',
     "setpgid": ('python3 -c "import os, time; os.setpgid(0, 0); time.sleep(302)" & '

@@ -6,7 +6,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, wait_for
 
 
 class Json(NxlockTestCase):
@@ -124,11 +124,13 @@ class Json(NxlockTestCase):
         self.addCleanup(p.wait)
         self.addCleanup(p.send_signal, signal.SIGTERM)
         # The details are written once the child has started, just after the lock.
-        deadline = time.monotonic() + 10
-        status = {}
-        while "holder" not in status and time.monotonic() < deadline:
-            time.sleep(0.02)
-            status = json.loads(self.nx("--json", "status", "job").stdout)
+        answers = []
+
+        def described():
+            answers.append(json.loads(self.nx("--json", "status", "job").stdout))
+            return "holder" in answers[-1]
+        wait_for(described)
+        status = answers[-1]
         self.assertEqual(status["exit_status"], 0)
         holder = status["holder"]
         self.assertEqual(holder["pid"], p.pid)

@@ -8,7 +8,7 @@ import time
 import unittest
 
 from harness import BIN, NxlockTestCase, side_key, smoke, wait_for
-from test_cluster import WithCluster
+from deployments import WithCluster
 
 
 class ListCase(NxlockTestCase):

@@ -347,7 +347,7 @@ class ContentionWithKilledHolders(LockTestCase):
         def killer():
             rng = random.Random(7)
             while not stopping.is_set():
-                time.sleep(0.03)
+                time.sleep(0.03)  # a bound: how often the killer strikes
                 with open(log) as f:
                     lines = f.read().splitlines()
                 if lines and lines[-1].startswith("enter") and rng.random() < kill_probability:
@@ -486,7 +486,7 @@ class SignalAfterTakingTheLock(NxlockTestCase):
         self.assertTrue(wait_for(lambda: self.nx("get", "k").returncode == 0), "lock not taken")
         self.assertIsNone(p.poll())  # stopped on the holder's stripe
         p.send_signal(signal.SIGTERM)
-        time.sleep(0.2)  # the signal is pending before the store lets go
+        time.sleep(0.2)  # a bound: the signal is pending before the store lets go
         fcntl.flock(fd, fcntl.LOCK_UN)
         out, err = p.communicate(timeout=COMMAND_TIMEOUT)
         stored = self.nx("get", "k")

@@ -140,15 +140,14 @@ class LostPolicy(NxlockTestCase):
                 run.taken_away = (before, time.monotonic())
             else:
                 # --no-renew: the lock is free once it expires; take it the moment it is.
-                deadline = time.monotonic() + TTL + 10
-                while time.monotonic() < deadline:
+                def take():
                     before = time.monotonic()
                     r = self.nx(*backend.args(), "lock", "-n", "-t", "600", key)
                     if r.returncode == 0:
                         run.taken_away = (before, time.monotonic())
                         run.other_value = r.stdout.decode().strip()
-                        break
-                    time.sleep(0.05)
+                    return r.returncode == 0
+                wait_for(take, TTL + 10, interval=0.05)
             if finish_when_lost:
                 # Once nxlock has said the lock is lost, the job must run on undisturbed.
                 if wait_for(lambda: run.first_stderr("lost") is not None, timeout=TTL + 10):

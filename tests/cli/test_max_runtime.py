@@ -47,7 +47,7 @@ class MaxRuntime(NxlockTestCase):
         self.nx(*backend.args(), "unlock", "--force", key)
 
     def test_a_job_past_its_time_is_stopped_and_the_lock_freed(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 result, elapsed, pids = self.run_job(backend, "overrun", "")
                 self.assertEqual(result.returncode, 124, result.stderr)
@@ -60,7 +60,7 @@ class MaxRuntime(NxlockTestCase):
                 self.assertFree(backend, "overrun")
 
     def test_a_job_that_ignores_sigterm_is_killed_after_the_grace(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 result, elapsed, pids = self.run_job(backend, "stubborn", "trap '' TERM",
                                                      "--kill-after", "1.5")
@@ -72,7 +72,7 @@ class MaxRuntime(NxlockTestCase):
                 self.assertFree(backend, "stubborn")
 
     def test_a_job_that_ends_in_time_gives_its_own_status(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 started = time.monotonic()
                 result = self.nx(*backend.args(), "run-locked", "--max-runtime", "30", "intime",

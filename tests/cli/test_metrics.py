@@ -172,7 +172,7 @@ class Metrics(NxlockTestCase):
         return self.nx(*url_args, "run-locked", "--metrics-dir", self.dir, *args)
 
     def test_counters_after_runs_and_a_busy_refusal(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 self.dir = os.path.join(self.tmp, "metrics-" + backend.name)
                 os.makedirs(self.dir)
@@ -245,7 +245,7 @@ class Metrics(NxlockTestCase):
         return self.metrics(name, key).get("nxlock_running")
 
     def test_the_gauge_counts_each_shared_holder_and_slot_while_it_runs(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             for kind in (("-s",), ("--slots", "3")):
                 with self.subTest(backend=backend.name, kind=kind):
                     self.dir = os.path.join(self.tmp, "metrics-%s%s" % (backend.name, kind[0]))

@@ -23,7 +23,7 @@ import unittest
 from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, files_under,
                      kill_with_watchdog, side_key,
                      smoke, wait_for)
-from test_file_safety import FileSafetyCase, key_in_stripe
+from faults import FileSafetyCase, key_in_stripe
 
 ROUNDS = 100
 # The store's own files, which every store has (docs/STORE-FORMAT.md, "Layout").
@@ -162,12 +162,7 @@ class NothingPilesUp(NxlockTestCase):
         job.wait(timeout=COMMAND_TIMEOUT)
 
     def wait_bounded(self, predicate, interval=0.1):
-        deadline = time.monotonic() + EXPIRY_BOUND
-        while not predicate():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(interval)
-        return True
+        return wait_for(predicate, EXPIRY_BOUND, interval)
 
     def check_keys_expire(self, backend):
         kept = self.redis_keys(backend)
@@ -256,7 +251,7 @@ class OnTheEmbeddedStore(FileSafetyCase):
         # Until it expired (1 s, and the second it ends in).
         self.assertTrue(wait_for(lambda: self.nx("status", "crashed-run").returncode == 1,
                                  timeout=10))
-        time.sleep(1.1)
+        time.sleep(1.1)  # a bound: a second more, and its keys have expired
         # Later commands on other keys of the same stripes clean up as they go.
         for bucket in buckets:
             stripe = bucket.split("/")[1]
@@ -277,7 +272,7 @@ class OnTheEmbeddedStore(FileSafetyCase):
                                  timeout=10), "the waiter made no FIFO")
         os.kill(waiter.pid, signal.SIGKILL)
         waiter.communicate(timeout=COMMAND_TIMEOUT)
-        time.sleep(1.5)  # its place in line lapses
+        time.sleep(1.5)  # a bound: its place in line lapses
         r = self.nx("unlock", "busy", got["value"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(os.listdir(wait_dir), [])

@@ -18,8 +18,8 @@ import threading
 import time
 import unittest
 
+from deployments import make_ca, make_cert
 from harness import BIN, NxlockTestCase, free_port, smoke
-from test_tls import make_ca, make_cert
 
 SECRET = "0f1e2d3c-secret-uuid"
 RID = re.compile(r"^rid=([0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})$")
@@ -39,7 +39,7 @@ class Checker:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                time.sleep(checker.delay)
+                time.sleep(checker.delay)  # the fault itself: a checker this slow to answer
                 path, _, query = self.path.partition("?")
                 if path.endswith("/start") and checker.on_start:
                     checker.on_start()

@@ -283,7 +283,7 @@ class Quorum(NxlockTestCase):
         value = self.lock("job", "-t", "60")
         waiter = self.popen(*self.urls(), "lock", "-w", "30", "job", stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-        time.sleep(0.5)
+        time.sleep(0.5)  # a bound: a waiter that did not wait would have exited by then
         self.assertIsNone(waiter.poll(), "waits while held")
         released = time.monotonic()
         r = self.q("unlock", "job", value)
@@ -480,6 +480,7 @@ class Quorum(NxlockTestCase):
         # before its first renewal (a second in).
         self.assertTrue(wait_for(lambda: all(s.cli("GET", "{paused}:holder:paused").strip()
                                              for s in self.servers), timeout=20))
+        # A bound: the holder write seen above has ended by then (nothing shows its end).
         time.sleep(0.15)
         os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
         try:
@@ -539,7 +540,7 @@ class QuorumOfUrlKinds(NxlockTestCase):
     @classmethod
     def setUpClass(cls):
         from sentinel_harness import Deployment
-        from test_tls import Certificates, TlsRedisServer
+        from deployments import Certificates, TlsRedisServer
         cls.certs = Certificates()
         cls.addClassCleanup(subprocess.run, ["rm", "-rf", cls.certs.dir])
         cls.tls = TlsRedisServer(cls.certs)

@@ -15,7 +15,7 @@ import time
 import unittest
 
 from faults import PartitionProxy, RestartableRedis
-from harness import BIN, NxlockTestCase, die_with_parent, dying_with_parent, read
+from harness import BIN, NxlockTestCase, die_with_parent, dying_with_parent, read, wait_for
 
 JOB_DEADLINE = 40  # seconds: no test job may run longer than this
 
@@ -59,14 +59,14 @@ class Running:
         return None
 
     def wait_for_line(self, pattern, timeout=15.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.first_line(pattern)
-            if found is not None:
-                return found
-            if self.process.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.01)
+        found = []
+
+        def seen_or_ended():
+            found[:] = [self.first_line(pattern)]
+            return found[0] is not None or (self.process.poll() is not None
+                                            and not self._reader.is_alive())
+        if wait_for(seen_or_ended, timeout, interval=0.01) and found[0] is not None:
+            return found[0]
         raise AssertionError("no stderr line matching %r; stderr so far:\n%s"
                              % (pattern, self.stderr()))
 
@@ -100,9 +100,9 @@ class RedisFaults(NxlockTestCase):
         # (from 1.3 s to 0.4 s before the lock's 4 s are up).
         job = self.run_locked(server.url, "-t", "4", "faulty", "sh", "-c", "sleep 7; exit 5")
         job.wait_for_line(ACQUIRED)
-        time.sleep(0.5)
+        time.sleep(0.5)  # a bound: half a second into the job
         server.stop()
-        time.sleep(1.5)  # down across a renewal that falls due meanwhile
+        time.sleep(1.5)  # the fault lasts 1.5 s: across a renewal that falls due meanwhile
         self.assertTrue(server.start())
         back = time.monotonic()
         status = job.wait()
@@ -121,7 +121,7 @@ class RedisFaults(NxlockTestCase):
         # Stall the server from 2 s to 6 s after the acquisition: the renewal due at
         # 3 s times out at 5 s (--io-timeout 2), and must be retried rather than count as a
         # lost lock. (A second of margin for redis-cli's start on a loaded machine.)
-        time.sleep(max(0.0, acquired + 2.0 - time.monotonic()))
+        time.sleep(max(0.0, acquired + 2.0 - time.monotonic()))  # a bound: 2 s after it
         stall = subprocess.Popen(["redis-cli", "-p", str(server.port), "DEBUG", "SLEEP", "4"],
                                  stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
         stall.wait(timeout=15)
@@ -160,7 +160,7 @@ class RedisFaults(NxlockTestCase):
         server = self.server("--appendonly", "yes", "--appendfsync", "always")
         job = self.run_locked(server.url, "-t", "30", "short", "sleep", "2")
         job.wait_for_line(ACQUIRED)
-        time.sleep(0.3)
+        time.sleep(0.3)  # a bound: the restart comes while the short job runs
         server.restart()
         status = job.wait()
         self.assertKept(job, status, 0)
@@ -175,7 +175,7 @@ class RedisFaults(NxlockTestCase):
         waiter = Running(self, "-v", "-u", server.url, "lock", "-w", "30", "-t", "60", "waited")
         waiter.wait_for_line(r"GET waited")
         server.restart()
-        time.sleep(0.5)  # the waiter meets the restart, and keeps waiting
+        time.sleep(0.5)  # a bound: the waiter meets the restart, and keeps waiting
         self.assertIsNone(waiter.process.poll(), waiter.stderr())
         released = self.nx("-u", server.url, "unlock", "waited", held.stdout.strip())
         self.assertEqual(released.returncode, 0, released.stderr)
@@ -205,28 +205,21 @@ class RedisFaults(NxlockTestCase):
             signal.signal(signal.SIGTERM, stop)
             with open(sys.argv[1], "a") as f:
                 f.write("START %f\\n" % time.monotonic())
-            time.sleep(30)
+            time.sleep(30)  # the job's length
             """)
         # --io-timeout 6 is longer than the lock's life (-t 3): the renewal must not wait that long.
         job = Running(self, "-v", "-u", proxy.url, "--io-timeout", "6", "run-locked", "-t", "3",
                       "--on-lost", "term", "cut", sys.executable, "-c", job_script, log)
         job.wait_for_line(ACQUIRED)
-        deadline = time.monotonic() + 10
-        while "START" not in read(log):
-            self.assertLess(time.monotonic(), deadline, "the job never started")
-            time.sleep(0.01)
+        self.assertTrue(wait_for(lambda: "START" in read(log), interval=0.01), "the job never started")
         proxy.partition()
         # Another client, with a direct line to the server, takes the lock as soon as it can.
-        taken = None
-        deadline = time.monotonic() + 20
-        while taken is None and time.monotonic() < deadline:
+        def take():
             other = self.nx("-u", server.url, "lock", "-n", "-t", "30", "cut")
-            if other.returncode == 0:
-                taken = time.monotonic()
-            else:
-                self.assertEqual(other.returncode, 75, other.stderr)
-                time.sleep(0.05)
-        self.assertIsNotNone(taken, "the other client never got the lock")
+            self.assertIn(other.returncode, (0, 75), other.stderr)
+            return other.returncode == 0
+        self.assertTrue(wait_for(take, 20, interval=0.05), "the other client never got the lock")
+        taken = time.monotonic()
         status = job.wait()
         self.assertEqual(status, 79, job.stderr())
         terms = [float(line.split()[1]) for line in read(log).splitlines()

@@ -63,7 +63,7 @@ class TestTokensAfterDataLoss(RedisSafetyCase):
         while time.monotonic() < deadline:
             # The counter, under its name and under the one older versions gave it.
             self.cli("DEL", side_key("job", "fence"), "{job}:fence")
-            time.sleep(0.3)
+            time.sleep(0.3)  # the deletions' interval; the deadline bounds the loop
         _, err = job.communicate(timeout=COMMAND_TIMEOUT + 10)
         self.assertEqual(job.returncode, 0, err)
         self.assertNotIn(b"taken over", err)
@@ -88,7 +88,8 @@ class TestSideKeys(RedisSafetyCase):
         job = self.popen("-u", url, "run-locked", "-t", "2", "y", "sleep", "3",
                          stderr=subprocess.PIPE)
         self.assertTrue(wait_for(lambda: self.cli("EXISTS", "y") == "1"))
-        time.sleep(0.2)  # its holder details are written just after
+        # Its holder details are written just after.
+        self.assertTrue(wait_for(lambda: self.cli("EXISTS", side_key("y", "holder")) == "1"))
         for suffix in ("fence", "holder", "queue"):
             # The names of today: refused, they would write y's own keys.
             r = self.nx("-u", url, "lock", "-n", "-t", "1", side_key("y", suffix))

@@ -142,7 +142,7 @@ class RunLocked(NxlockTestCase):
             open(ready, "w").close()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                time.sleep(0.05)
+                time.sleep(0.05)  # a bound: the child lives 60 s at most
             os._exit(3)
             """)
 
@@ -153,7 +153,7 @@ class RunLocked(NxlockTestCase):
                     signal.signal(signo, disposition)
             return preexec
 
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             for disposition in (signal.SIG_DFL, signal.SIG_IGN):
                 with self.subTest(backend=backend.name, inherited=disposition.name):
                     tag = "%s-%s" % (backend.name, disposition.name)
@@ -177,7 +177,7 @@ class RunLocked(NxlockTestCase):
                     self.assertFree(backend, key)
 
     def test_renewal_keeps_the_lock_past_twice_the_ttl(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 trace = os.path.join(self.tmp, "job-%s.err" % backend.name)
@@ -203,7 +203,7 @@ class RunLocked(NxlockTestCase):
                         break
                     self.assertEqual(r.returncode, 75, r.stderr)
                     latest_refusal = began
-                    time.sleep(0.4)
+                    time.sleep(0.4)  # the polls' interval; the loop is bound to 6 s
                 self.assertEqual(p.wait(timeout=20), 0)
                 self.assertGreaterEqual(latest_refusal or 0, 2.5)
                 self.assertFree(backend)
@@ -255,7 +255,7 @@ class RunLocked(NxlockTestCase):
                     least = left if least is None else min(least, left)
                     polls += 1
                     latest_poll = began
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # the polls' interval; the job's end bounds the loop
                 if p.wait(timeout=20) != 0:
                     failures.append("%s: the job failed" % backend.name)
                 # The polls must reach the fifth second, where renewing only once
@@ -271,17 +271,17 @@ class RunLocked(NxlockTestCase):
             finally:
                 stop(p)
 
-        threads = [threading.Thread(target=watch, args=(b,)) for b in self.backends()[:2]]
+        threads = [threading.Thread(target=watch, args=(b,)) for b in self.backends_named("file", "redis")]
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=60)
         self.assertEqual(failures, [])
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             self.assertFree(backend)
 
     def test_lost_lock_stops_the_whole_pipeline(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 p = self.popen(*u, "run-locked", "-t", "3", "--kill-after", "1", "job",
@@ -305,7 +305,7 @@ class RunLocked(NxlockTestCase):
 
     def test_sigkill_of_nxlock_leaves_no_child(self):
         # Not just the direct child: a grandchild (a pipeline member, a `&` job) too.
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 pidfile = os.path.join(self.tmp, "child-" + backend.name)
                 p = self.popen(*backend.args(), "run-locked", "job", "sh", "-c",
@@ -335,7 +335,7 @@ class RunLocked(NxlockTestCase):
             except ChildProcessError:
                 print("nothing left")
             """)
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 r = subprocess.run([sys.executable, "-c", checker, BIN, *backend.args(),
                                     "run-locked", "job", "true"],
@@ -344,7 +344,7 @@ class RunLocked(NxlockTestCase):
                 self.assertEqual(r.stdout.strip(), b"nothing left")
 
     def test_signal_while_waiting_ends_cleanly(self):
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 value = self.nx(*u, "lock", "job").stdout.decode().strip()
@@ -366,7 +366,7 @@ class RunLocked(NxlockTestCase):
         # watchdog's report of the status comes after. Here the job stops its
         # watchdog ($PPID) and exits: the lock must be free while the status
         # cannot come, and the status must still be the job's once it does.
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 pidfile = os.path.join(self.tmp, "watchdog-" + backend.name)
@@ -388,7 +388,7 @@ class RunLocked(NxlockTestCase):
         # between the lock and the job. Waiting or giving up, nothing of it is
         # left behind; and if it is gone when the lock comes, the job is not
         # run without it, and the lock goes back at once.
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 u = backend.args()
                 self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
@@ -422,7 +422,7 @@ class RunLocked(NxlockTestCase):
                 self.assertFree(backend)
 
     def test_on_lost_ignore_keeps_the_child(self):
-        backend = self.backends()[0]
+        backend = self.backend_named("file")
         u = backend.args()
         started = os.path.join(self.tmp, "started")
         p = self.popen(*u, "run-locked", "-t", "3", "--on-lost", "ignore", "job", "sh", "-c",

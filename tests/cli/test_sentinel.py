@@ -2,12 +2,10 @@
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
-from harness import NxlockTestCase, free_port, trace_shows_release
-from sentinel_harness import MASTER_NAME, Deployment, cli, wait_for
+from harness import NxlockTestCase, free_port
+from sentinel_harness import MASTER_NAME, Deployment, cli, failover_round, read_text, wait_for
 
 
 class SentinelTestCase(NxlockTestCase):
@@ -122,99 +120,6 @@ class TestRole(SentinelTestCase):
             MASTER_NAME, self.deployment.replica.port), "slave")
 
 
-def read_text(path):
-    with open(path, "rb") as f:
-        return f.read().decode(errors="replace")
-
-
-def failover_round(test, extra_args=()):
-    """SIGKILLs the master while run-locked holds a lock for a 9 s job.
-
-    Meanwhile other clients try to take the lock every 0.2 s. Returns (seconds
-    from the kill until a renewal landed on the new master, how many of those
-    other clients got the lock while the job held it: double holders).
-    """
-    d = test.deployment
-    old_port = d.master.port
-    by_port = {r.port: r for r in d.replicas}
-    job_err = os.path.join(test.tmp, "job.err")
-    with open(job_err, "wb") as err:
-        job = test.popen("-u", test.url, *extra_args, "-v", "run-locked", "--ttl", "8", "job",
-                         "sleep", "9", stderr=err)
-    doubles = 0
-    try:
-        # Acquired, as the job's trace says: the key on the master is not enough,
-        # since with --replicas the SETNX counts only once a replica confirmed it.
-        wait_for(lambda: re.search(r"SETNX job \d+ → 1", read_text(job_err)), 10, "the lock")
-        if not extra_args:
-            # Without --replicas nothing waits for the replica: give it the write
-            # (asynchronous replication is what --replicas is there for).
-            wait_for(lambda: all(d.cli(r.port, "EXISTS", "job").strip() == "1"
-                                 for r in d.replicas), 10, "the replicas to have the lock")
-        # The value before the kill: any other value on a master Sentinel names
-        # after it is a renewal that followed the failover.
-        taken = d.cli(old_port, "GET", "job").strip()
-        killed_at = time.monotonic()
-        d.master.process.send_signal(signal.SIGKILL)
-        d.master.process.wait()
-        new_master = None
-        while time.monotonic() - killed_at < 30:
-            port = d.sentinel.master_port()
-            if port in by_port:
-                new_master = by_port[port]
-                break
-            taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
-                            "--ttl", "30", "job")
-            doubles += taker.returncode == 0
-            time.sleep(0.2)
-        test.assertIsNotNone(new_master, "no failover within 30 s")
-        failover_done = time.monotonic() - killed_at
-        first = d.cli(new_master.port, "GET", "job").strip()
-        test.assertNotEqual(first, "", "the new master does not have the lock")
-        # Follow: a renewal rewrites the lock's value on the master Sentinel names
-        # (a loaded machine may see a second failover, to a master with no replica
-        # left to confirm renewals with: the first new master is where they landed).
-        followed = time.monotonic() - killed_at if first != taken else None
-        late_taker = None  # a taker that got the lock just after the job released it
-        while job.poll() is None and time.monotonic() - killed_at < 30:
-            current = by_port.get(d.sentinel.master_port()) or new_master
-            if followed is None and d.cli(current.port, "GET", "job").strip() not in ("", taken):
-                followed = time.monotonic() - killed_at
-            taker = test.nx("-u", test.url, *extra_args, "--io-timeout", "0.5", "lock", "-n",
-                            "--ttl", "30", "job")
-            if taker.returncode == 0 and job.poll() is None:
-                # Between run-locked's release and its exit a taker may get the
-                # lock: that is no double holder if the job's trace shows the
-                # release (written before it exits).
-                job.wait(timeout=30)
-            if job.poll() is None or (taker.returncode == 0 and not trace_shows_release(job_err, "job")):
-                doubles += taker.returncode == 0
-                test.assertEqual(taker.returncode, 75, taker.stderr)
-            elif taker.returncode == 0:
-                late_taker = taker.stdout.decode().strip()
-            time.sleep(0.2)
-        job.wait(timeout=30)
-        err = read_text(job_err)
-        test.assertEqual(job.returncode, 0, err)
-        test.assertIsNotNone(followed, "no renewal on the new master: " + err)
-        # Released on the master at the end: gone, or taken by a taker since. A
-        # loaded machine may see a second failover (the promoted replica slow to
-        # answer, or the first one aborted): the master is the one Sentinel names
-        # now, and the first one promoted may be left with its stale copy.
-        final_master = by_port.get(d.sentinel.master_port())
-        test.assertIsNotNone(final_master, "Sentinel names no replica as master")
-        test.assertIn(d.cli(final_master.port, "GET", "job").strip(), ("", late_taker))
-        sys.stderr.write("\n[failover%s] Sentinel switched %.2fs after the kill, run-locked "
-                         "renewed on the new master %.2fs after it; double holders: %d\n"
-                         % (" " + " ".join(extra_args) if extra_args else "", failover_done,
-                            followed, doubles))
-        return followed, doubles
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-
-
 class TestFailover(SentinelTestCase):
     def test_run_locked_follows_a_failover(self):
         _, doubles = failover_round(self)
@@ -288,7 +193,7 @@ class TestReplicas(SharedSentinelTestCase):
             # replica must not stop while it still has the acquisition to confirm.
             wait_for(lambda: re.search(r"SETNX R \d+ → 1", read_text(job_err)), 10, "the lock")
             replica.send_signal(signal.SIGSTOP)
-            time.sleep(1.5)
+            time.sleep(1.5)  # the fault lasts 1.5 s
         finally:
             replica.send_signal(signal.SIGCONT)
         job.wait(timeout=30)

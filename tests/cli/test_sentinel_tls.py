@@ -7,10 +7,9 @@ the failover it runs, and the one nxlock follows, is over TLS end to end.
 import shutil
 import subprocess
 
+from deployments import Certificates, TlsRedisServer
 from harness import COMMAND_TIMEOUT, REDIS_CLI, NxlockTestCase
-from sentinel_harness import MASTER_NAME, Deployment, Sentinel, wait_for
-from test_sentinel import failover_round
-from test_tls import Certificates, TlsRedisServer
+from sentinel_harness import MASTER_NAME, Deployment, Sentinel, failover_round, wait_for
 
 
 class TlsNode(TlsRedisServer):

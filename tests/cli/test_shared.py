@@ -15,7 +15,7 @@ import time
 import unittest
 
 from harness import NxlockTestCase, side_key, smoke, wait_for
-from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
+from deployments import WithCluster
 
 KEY = "backup"
 
@@ -93,7 +93,7 @@ class TestShared(SharedCase):
                                     KEY, "sh", "-c", 'echo reader >> "$0"', order,
                                     stderr=subprocess.PIPE)
                 self.addCleanup(reader.kill)
-                time.sleep(0.5)
+                time.sleep(0.5)  # a bound: a waiter that went while `a` holds would have by then
                 self.assertFalse(os.path.exists(order))  # neither goes while `a` holds
                 r = self.nx("-u", url, "unlock", KEY, a["value"])
                 self.assertEqual(r.returncode, 0, r.stderr)

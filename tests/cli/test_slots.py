@@ -15,7 +15,7 @@ import time
 import unittest
 
 from harness import NxlockTestCase, smoke, wait_for
-from test_cluster import WithCluster  # a mixin only: test_cluster's tests stay there
+from deployments import WithCluster
 
 KEY = "dump"
 QUEUE = "{dump}:queue:dump"
@@ -119,7 +119,7 @@ class TestSlots(SlotsTestCase):
                     self.assertIn("pid", s["holder"])
 
     def test_bad_input_is_refused_with_one_line(self):
-        backend = self.backends()[0]
+        backend = self.backend_named("file")
         for slots in ("0", "-1", "x", "1001", "99999999999999999999", ""):
             for command in (["lock", "-n"], ["status"], ["run-locked", "-n"]):
                 with self.subTest(slots=slots, command=command[0]):
@@ -234,7 +234,7 @@ class TestSlots(SlotsTestCase):
                 forced, following = jobs
                 _, err = forced.communicate(timeout=30)
                 self.assertEqual(forced.returncode, 79, err)
-                time.sleep(3)  # a few renewals of the next holder
+                time.sleep(3)  # a bound: a few renewals of the next holder, which keeps it
                 self.assertIsNone(following.poll(), following.stderr.read() if following.poll()
                                   is not None else "")
                 following.kill()

@@ -100,7 +100,7 @@ class Syslog(NxlockTestCase):
 
     def test_run_locked_taken_and_ended_on_each_backend(self):
         self.listen()
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 ok = self.nx_logged(*backend.args(), "run-locked", "--syslog", "job", "true")
                 self.assertEqual(ok.returncode, 0, ok.stderr)
@@ -126,7 +126,7 @@ class Syslog(NxlockTestCase):
 
     def test_busy_names_the_holder(self):
         self.listen()
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 held = self.nx(*backend.args(), "lock", "job")
                 self.assertEqual(held.returncode, 0, held.stderr)
@@ -143,7 +143,7 @@ class Syslog(NxlockTestCase):
 
     def test_lost_and_stopped_are_warnings(self):
         self.listen()
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 lost = self.nx_logged(*backend.args(), "run-locked", "--syslog", "-t", "1",
                                       "--no-renew", "--kill-after", "0.2", "job", "sleep", "10")
@@ -163,7 +163,7 @@ class Syslog(NxlockTestCase):
 
     def test_lock_and_unlock(self):
         self.listen()
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 url = backend.args()
                 taken = self.nx_logged(*url, "lock", "--syslog", "job")
@@ -231,7 +231,7 @@ class Syslog(NxlockTestCase):
         with self.assertRaises(BlockingIOError):
             for _ in range(100000):
                 writer.send(b"x" * 1024)
-        for backend in self.backends()[:2]:
+        for backend in self.backends_named("file", "redis"):
             with self.subTest(backend=backend.name):
                 started = time.monotonic()
                 result = self.nx_logged(*backend.args(), "run-locked", "--syslog", "-n", "job",

@@ -54,7 +54,7 @@ class Terminal(NxlockTestCase):
         value = self.hold()
         waiter = self.popen("lock", "-w", "20", "job", stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-        time.sleep(1.5)  # long enough for the terminal line's first refresh
+        time.sleep(1.5)  # a bound: long enough for the terminal line's first refresh
         self.assertEqual(self.nx("unlock", "job", value).returncode, 0)
         out, err = waiter.communicate(timeout=10)
         self.assertEqual(waiter.returncode, 0)

@@ -5,88 +5,12 @@ servers' certificates, another CA that did not, a certificate for another host
 name, and a client certificate for a server that demands one.
 """
 import os
-import socket
 import subprocess
-import tempfile
 import time
 import unittest
 
-from harness import (BIN, COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, RedisServer,
-                     read, wait_answering, wait_for)
-
-OPENSSL = "openssl"
-
-
-def openssl(*args, cwd):
-    subprocess.run([OPENSSL, *args], cwd=cwd, check=True, capture_output=True,
-                   timeout=COMMAND_TIMEOUT)
-
-
-def make_ca(dir, name):
-    openssl("req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt",
-            "ec_paramgen_curve:prime256v1", "-keyout", name + ".key", "-out", name + ".crt",
-            "-days", "3", "-subj", "/CN=nxlock test " + name, cwd=dir)
-
-
-def make_cert(dir, name, ca, subject, extensions):
-    """A key and a certificate signed by `ca`, with the given X.509v3 extensions."""
-    openssl("req", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + subject, cwd=dir)
-    with open(os.path.join(dir, name + ".ext"), "w") as f:
-        f.write(extensions + "\n")
-    openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
-            "-CAcreateserial", "-out", name + ".crt", "-days", "3", "-extfile", name + ".ext",
-            cwd=dir)
-
-
-class Certificates:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="nxlock-tls-")
-        make_ca(self.dir, "ca")
-        make_ca(self.dir, "other-ca")
-        make_cert(self.dir, "server", "ca", "localhost",
-                  "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth")
-        make_cert(self.dir, "other-host", "ca", "other.example",
-                  "subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth")
-        make_cert(self.dir, "client", "ca", "nxlock client", "extendedKeyUsage=clientAuth")
-        # A hashed directory of CAs, for --cacertdir.
-        self.cadir = os.path.join(self.dir, "cadir")
-        os.mkdir(self.cadir)
-        subprocess.run(["cp", self.path("ca.crt"), self.cadir], check=True)
-        openssl("rehash", self.cadir, cwd=self.dir)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-
-class TlsRedisServer(RedisServer):
-    """A redis-server listening with TLS only (plus its plain unix socket, for the test's own checks)."""
-
-    def __init__(self, certs, cert="server", auth_clients="no"):
-        self.certs = certs
-        self.tls_args = ["--tls-cert-file", certs.path(cert + ".crt"),
-                         "--tls-key-file", certs.path(cert + ".key"),
-                         "--tls-ca-cert-file", certs.path("ca.crt"),
-                         "--tls-auth-clients", auth_clients]
-        super().__init__()
-
-    def _start_args(self):
-        self.tls_port = self.port
-        return [REDIS_SERVER, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-                "--unixsocket", self.unix_path, "--unixsocketperm", "700", "--save", "",
-                "--appendonly", "no", "--daemonize", "no", "--dir", self.dir,
-                "--logfile", os.path.join(self.dir, "redis.log"), *self.tls_args]
-
-    def _wait_ready(self):
-        # The TCP port speaks only TLS: ask over the unix socket.
-        return wait_answering(self.process, self.unix_path)
-
-    def url_for(self, host="127.0.0.1"):
-        return "rediss://%s:%d" % (host, self.tls_port)
-
-    def cli(self, *args):
-        return subprocess.run([REDIS_CLI, "-s", self.unix_path, *args], capture_output=True,
-                              check=True, timeout=COMMAND_TIMEOUT).stdout
+from deployments import Certificates, TlsRedisServer
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, RedisServer, read, wait_for
 
 
 class Tls(NxlockTestCase):

@@ -52,7 +52,7 @@ class EmptyUrls(NxlockTestCase):
                     self.assertOneLineError(self.nx(*urls, "-u", "", *command), 64, UNSET)
 
     def test_a_blank_nxlock_url_is_refused(self):
-        backend = self.backends()[0]
+        backend = self.backend_named("file")
         for value in ("", " ", "\t"):
             with self.subTest(value=value):
                 env = dict(self.env, NXLOCK_URL=value)
@@ -65,7 +65,7 @@ class EmptyUrls(NxlockTestCase):
 
     def test_a_list_with_an_empty_item_is_refused(self):
         a, b = self.redis.url + "/1", self.redis.unix_url + "?db=2"
-        redis = self.backends()[1]
+        redis = self.backend_named("redis")
         # "$A $B $C" with one of them unset, in NXLOCK_URL or in one -u.
         for value, item in ((a + "  " + b, "URL 2 of 3"), (" " + a + " " + b, "URL 1 of 3"),
                             (a + " " + b + " ", "URL 3 of 3"), (a + " ", "URL 2 of 2")):

@@ -109,7 +109,7 @@ class WaitersQueue(NxlockTestCase):
                 self.setUp_grants()
                 value = self.hold(backend)
                 behind = self.start_waiter(backend, "behind", "-w", "60", clock="-2h")
-                time.sleep(1.5)  # past a lease: one on the wall clock would have lapsed
+                time.sleep(1.5)  # a bound: past a lease, one on the wall clock would have lapsed
                 other = self.start_waiter(backend, "other", "-w", "60")
                 self.release(backend, value)
                 for w in (behind, other):
@@ -189,7 +189,7 @@ class WaitersQueue(NxlockTestCase):
         # Its lease covers a wait that grows with the waiters ahead of it (each
         # must take and release the lock first): the server's work per handoff
         # stays flat as the line grows. The first few keep a short lease.
-        backend = self.backends()[1]
+        backend = self.backend_named("redis")
         self.setUp_grants()
         value = self.hold(backend)
         names = ["w%d" % i for i in range(20)]
@@ -209,7 +209,7 @@ class WaitersQueue(NxlockTestCase):
         # A waiter far back keeps a long lease; once the release hands it its
         # turn, that lease is cut to a second: a dead one holds the line up no
         # longer than that, however far back it renewed last.
-        backend = self.backends()[1]
+        backend = self.backend_named("redis")
         self.setUp_grants()
         value = self.hold(backend)
         dead = self.start_waiter(backend, "dead", "-w", "60")

@@ -1,5 +1,5 @@
 """The five backends the model checker drives: each starts its servers (tests/cli/harness.py,
-test_cluster.py, etcd_harness.py), gives nxlock's global arguments, resets itself between
+deployments.py, etcd_harness.py), gives nxlock's global arguments, resets itself between
 examples, and runs a SETNX-page client's steps on the lock key (nxlock's own key/value
 commands on one server, redis-cli on one server of a quorum, since nxlock refuses them
 with several URLs). On etcd the lock is keys under KEY/ named by leases (etcd's own
@@ -114,7 +114,7 @@ class Cluster(Backend):
 
     def __init__(self):
         super().__init__()
-        from test_cluster import Cluster as ClusterDeployment
+        from deployments import Cluster as ClusterDeployment
         self.cluster = ClusterDeployment()
 
     def args(self):
@@ -124,7 +124,7 @@ class Cluster(Backend):
         self.cluster.flushall()
 
     def script_setup(self):
-        return ['# a three-master Redis Cluster (tests/cli/test_cluster.py builds one);',
+        return ['# a three-master Redis Cluster (tests/cli/deployments.py builds one);',
                 '# set URLS="-u redis://HOST:PORT" to one of its nodes',
                 'echo "set URLS to a cluster node" >&2; exit 2']
 

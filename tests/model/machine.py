@@ -16,11 +16,15 @@ from hypothesis import reject, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import harness
-from model import ETCD, SHARED, SLOT, TS, Hold, Job, KeyModel, bare, expiry_of, form, lease_of, now
+from etcd_steps import EtcdSteps
+from model import (ETCD, LONG, SHARED, SLOT, TS, Hold, Job, KeyModel, bare, expiry_of, form,
+                   lease_of, now)
+from observed import StatusChecks
+from quorum_steps import QuorumSteps
+from recording import pick, recorded
 from script import Script
 
 KEYS = ["k1", "k2"]
-LONG = 3600        # a hold that outlives any run
 SHORT = 1          # a hold let to expire: its value is now+2, held 2 s at least
 JOB_TTL = 2        # run-locked renews every ttl/3
 GARBAGE = ["garbage", "12abc", "0x10", "s:1"]
@@ -48,18 +52,11 @@ class Config:
     seconds = {}         # rule -> seconds spent in it (NXLOCK_MODEL_PROFILE=1 prints them)
 
 
-def pick(data, choices, label):
-    """One of `choices` (a list that may be longer or shorter when a replay got other
-    answers where the model allows several): an index drawn from a fixed range, so the
-    same draw stays valid (sampled_from of another length would reject it)."""
-    return choices[data.draw(st.integers(0, 63), label=label) % len(choices)]
-
-
 def predicted(statuses):
     return set([statuses] if isinstance(statuses, int) else statuses)
 
 
-class LockModelMachine(RuleBasedStateMachine):
+class LockModelMachine(StatusChecks, EtcdSteps, QuorumSteps, RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.backend = Config.backend
@@ -74,6 +71,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.took = set()      # keys a step took a hold on (their token must rise)
         self.leases = {}       # etcd: lease (hex) -> [ttl asked, expiry printed] while alive
         self.script = Script(self.backend, Config.header)
+        self.steps_taken = []  # the rules run, as a step list (recorded)
         self.tmp = os.path.join(self.backend.tmp, "jobs")
         os.makedirs(self.tmp, exist_ok=True)
         Config.last_machine = self
@@ -136,6 +134,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- setup ------------------------------------------------------------------------
 
     @initialize(n1=st.integers(1, 2), n2=st.integers(1, 3))
+    @recorded
     def setup_keys(self, n1, n2):
         self.keys = {"k1": KeyModel("k1", n1), "k2": KeyModel("k2", n2)}
         self.script.raw("# --slots: k1 %d, k2 %d" % (n1, n2))
@@ -187,6 +186,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.script.raw("until_expired %s%s  # every short hold (%.1f s in the run)"
                         % (" ".join(self.script.var(h.value) for h in self.short_holds()),
                            "; sleep 1" if slack else "", seconds))
+        # A bound, not a wait on a state: the servers' clocks decide the expiry.
         time.sleep(seconds)
         for lease, (ttl, _) in list(self.leases.items()):
             if ttl == SHORT:
@@ -206,6 +206,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- rules ----------------------------------------------------------------------------
 
     @rule()
+    @recorded
     def expire(self):
         """Lets every short hold expire (real seconds: the servers decide by their clock).
         (No rule has a precondition: what a rule may do depends on the real answers
@@ -221,6 +222,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]),
           short=st.booleans())
+    @recorded
     def lock(self, key, kind, short):
         self.before_step(key)
         k = self.key(key)
@@ -385,6 +387,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
+    @recorded
     def unlock(self, data, key, how, json_out):
         self.before_step(key)
         k = self.key(key)
@@ -406,6 +409,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), key=st.sampled_from(KEYS),
           how=st.sampled_from(["own", "own", "bare", "other", "garbage"]), json_out=st.booleans())
+    @recorded
     def renew(self, data, key, how, json_out):
         self.before_step(key)
         k = self.key(key)
@@ -441,6 +445,7 @@ class LockModelMachine(RuleBasedStateMachine):
         self.values.append((key, new))
 
     @rule(key=st.sampled_from(KEYS), json_out=st.booleans())
+    @recorded
     def force(self, key, json_out):
         self.before_step(key)
         k = self.key(key)
@@ -463,6 +468,7 @@ class LockModelMachine(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS), op=st.sampled_from(["setnx", "get", "getset", "del"]),
           what=st.sampled_from(["future", "past", "junk"]), server=st.integers(0, 2))
+    @recorded
     def page(self, key, op, what, server):
         self.before_step(key)
         k = self.key(key)
@@ -527,6 +533,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- run-locked jobs -------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]))
+    @recorded
     def start_job(self, key, kind):
         if sum(1 for j in self.jobs if j.expect is None) >= 3:
             return  # three at a time at most
@@ -564,18 +571,17 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.fail("run-locked job %d on %s: exit %s, the model says %s"
                           % (number, key, status, sorted(outcome)), tag)
             return
-        deadline = time.monotonic() + 10
-        while not os.path.exists(info_file):
-            if process.poll() is not None:
-                if process.returncode in outcome and process.returncode != 0:
-                    job.expect = {process.returncode}
-                    return
-                self.fail("run-locked job %d on %s exited %d before its job ran; the model "
-                          "says it takes the lock (%s)" % (number, key, process.returncode,
-                                                           process.stderr.read().decode().strip()), tag)
-            if time.monotonic() > deadline:
-                self.fail("run-locked job %d on %s did not start in 10 s" % (number, key))
-            time.sleep(0.01)
+        started = harness.wait_for(lambda: os.path.exists(info_file) or process.poll() is not None,
+                                   10, interval=0.01)
+        if not os.path.exists(info_file) and process.poll() is not None:
+            if process.returncode in outcome and process.returncode != 0:
+                job.expect = {process.returncode}
+                return
+            self.fail("run-locked job %d on %s exited %d before its job ran; the model "
+                      "says it takes the lock (%s)" % (number, key, process.returncode,
+                                                       process.stderr.read().decode().strip()), tag)
+        if not started:
+            self.fail("run-locked job %d on %s did not start in 10 s" % (number, key))
         self.script.raw("until [ -e $T/info%d ]; do sleep 0.05; done" % number)
         fence, slot = open(info_file).read().split()
         hold = Hold(kind, None, job=job, slot=int(slot) if kind == "slots" else None)
@@ -597,6 +603,7 @@ class LockModelMachine(RuleBasedStateMachine):
             return None
 
     @rule(data=st.data())
+    @recorded
     def end_job(self, data):
         """Ends a job: a lost one must have stopped at its next renewal (79); a live one ends
         as its job does (0) and lets go."""
@@ -633,6 +640,7 @@ class LockModelMachine(RuleBasedStateMachine):
     # --- status and list ---------------------------------------------------------------------
 
     @rule(key=st.sampled_from(KEYS))
+    @recorded
     def status(self, key):
         self.before_step(key)
         self.check_status(self.key(key))
@@ -659,266 +667,8 @@ class LockModelMachine(RuleBasedStateMachine):
                 self.check_list(k, [e for e in listing if e.get("key") == k.name])
         self.took = set()  # checked: a rule that does nothing next must not count it again
 
-    def check_status(self, k):
-        """status --json KEY: held or not, the kind, its holders and their tokens."""
-        if self.backend.quorum:
-            self.q_sync(k)
-            live = self.q_live(k)
-            holds = [live] if live else []
-            statuses = 0 if live else {1, 65} if any(h and h.kind == "junk" for h in k.raw) else 1
-        else:
-            holds = k.holds
-            statuses = 65 if k.garbage is not None else (0 if holds else 1)
-        tag = "status:%s" % self.kind_of(k)
-        # What the script checks too: the kind and how many hold (the rest is checked here).
-        test = ""
-        if holds and holds[0].kind != "exclusive":
-            test = 'j.get("kind") == "%s" and j.get("shared_holders") == %d' % (holds[0].kind, len(holds))
-        elif holds:
-            test = 'j.get("kind") == "exclusive"'
-            if holds[0].value is not None and not self.backend.etcd:
-                test += ' and j.get("value") == %s' % self.script.py_value(holds[0].value)
-        status, out = self.nx(["--json", "status", k.name], statuses, test=test, tag=tag)
-        if status not in (0, 1):
-            return
-        j = json.loads(out)
-        if bool(j.get("held")) != bool(holds):
-            self.fail("status %s: held %s, the model: %r" % (k.name, j.get("held"), holds), tag)
-        fence = j.get("fence")
-        if k.name in self.took:
-            if fence is None or (k.fence is not None and fence <= k.fence):
-                self.fail("status %s: latest token %s after a take; before it: %s"
-                          % (k.name, fence, k.fence), tag + ":tokens")
-        elif fence != k.fence and k.fence is not None and \
-                not (fence is None and all(h.page for h in holds)) and \
-                not (self.backend.quorum and fence is not None and fence > k.fence):
-            # (A quorum's status gives the highest counter of the servers that answer;
-            # servers that issued more than the quorum's token keep it: it may rise.)
-            # (The embedded store forgets a free key's latest token: status --json gives
-            # null there; a later take's token must still be above it.)
-            self.fail("status %s: latest token went from %s to %s with no take"
-                      % (k.name, k.fence, fence), tag + ":tokens")
-        if not holds:
-            if fence is not None:
-                k.fence = fence
-            return
-        kind = holds[0].kind
-        if j.get("kind") != kind:
-            self.fail("status %s: kind %r, the model: %s held by %r" % (k.name, j.get("kind"), kind, holds),
-                      "kind:" + tag)
-        if kind == "exclusive":
-            h = holds[0]
-            # (On etcd the expiry is counted again from the lease's TTL left: the lease
-            # names the hold, and differs in a replay, so the script does not check it.)
-            if h.value is not None and not self.same_value(j.get("value"), h.value):
-                self.fail("status %s: value %r, the model: %r" % (k.name, j.get("value"), h.value), tag)
-            if h.token is None and not h.page:
-                h.token = fence
-            if h.job is not None and h.token is not None and fence != h.token:
-                self.fail("status %s: token %s, the job's NXLOCK_FENCE %s" % (k.name, fence, h.token), tag + ":tokens")
-        else:
-            holders = self.holders_of(j)
-            if len(holders) != len(holds):
-                self.fail("status %s: %d holders %r, the model: %r" % (k.name, len(holders),
-                                                                     holders, holds), tag)
-            by_value = {e.get("value"): e for e in holders}
-            for h in holds:
-                if h.value is not None:
-                    if h.value not in by_value:
-                        self.fail("status %s: no holder with value %r (holders %r)" % (k.name, h.value, holders), tag)
-                        continue
-                    token = by_value[h.value].get("fence")
-                    if h.token is None:
-                        h.token = token
-                    elif token != h.token:
-                        self.fail("status %s: %r's token went from %s to %s" % (k.name, h.value, h.token, token), tag + ":tokens")
-            tokens = [e.get("fence") for e in holders]
-            if None in tokens or len(set(tokens)) != len(tokens):
-                self.fail("status %s: holders' tokens %r: each hold takes its own" % (k.name, tokens), tag + ":tokens")
-            if fence is not None and None not in tokens and tokens and max(tokens) > fence:
-                self.fail("status %s: a holder's token %s above the latest %s" % (k.name, max(tokens), fence), tag + ":tokens")
-            if kind == "slots":
-                slots = [e.get("slot") or int(str(e.get("value", "0:")).split(":")[0] or 0)
-                         for e in holders]
-                if len(set(slots)) != len(slots) or any(not 1 <= (s or 0) <= k.n for s in slots):
-                    self.fail("status %s: slots %r of --slots %d" % (k.name, slots, k.n), tag)
-        # A new hold's token is above every token issued before it, whatever the kind.
-        for h in holds:
-            if h.token is not None and getattr(h, "born", None) == self.steps and k.name in self.took \
-                    and k.fence is not None and h.token <= k.fence and h.job is None:
-                self.fail("status %s: the new hold's token %s is not above %s" % (k.name, h.token, k.fence), tag + ":tokens")
-        if fence is not None:
-            k.fence = fence
 
-    def holders_of(self, j):
-        """The holders a status --json object lists (shared or slot holders)."""
-        for field in ("holders", "shared", "slots"):
-            found = j.get(field)
-            if isinstance(found, list):
-                return [e for e in found if e.get("held", True) and e.get("state") != "free"]
-        return []
 
-    def check_list(self, k, entries):
-        tag = "list:%s" % self.kind_of(k)
-        live = [e for e in entries if e.get("state") != "expired"]
-        if k.garbage is not None:
-            return
-        if len(live) != len(k.holds):
-            self.fail("list: %d entries for %s %r, the model: %r" % (len(live), k.name, live, k.holds), tag)
-        # A slot's entry may give its value bare beside its "slot".
-        values = {e.get("value") for e in live} | {"%s:%s" % (e["slot"], e.get("value"))
-                                                  for e in live if e.get("slot") is not None}
-        for h in k.holds:
-            if h.value is not None and not any(self.same_value(v, h.value) for v in values):
-                self.fail("list: no entry of %s with value %r (%r)" % (k.name, h.value, live), tag)
-
-    # --- etcd ---------------------------------------------------------------------------------
-
-    def same_value(self, got, value):
-        """`got` (status, list) names the hold `value` names: the same text, or on etcd the
-        same lease (the expiry is counted again from the TTL left)."""
-        if self.backend.etcd:
-            return got is not None and lease_of(got) == lease_of(value)
-        return got == value
-
-    def e_lease_alive(self, lease):
-        """True, False, or None while a short lease may be lapsing (etcd)."""
-        info = self.leases.get(lease)
-        if info is None:
-            return False
-        ttl, expiry = info
-        if ttl == LONG:
-            return True
-        if time.time() < expiry - 0.3:
-            return True
-        return False if time.time() > expiry + 1.6 else None
-
-    def e_predict_release(self, k, value, renew):
-        """unlock/renew KEY VALUE on etcd: VALUE names a lease. Only the lease with its key
-        under KEY is released or renewed; a lease's TTL cannot change (64); another lock's
-        lease is left alone."""
-        if form(value) != "etcd":
-            return 64, "", None  # a bare timestamp, or another backend's form
-        lease = lease_of(value)
-        hold = next((h for h in k.holds if h.value is not None and lease_of(h.value) == lease), None)
-        alive = self.e_lease_alive(lease)
-        if renew:
-            if alive is False:
-                return 1, 'j["reason"] in ("expired", "absent")', None
-            if self.leases[lease][0] != LONG:
-                return (64 if alive else {1, 64}), "", None
-            if hold is not None:
-                return 0, "", hold
-            return 1, 'j["reason"] in ("expired", "absent", "held_by_other")', None
-        if hold is not None:
-            return 0, "", hold
-        return 1, 'j["reason"] == "%s"' % ("held_by_other" if k.holds else "expired"), None
-
-    def e_page(self, k, op, text, line, values):
-        """A page step on etcd: nxlock's kv command on the plain key KEY, which the lock
-        (keys under KEY/) neither reads nor writes: a key/value of its own (k.kv)."""
-        kv = getattr(k, "kv", None)
-        if op == "setnx":
-            statuses, expect = ({0} if kv is None else {1}), None
-        elif op in ("get", "getset"):
-            statuses, expect = ({0} if kv is not None else {1}), kv
-        else:
-            statuses, expect = ({0} if kv is not None else {1}), None
-        self.script.check(statuses, line)
-        tag = "page:%s:etcd" % op
-        status, out = self.backend.page(0, op, k.name, *values)
-        if status not in statuses:
-            self.fail("page client %s %s: exit %d, the model says %s (stdout %r)"
-                      % (op, k.name, status, sorted(statuses), out.strip()), tag)
-        if op in ("get", "getset") and status == 0 and out.strip() != expect:
-            self.fail("page client %s %s printed %r, the model says %r"
-                      % (op, k.name, out.strip(), expect), tag)
-        if op == "getset" or (op == "setnx" and status == 0):
-            k.kv = text
-        elif op == "del":
-            k.kv = None
-
-    # --- quorum -------------------------------------------------------------------------------
-
-    def q_expired(self, h):
-        return h.value is not None and h.kind != "junk" and expiry_of(h.value) < time.time() - 1
-
-    def q_live(self, k):
-        """The hold a majority of the servers hold, if any."""
-        for h in k.raw:
-            if h is not None and h.kind != "junk" and not self.q_expired(h) and \
-                    sum(1 for x in k.raw if x is h) >= 2:
-                return h
-        return None
-
-    def q_predict_release(self, k, value):
-        count = sum(1 for h in k.raw if h is not None and h.value == value)
-        hold = next((h for h in k.raw if h is not None and h.value == value), None)
-        # What is not a lock on a server holds nothing of ours: it cannot stop a
-        # majority of the others, and is the answer (65) only where there is none.
-        junk = any(h is not None and h.kind == "junk" for h in k.raw)
-        if hold is not None and self.q_expired(hold):
-            return ({1, 65} if junk else 1), "", None
-        if count >= 2:
-            return 0, "", hold
-        if count == 1:
-            return ({0, 1, 65} if junk else {0, 1}), "", hold
-        return ({1, 65} if junk else 1), "", None
-
-    def q_after_release(self, k, hold):
-        pass
-
-    def q_page(self, k, server, op, text):
-        """A page step on one server of the quorum (redis-cli answers 0 with the reply)."""
-        args = [text] if op in ("setnx", "getset") else []
-        status, out = self.backend.page(server, op, k.name, *args)
-        before = k.raw[server]
-        live_before = self.q_live(k)
-        if op == "setnx" and before is None or op == "getset":
-            if TS.match(text):
-                h = next((x for x in k.raw if x is not None and x.page and x.value == text), None)
-                h = h or Hold("exclusive", text, page=True)
-                h.born = self.steps
-            else:
-                h = Hold("junk", text, page=True)
-            k.raw[server] = h
-        elif op == "del":
-            k.raw[server] = None
-        if live_before is not None and live_before is not self.q_live(k) and live_before.job:
-            live_before.job.lost = True
-
-    def q_sync(self, k):
-        """Reads each server's value of the key: what the model knows exactly must be
-        there; a job's entry is its (renewed) timestamp; what it cannot know is taken."""
-        observed = self.backend.raw(k.name)
-        # A majority decides an acquisition: the last server's SETNX may land a moment
-        # after the job started (a loaded host), so a running job's entry gets a second.
-        settle = time.monotonic() + 1
-        while time.monotonic() < settle and any(
-                got is None and h is not None and h.value is None and h.job.process.poll() is None
-                and not h.job.lost for h, got in zip(k.raw, observed)):
-            time.sleep(0.02)
-            observed = self.backend.raw(k.name)
-        for i, (h, got) in enumerate(zip(k.raw, observed)):
-            if h is None:
-                if got is not None:
-                    self.fail("server %d holds %r of %s, the model: nothing" % (i, got, k.name))
-            elif h.value is None and h.job.process.poll() is not None:
-                # The job has ended: what it left (if anything) is a timestamp that expires.
-                same = next((x for x in k.raw if x is not None and x.value == got), None)
-                k.raw[i] = None if got is None else (same or Hold("exclusive", got, page=True))
-            elif h.value is None:
-                if got is None or not TS.match(got):
-                    if h.job and h.job.lost:
-                        k.raw[i] = None
-                        continue
-                    self.fail("server %d holds %r of %s, the model: job %d's timestamp"
-                              % (i, got, k.name, h.job.number))
-            elif got != h.value:
-                if self.q_expired(h) and got is None:
-                    k.raw[i] = None
-                    continue
-                self.fail("server %d holds %r of %s, the model: %r" % (i, got, k.name, h.value))
 
     def teardown(self):
         for job in self.jobs:

@@ -10,6 +10,7 @@ in hex): the lease, not the expiry, names the hold.
 import re
 import time
 
+LONG = 3600  # seconds: a hold that outlives any run
 TS = re.compile(r"^[0-9]+$")
 SHARED = re.compile(r"^([0-9]+):(s[0-9a-f]{16})$")
 SLOT = re.compile(r"^([0-9]+):([0-9]+)$")

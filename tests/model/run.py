@@ -1,24 +1,23 @@
 #!/usr/bin/python3
-"""Runs the model checker (machine.py) on one backend, or replays kept scripts.
+"""Runs the model checker (machine.py) on one backend, or replays kept step lists.
 
   run.py BACKEND                  short mode: a fixed seed, a few hundred steps, shrinking capped
   run.py BACKEND --long           long mode: a random seed, thousands of steps
   run.py BACKEND --seed N [--examples E --steps S]
-  run.py BACKEND --replay FILE... kept scripts, against this backend
-  run.py --replay-dir regressions every regressions/BACKEND-*.sh against its backend
+  run.py BACKEND --replay FILE... kept step lists (replay.py), against this backend
+  run.py --replay-dir regressions every regressions/BACKEND-*.json against its backend
   NXLOCK_MODEL_LONG=1 makes the short mode long (scripts/test passes nothing);
   NXLOCK_MODEL_SHRINK_SECONDS=S shrinks a failure for S seconds (the short mode: 60).
 
 BACKEND: embedded, redis, cluster, quorum or etcd (exclusive holds only: --shared and
 --slots are predicted to exit 64 there, as the man page's ETCD says). A failure prints the
 shrunk steps as a bash script of nxlock commands (and writes it beside the temp dir it
-names); exit status 1.
+names, with the same steps as a step list to keep in regressions/); exit status 1.
 """
 import argparse
 import glob
 import os
 import random
-import subprocess
 import sys
 import time
 import traceback
@@ -32,8 +31,8 @@ from hypothesis.internal.conjecture import engine  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
 import backends  # noqa: E402
-import harness  # noqa: E402
 import machine  # noqa: E402
+import replay as replay_steps  # noqa: E402
 
 SHORT_SEED = 33
 # Short mode, per backend: examples x steps, expiry waits per example, shrinking's bounds.
@@ -91,12 +90,18 @@ def check(backend_name, mode, seed):
                                 % (backend_name, seed))
             with open(path, "w") as f:
                 f.write(text)
+            # The same steps as data: copied to regressions/BACKEND-NAME.json (a line of what
+            # it found in "found"), model.regressions replays them through the model.
+            steps_path = path[:-len(".sh")] + ".json"
+            replay_steps.dump(steps_path, machine.Config.header[:1], str(error),
+                              last.steps_taken if last else [])
             if not isinstance(error, machine.Mismatch):
                 traceback.print_exc()
             if machine.Config.skipped:
                 print("mismatches let pass (NXLOCK_MODEL_SKIP): %s" % machine.Config.skipped)
-            print("FAILED on %s (seed %d): %s\n--- the shrunk steps, as a script (%s) ---\n%s"
-                  % (backend_name, seed, error, path, text))
+            print("FAILED on %s (seed %d): %s\n--- the shrunk steps, as a script (%s; as a step "
+                  "list to keep in regressions/: %s) ---\n%s"
+                  % (backend_name, seed, error, path, steps_path, text))
             return 1
         if os.environ.get("NXLOCK_MODEL_PROFILE"):
             print("seconds per rule: %s" % {k: round(v, 1) for k, v in machine.Config.seconds.items()})
@@ -112,20 +117,27 @@ def check(backend_name, mode, seed):
 
 
 def replay(backend_name, paths):
-    """Runs each kept script against a fresh instance of the backend; all must pass."""
+    """Replays each kept step list (replay.py) through today's model, on a fresh instance
+    of the backend; all must pass. A failure prints the replay's steps as a script."""
     backend = backends.BACKENDS[backend_name]()
     failed = 0
     try:
+        machine.Config.backend = backend
+        # Every short hold and expiry wait the list asks for (a run's budget is no limit here).
+        machine.Config.waits = 1000
         for path in paths:
-            backend.reset()
-            env = dict(backend.env(), NXLOCK_BIN=harness.BIN, T=backend.tmp,
-                       URLS=" ".join(backend.args()))
-            for i, server in enumerate(getattr(backend, "servers", [])):
-                env["P%d" % i] = str(server.port)
-            result = subprocess.run(["bash", path], env=env, capture_output=True, timeout=300)
-            out = result.stdout.decode(errors="replace")
-            print("%s: %s" % (path, "passed" if result.returncode == 0 else "FAILED\n" + out))
-            failed += result.returncode != 0
+            machine.Config.header = ["replay of %s on %s" % (os.path.basename(path), backend_name)]
+            machine.Config.last_failed = None
+            kept = replay_steps.load(path)
+            try:
+                replay_steps.run_steps(kept["steps"])
+            except (machine.Mismatch, replay_steps.StepError) as error:
+                failed += 1
+                last = machine.Config.last_failed or machine.Config.last_machine
+                print("%s: FAILED: %s\n  found as: %s\n--- the replay, as a script ---\n%s"
+                      % (path, error, kept.get("complaint"), last.script.text() if last else ""))
+            else:
+                print("%s: passed" % path)
     finally:
         backend.stop()
     return 1 if failed else 0
@@ -141,12 +153,12 @@ def main():
     parser.add_argument("--no-shrink", action="store_true", help="report the first failure as found")
     parser.add_argument("--replay", nargs="+", metavar="FILE")
     parser.add_argument("--replay-dir", metavar="DIR",
-                        help="every DIR/BACKEND-*.sh, each against its backend")
+                        help="every DIR/BACKEND-*.json, each against its backend")
     options = parser.parse_args()
     if options.replay_dir:
         failed = 0
         for name in sorted(backends.BACKENDS):
-            paths = sorted(glob.glob(os.path.join(options.replay_dir, name + "-*.sh")))
+            paths = sorted(glob.glob(os.path.join(options.replay_dir, name + "-*.json")))
             if paths:
                 failed |= replay(name, paths)
         return failed

@@ -12,6 +12,7 @@ import sys
 import time
 
 import netns
+import servers
 from scenario import Scenario, Skipped
 from workload import Client
 
@@ -55,7 +56,7 @@ class EtcdScenario(Scenario):
         self.note_fault("restarted", members=[m.name for m in members])
         if self.leader() is None:
             self.notes.append("round %d: no leader after the restart" % round_number)
-        time.sleep(1)
+        self.let_run(1)
 
 
 class EtcdLeaderKill(EtcdScenario):
@@ -67,13 +68,13 @@ class EtcdLeaderKill(EtcdScenario):
         owner, _ = self.wait_section(planned=2)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         leader = self.leader()
         if leader is None:
             return False
         self.note_fault("kill-leader", member=leader.name)
         leader.kill()
-        time.sleep(DOWN)
+        self.let_run(DOWN)
         self.bring_back([leader], round_number)
         return True
 
@@ -88,13 +89,13 @@ class EtcdQuorumLoss(EtcdScenario):
         owner, _ = self.wait_section(planned=2)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         members = self.etcd.cluster.members
         victims = [members[round_number % 3], members[(round_number + 1) % 3]]
         self.note_fault("kill-two", members=[m.name for m in victims])
         for member in victims:
             member.kill()
-        time.sleep(DOWN)
+        self.let_run(DOWN)
         self.bring_back(victims, round_number)
         return True
 
@@ -160,7 +161,7 @@ class EtcdBlindDelete(EtcdScenario):
         owner, _ = self.wait_section(client="A" if cut else None, planned=5)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         member = self.first[owner.client]
         others = [m for m in self.etcd.cluster.members if m is not member]
         if cut:
@@ -170,10 +171,10 @@ class EtcdBlindDelete(EtcdScenario):
             self.note_fault("freeze", client=owner.client, member=member.name)
             member.kill(signal.SIGSTOP)
         try:
-            time.sleep(self.FROZEN_BEFORE_DELETE)
+            self.let_run(self.FROZEN_BEFORE_DELETE)
             deleted = self.take_away(others, round_number)
             self.note_fault("deleted", key=deleted)
-            time.sleep(self.AFTER_DELETE)
+            self.let_run(self.AFTER_DELETE)
         finally:
             if cut:
                 self.ns.heal()
@@ -182,7 +183,7 @@ class EtcdBlindDelete(EtcdScenario):
             self.note_fault("healed")
         if self.leader() is None:
             self.notes.append("round %d: no leader after the fault" % round_number)
-        time.sleep(1)
+        self.let_run(1)
         return deleted is not None
 
 
@@ -214,11 +215,10 @@ class EtcdWaitersFailover(EtcdScenario):
         if owner is None:
             return False
         # 0.3 s into the job, or once the others have waited a second, if later.
-        while not self.waiting(owner):
-            if time.monotonic() > start["t"] + 1.5:
-                return False
-            time.sleep(0.05)
-        time.sleep(max(0.0, start["t"] + 0.3 - time.monotonic()))
+        if not servers.wait_until(lambda: self.waiting(owner),
+                                  max(0.0, start["t"] + 1.5 - time.monotonic()), interval=0.05):
+            return False
+        self.let_run(max(0.0, start["t"] + 0.3 - time.monotonic()))
         leader = self.leader()
         if leader is None:
             return False
@@ -226,19 +226,19 @@ class EtcdWaitersFailover(EtcdScenario):
         if round_number % 2 == 0:
             self.note_fault("kill-leader", member=leader.name)
             leader.kill()
-            time.sleep(DOWN)
+            self.let_run(DOWN)
             self.bring_back([leader], round_number)
             return True
         self.note_fault("freeze-leader", member=leader.name)
         leader.kill(signal.SIGSTOP)
         try:
-            time.sleep(self.STALL)
+            self.let_run(self.STALL)
         finally:
             leader.kill(signal.SIGCONT)
             self.note_fault("continued", member=leader.name)
         if self.leader() is None:
             self.notes.append("round %d: no leader after the stall" % round_number)
-        time.sleep(1)
+        self.let_run(1)
         return True
 
     def verdict_extra(self, counts):

@@ -9,6 +9,7 @@ import time
 
 import checker
 import processes
+import servers
 from history import History
 
 SECTION_WAIT = 30  # seconds a round waits for a section the fault can hit
@@ -63,8 +64,9 @@ class Scenario:
         """Waits for a running section (of `client`, on `lock`, planned at least `planned`
         seconds, started within the last half second); returns (its Client, its start
         record), or (None, None) when none came within `timeout`."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self.aborted.is_set():
+        found = []
+
+        def running():
             now = time.monotonic()
             for start in self.history.follow():
                 if now - start["t"] > 0.5 or start.get("planned", 0) < planned:
@@ -74,9 +76,18 @@ class Scenario:
                 owner = next((c for c in self.clients if c.client == start["client"]), None)
                 if owner is not None and owner.current is not None and \
                         owner.current.poll() is None and owner.current_started <= start["t"]:
-                    return owner, start
-            time.sleep(0.02)
-        return None, None
+                    found.append((owner, start))
+                    return True
+            return False
+        # (wait_until stops early on an abort: self.aborted is processes.aborting.)
+        servers.wait_until(running, timeout, interval=0.02)
+        return found[0] if found else (None, None)
+
+    def let_run(self, seconds):
+        """The workload runs on for `seconds`: a fault's length, or the time the clients get
+        to meet it or come back from it. Not a wait for something to happen: the checker
+        judges the whole history afterwards."""
+        time.sleep(seconds)
 
     def note_fault(self, what, **details):
         self.history.append(dict(details, ev="nemesis", what=what))

@@ -8,7 +8,6 @@ then it has expired for every other client and one of them (waiting in line) tak
 import os
 import signal
 import threading
-import time
 
 import netns
 import processes
@@ -65,15 +64,15 @@ class Partition(Scenario):
         owner, _ = self.wait_section(client="A", planned=OUTLIVES)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         self.note_fault("cut", client="A")
         self.ns.cut()
         try:
-            time.sleep(FAULT)
+            self.let_run(FAULT)
         finally:
             self.ns.heal()
             self.note_fault("heal")
-        time.sleep(1)
+        self.let_run(1)
         return True
 
 
@@ -96,7 +95,7 @@ class PauseNxlock(Scenario):
         owner, _ = self.wait_section(planned=OUTLIVES)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         process = owner.current
         if process is None or process.poll() is not None:
             return False
@@ -104,16 +103,16 @@ class PauseNxlock(Scenario):
         self.note_fault("pause", client=owner.client, pids=supervisors + job)
         processes.pause(supervisors + job)
         try:
-            time.sleep(FAULT)
+            self.let_run(FAULT)
         finally:
             if job:
                 # The job first, with a head start: it writes before its supervisor can
                 # learn of the loss, as a job resumed from a GC pause or a frozen VM does.
                 processes.resume(job)
-                time.sleep(HEAD_START)
+                self.let_run(HEAD_START)
             processes.resume(supervisors)
             self.note_fault("resume")
-        time.sleep(1)
+        self.let_run(1)
         return True
 
 
@@ -149,11 +148,11 @@ class RestartNopersist(Scenario):
         owner, _ = self.wait_section(planned=1.5)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         self.note_fault("restart", crash=self.crash)
         self.redis.restart(crash=self.crash)
         self.note_fault("restarted")
-        time.sleep(2)
+        self.let_run(2)
         return True
 
 
@@ -180,10 +179,10 @@ class Eviction(Scenario):
 
     def fault(self, round_number):
         self.wait_section(planned=1, timeout=4)  # a refusing nxlock runs none: go on anyway
-        time.sleep(0.3)
+        self.let_run(0.3)
         written = servers.fill(self.redis.port, "filler%d:" % round_number, 300, 16384)
         self.note_fault("pressure", written=written)
-        time.sleep(1)
+        self.let_run(1)
         return True
 
     def verdict_extra(self, counts):
@@ -208,7 +207,7 @@ class Failover(Scenario):
         owner, _ = self.wait_section(planned=2)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         self.note_fault("failover")
         port = self.deployment.failover()
         self.note_fault("failed-over", master=port)
@@ -218,7 +217,7 @@ class Failover(Scenario):
             return False
         if not self.deployment.settled(timeout=30):
             self.notes.append("round %d: the deployment did not settle" % round_number)
-        time.sleep(1)
+        self.let_run(1)
         return True
 
 
@@ -241,12 +240,12 @@ class QuorumRestart(Scenario):
         owner, _ = self.wait_section(planned=2.5)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         for i in (round_number % 3, (round_number + 1) % 3):
             self.note_fault("restart", server=i)
             self.redis[i].restart()
-            time.sleep(0.5)
-        time.sleep(2)
+            self.let_run(0.5)
+        self.let_run(2)
         return True
 
 
@@ -286,7 +285,7 @@ class ClockSkew(Scenario):
             threads.append(thread)
         for thread in threads:
             thread.join(timeout=self.skewed["redis", skew].bound + 5)
-        time.sleep(0.5)
+        self.let_run(0.5)
         return True
 
     def _teardown(self):
@@ -310,15 +309,15 @@ class TermIgnored(Scenario):
         owner, _ = self.wait_section(planned=OUTLIVES)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         self.note_fault("pause-server")
         self.redis.pause()
         try:
-            time.sleep(FAULT)
+            self.let_run(FAULT)
         finally:
             self.redis.resume()
             self.note_fault("resume-server")
-        time.sleep(1)
+        self.let_run(1)
         return True
 
 
@@ -344,13 +343,13 @@ class KillNxlock(Scenario):
         owner, _ = self.wait_section(planned=1.0)
         if owner is None:
             return False
-        time.sleep(0.3)
+        self.let_run(0.3)
         process = owner.current
         if process is None or process.poll() is not None:
             return False
         self.note_fault("kill", client=owner.client, pids=[process.pid])
         processes.signal_pid(process.pid, signal.SIGKILL)
-        time.sleep(1)
+        self.let_run(1)
         return True
 
 

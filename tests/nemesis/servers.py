@@ -64,7 +64,7 @@ def wait_until(condition, timeout, interval=0.05):
     while time.monotonic() < deadline and not processes.aborting.is_set():
         if condition():
             return True
-        time.sleep(interval)
+        time.sleep(interval)  # the poll's interval: `timeout` bounds the wait
     return condition()
 
 
@@ -209,13 +209,12 @@ class Sentinels:
         """SENTINEL FAILOVER (retried while one is in progress); the new master's port, or None."""
         before = self.master_port()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not processes.aborting.is_set():
+
+        def started():
             reply = command(self.sentinels[0][1], "SENTINEL", "FAILOVER", MASTER_NAME) or ""
             self.last_reply = reply.strip()
-            if reply.startswith("+OK"):
-                break
-            time.sleep(0.2)
-        else:
+            return reply.startswith("+OK")
+        if not wait_until(started, timeout, interval=0.2):
             return None
         if not wait_until(lambda: self.master_port() not in (None, before),
                           max(0.0, deadline - time.monotonic())):

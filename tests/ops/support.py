@@ -108,7 +108,9 @@ class TempDirCase(unittest.TestCase):
         outcome = getattr(self, "_outcome", None)
         result = getattr(outcome, "result", None)
         problems = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
-        failed = any(test is self for test, _ in problems) or not getattr(outcome, "success", True)
+        # A subTest's failure is recorded under the subTest (test_case: this test).
+        failed = (any(getattr(test, "test_case", test) is self for test, _ in problems)
+                  or not getattr(outcome, "success", True))
         if failed:
             print("\nkept temp dir of failed test:", self.tmp)
         else:

@@ -110,3 +110,50 @@ class Citations(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestCode(unittest.TestCase):
+    """Test code never imports a test module (test_*.py): what two need (a deployment, a
+    base class, a helper) lives in a module of its own (tests/cli/harness.py,
+    deployments.py, faults.py, sentinel_harness.py, etcd_harness.py), so that a test
+    module's tests run where it is, once. A test asks the backend fixture for backends
+    by what they offer or by name, never by their place in backends(). No test file
+    is over 700 lines."""
+
+    def files_of(self, suffixes=(".py", ".cpp", ".hpp")):
+        for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
+            for name in names:
+                if name.endswith(suffixes):
+                    path = os.path.join(folder, name)
+                    with open(path, encoding="utf-8") as f:
+                        yield os.path.relpath(path, ROOT), f.read()
+
+    def test_no_backend_is_picked_by_its_position(self):
+        found = ["%s:%d" % (path, number) for path, text in self.files_of((".py",))
+                 for number, line in enumerate(text.splitlines(), 1)
+                 if re.search(r"backends\(\)\[", line)]
+        self.assertEqual(found, [])
+
+    def test_no_test_file_is_over_700_lines(self):
+        found = ["%s: %d lines" % (path, text.count("\n")) for path, text in self.files_of()
+                 if text.count("\n") > 700]
+        self.assertEqual(found, [])
+
+    def test_no_test_code_imports_a_test_module(self):
+        found = []
+        for top in ("tests", "bench", "scripts"):
+            for folder, _, names in os.walk(os.path.join(ROOT, top)):
+                for name in names:
+                    path = os.path.join(folder, name)
+                    if not name.endswith(".py") and top != "scripts" and top != "bench":
+                        continue
+                    try:
+                        with open(path, encoding="utf-8") as f:
+                            lines = f.read().splitlines()
+                    except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+                        continue
+                    for number, line in enumerate(lines, 1):
+                        if re.match(r"\s*(from test_\w+ import|import test_\w+)", line):
+                            found.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number,
+                                                        line.strip()))
+        self.assertEqual(found, [])

@@ -89,7 +89,7 @@ class ZshCompleter:
                 raise TimeoutError(
                     f"zsh gave no completion for {line!r}; screen so far:\n"
                     + self.screen.decode(errors="replace")[-2000:])
-            time.sleep(0.02)
+            time.sleep(0.02)  # the poll's interval; the deadline above bounds the wait
         os.write(self.fd, b"\x15")  # ^U: clear the line for the next query
         with open(path) as f:
             return sorted(set(f.read().split("\n")) - {""})

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/test_helpers.hpp"
 #include "util/fd.hpp"
 
 namespace nxlock::testing {
@@ -25,7 +26,6 @@ namespace {
 
 using Context = std::unique_ptr<redisContext, decltype(&redisFree)>;
 using Reply = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
-using Clock = std::chrono::steady_clock;
 
 constexpr auto k_start_timeout = std::chrono::seconds(10);
 constexpr auto k_term_grace = std::chrono::seconds(3);
@@ -80,11 +80,7 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
   // A server that goes away under a test must fail that test, not kill the
   // binary with SIGPIPE (nxlock's own main ignores SIGPIPE the same way).
   signal(SIGPIPE, SIG_IGN);
-  char dir_template[] = "/tmp/nxlock-redis-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    throw std::runtime_error("mkdtemp failed");
-  }
-  m_dir = dir_template;
+  m_dir = make_temp_dir("nxlock-redis");
   m_unix_path = m_dir + "/redis.sock";
   for (int attempt = 0; attempt < k_start_attempts; ++attempt) {
     if (start_once(free_port())) {
@@ -151,17 +147,21 @@ bool RedisServer::start_once(int port) {
   m_pid = pid;
   m_port = port;
 
-  const auto deadline = Clock::now() + k_start_timeout;
-  while (Clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(m_pid, &status, WNOHANG) == m_pid) {
-      m_pid = -1;  // exited: most likely the port was taken meanwhile
-      return false;
-    }
-    if (answers_ping()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  bool exited = false;
+  const bool answered = wait_until(
+      [&] {
+        int status = 0;
+        exited = waitpid(m_pid, &status, WNOHANG) == m_pid;
+        return exited || answers_ping();
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(k_start_timeout),
+      std::chrono::milliseconds(5));
+  if (exited) {
+    m_pid = -1;  // exited: most likely the port was taken meanwhile
+    return false;
+  }
+  if (answered) {
+    return true;
   }
   stop();
   return false;
@@ -216,20 +216,18 @@ void RedisServer::stop() {
     return;
   }
   kill(m_pid, SIGTERM);
-  const auto deadline = Clock::now() + k_term_grace;
   int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(m_pid, &status, WNOHANG);
-    if (done == m_pid || (done < 0 && errno != EINTR)) {
-      break;
+  const bool ended = wait_until(
+      [&] {
+        const pid_t done = waitpid(m_pid, &status, WNOHANG);
+        return done == m_pid || (done < 0 && errno != EINTR);
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(k_term_grace),
+      std::chrono::milliseconds(5));
+  if (!ended) {
+    kill(m_pid, SIGKILL);
+    while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (Clock::now() >= deadline) {
-      kill(m_pid, SIGKILL);
-      while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   m_pid = -1;
 }
@@ -242,7 +240,7 @@ void RedisServer::restart() {
     if (start_once(m_port)) {
       return;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a bound: before trying again
   }
   throw std::runtime_error("redis-server did not restart; see " + m_dir + "/redis.log");
 }

@@ -1,11 +1,16 @@
-// Small helpers the unit tests share: a clock a test sets, a Redis URL, a thrown error.
+// Small helpers the unit tests share: a clock a test sets, a Redis URL, a thrown error, a
+// temporary directory, a bounded wait on a condition.
 // One definition each, so the unit tests can be built sixteen files to a translation unit.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "lock/clock.hpp"
 #include "store/url.hpp"
@@ -48,6 +53,33 @@ util::Error error_from(Body&& body) {
   }
   ADD_FAILURE() << "no util::Error thrown";
   return util::Error(util::ErrorKind::internal, "none", "none");
+}
+
+// Polls `condition` every `interval` until it holds or `timeout` passes; its last answer.
+// The one poll loop of the tests: a wait on a condition, bounded.
+template <typename Condition>
+bool wait_until(Condition&& condition, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds interval = std::chrono::milliseconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(interval);  // the poll's interval; `timeout` bounds the wait
+  }
+  return condition();
+}
+
+// A fresh directory $TMPDIR/PREFIX-XXXXXX (/tmp without TMPDIR): scripts/test gives its
+// run a TMPDIR of its own and fails if anything is left in it.
+inline std::string make_temp_dir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("mkdtemp " + pattern + " failed");
+  }
+  return pattern;
 }
 
 inline double seconds_since(util::Micros start) {

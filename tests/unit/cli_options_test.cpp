@@ -9,6 +9,7 @@
 
 #include "cli/app.hpp"
 #include "cli/command_table.hpp"
+#include "support/test_helpers.hpp"
 
 namespace nxlock {
 namespace {
@@ -16,8 +17,7 @@ namespace {
 class CliOptions : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/nxlock-cli-XXXXXX";
-    m_dir = mkdtemp(pattern);
+    m_dir = testing::make_temp_dir("nxlock-cli");
     m_url = "file://" + m_dir + "/store";
     unsetenv("NXLOCK_URL");
     unsetenv("NXLOCK_PREFIX");

@@ -348,8 +348,7 @@ TEST(SlotValue, RoundTripsAndRefusesWhatNamesNoSlot) {
 // FileStore of its own, as another process would have), confirmed in line
 // before the next one comes; a release of either slot goes to the first.
 TEST(SlotQueue, SlotsGoToWaitersInArrivalOrder) {
-  std::string dir = "/tmp/nxlock-semaphore-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string dir = testing::make_temp_dir("nxlock-semaphore");
   const std::string path = dir + "/store";
   store::FileStore store(path, {});
   lock::LocalClock clock;
@@ -382,11 +381,7 @@ TEST(SlotQueue, SlotsGoToWaitersInArrivalOrder) {
         waiter.release(got.value);  // the next in line takes this slot, or the other
       }
     });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (in_line() == before && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (in_line() == before) {
+    if (!testing::wait_until([&] { return in_line() != before; }, std::chrono::seconds(20))) {
       ADD_FAILURE() << name << " never stood in line";
       break;  // the slots are released and the waiters joined all the same
     }

@@ -29,6 +29,7 @@
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_helpers.hpp"
 #include "util/fd.hpp"
 
 namespace nxlock::testing {
@@ -266,9 +267,7 @@ std::string single_entry(const fs::path& dir, bool directories) {
 class FileRace : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/nxlock-race-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    m_dir = pattern;
+    m_dir = make_temp_dir("nxlock-race");
   }
   void TearDown() override {
     std::error_code ignored;

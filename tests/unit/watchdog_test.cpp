@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "run/stop_schedule.hpp"
+#include "support/test_helpers.hpp"
 #include "run/watchdog.hpp"
 #include "util/poll.hpp"
 #include "util/time.hpp"
@@ -106,17 +107,17 @@ TEST(JobWatchdog, KillAllReachesAProcessThatLeftTheJobsGroupAndSession) {
   ASSERT_GT(job.pid, 0);
 
   pid_t escaped = 0;
-  for (int i = 0; i < 250 && escaped == 0; ++i) {  // bounded: 5 s
-    if (FILE* file = std::fopen(pid_file.c_str(), "r")) {
-      if (std::fscanf(file, "%d", &escaped) != 1) {
-        escaped = 0;
-      }
-      std::fclose(file);
-    }
-    if (escaped == 0) {
-      usleep(20'000);
-    }
-  }
+  testing::wait_until(
+      [&] {
+        if (FILE* file = std::fopen(pid_file.c_str(), "r")) {
+          if (std::fscanf(file, "%d", &escaped) != 1) {
+            escaped = 0;
+          }
+          std::fclose(file);
+        }
+        return escaped != 0;
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(20));
   ASSERT_GT(escaped, 0);
   ASSERT_EQ(kill(escaped, 0), 0);
 
