@@ -120,13 +120,7 @@ def files_under(root):
     return found
 
 
-def kill_with_watchdog(pid, timeout=10.0):
-    """SIGKILLs run-locked `pid` and its watchdog (its child named nxl-watchdog), so that
-    neither acts on the other's death: the lock is then abandoned, left to its ttl (a
-    dead nxlock's watchdog alone would release it). nxlock is stopped first, then the
-    watchdog killed, then nxlock: a stopped watchdog would be sent SIGCONT by the kernel
-    once nxlock's death orphaned its process group, and release the lock."""
-    def watchdogs():
+def watchdogs():
         return [child for child in (int(name) for name in os.listdir("/proc") if name.isdigit())
                 if (proc_stat(child) or ("", "", 0))[::2] == ("nxl-watchdog", pid)]
     found = []
@@ -192,6 +186,23 @@ def descendants(root):
             found.append(child)
             todo.append(child)
     return found
+
+
+def kill_with_watchdog(pid, timeout=10.0):
+    """SIGKILLs run-locked `pid` and its watchdog (its child named nxl-watchdog), so that
+    neither acts on the other's death: the lock is then abandoned, left to its ttl (a
+    dead nxlock's watchdog alone would release it). nxlock is stopped first, then the
+    watchdog killed, then nxlock: a stopped watchdog would be sent SIGCONT by the kernel
+    once nxlock's death orphaned its process group, and release the lock."""
+    found = []
+    wait_for(lambda: found.extend(child for child in descendants(pid)
+                                  if (proc_stat(child) or ("",))[0] == "nxl-watchdog")
+             or found, timeout=timeout)
+    assert found, "no watchdog under nxlock %d" % pid
+    os.kill(pid, signal.SIGSTOP)
+    for each in (*found, pid):
+        os.kill(each, signal.SIGKILL)
+    return found[0]
 
 
 def wait_answering(process, address, timeout=10.0):
