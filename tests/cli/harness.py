@@ -120,18 +120,6 @@ def files_under(root):
     return found
 
 
-def watchdogs():
-        return [child for child in (int(name) for name in os.listdir("/proc") if name.isdigit())
-                if (proc_stat(child) or ("", "", 0))[::2] == ("nxl-watchdog", pid)]
-    found = []
-    wait_for(lambda: found.extend(watchdogs()) or found, timeout=timeout)
-    assert found, "no watchdog under nxlock %d" % pid
-    os.kill(pid, signal.SIGSTOP)
-    for each in (*found, pid):
-        os.kill(each, signal.SIGKILL)
-    return found[0]
-
-
 def alive(pid, argv0=None):
     """True if process `pid` runs (a zombie counts as dead) and, given `argv0`, is
     still the program of that name we started (not a stranger that reused the pid)."""
