@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import urllib.request
 
-from harness import dying_with_parent, free_port, read, wait_for
+from harness import NxlockTestCase, dying_with_parent, free_port, read, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -176,6 +176,24 @@ class EtcdCluster:
         for member in self.members:
             member.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
+
+
+class OneMemberTestCase(NxlockTestCase):
+    """Tests against a one-member etcd of the class's own, which each test's nxlock
+    reaches through NXLOCK_URL, wiped before each test."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = EtcdCluster(1)
+        cls.addClassCleanup(cls.etcd.stop)
+
+    def setUp(self):
+        super().setUp()
+        self.env["NXLOCK_URL"] = self.etcd.url()
+        self.etcd.wipe()
 
 
 # The job: its fence token and the moment it starts, and the moment SIGTERM reaches it

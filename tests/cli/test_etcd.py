@@ -15,12 +15,11 @@ import threading
 import time
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster
+from etcd_harness import ETCDCTL, HAVE_ETCD, EtcdCluster, OneMemberTestCase
 from harness import (COMMAND_TIMEOUT, NxlockTestCase, RedisServer, alive, dying_with_parent, read,
                      wait_for)
 from deployments import Certificates
 
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
 # A job that logs "in NAME" and "out NAME" around a pause.
 LOGGED = 'echo "in $0" >> "$1"; sleep %s; echo "out $0" >> "$1"'
@@ -32,16 +31,10 @@ def sections(log):
 
 
 @unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
-class EtcdSingleTest(NxlockTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.etcd = EtcdCluster(1)
-        cls.addClassCleanup(cls.etcd.stop)
-
+class EtcdSingleTest(OneMemberTestCase):
     def setUp(self):
         super().setUp()
         self.url = self.etcd.url()
-        self.env["NXLOCK_URL"] = self.url
 
     def ctl_lock(self, key, log, name, pause):
         return subprocess.Popen(

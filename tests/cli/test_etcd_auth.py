@@ -5,14 +5,10 @@ member that is down is left for the next, token and all (man page, ETCD, "Auth")
 `doctor` checks what a lock needs of the user: a transaction on the keys under
 --prefix and a lease.
 """
-import os
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster
+from etcd_harness import HAVE_ETCD, EtcdCluster
 from harness import NxlockTestCase, wait_for
-
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
-
 
 @unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
 class EtcdAuthFirstMemberDown(NxlockTestCase):

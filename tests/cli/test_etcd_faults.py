@@ -12,10 +12,9 @@ import sys
 import time
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, JOB, EtcdCluster, events
+from etcd_harness import HAVE_ETCD, JOB, EtcdCluster, events
 from harness import NxlockTestCase, read, wait_for
 
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
 # A job that runs until the file named by its first argument exists.
 UNTIL = 'while [ ! -e "$0" ]; do sleep 0.05; done'

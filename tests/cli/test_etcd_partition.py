@@ -15,10 +15,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import netns  # noqa: E402  (the nemesis's namespace and its cut)
 import processes  # noqa: E402  (started in the namespace, with PR_SET_PDEATHSIG)
 
-from etcd_harness import ETCD, ETCDCTL, JOB, EtcdCluster, events  # noqa: E402
+from etcd_harness import HAVE_ETCD, JOB, EtcdCluster, events  # noqa: E402
 from harness import BIN, NxlockTestCase, read, wait_for  # noqa: E402
 
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
 class NamespacedHolder(NxlockTestCase):
     """A holder in a namespace of its own, and etcd (`members` of them) on loopback and

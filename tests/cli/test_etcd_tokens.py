@@ -7,10 +7,9 @@ import os
 import subprocess
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster
-from harness import NxlockTestCase, dying_with_parent, read, wait_for
+from etcd_harness import ETCDCTL, HAVE_ETCD, OneMemberTestCase
+from harness import dying_with_parent, read, wait_for
 
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
 # Writes its token (the variable named by $1) and ETCD_LOCK_KEY to the file $2, then
 # runs until the file $3 exists.
@@ -19,16 +18,7 @@ RECORD = ('echo "$(printenv "$1") ${ETCD_LOCK_KEY:-none}" > "$2"; '
 
 
 @unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
-class EtcdTokensTest(NxlockTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.etcd = EtcdCluster(1)
-        cls.addClassCleanup(cls.etcd.stop)
-
-    def setUp(self):
-        super().setUp()
-        self.env["NXLOCK_URL"] = self.etcd.url()
-        self.etcd.wipe()
+class EtcdTokensTest(OneMemberTestCase):
 
     def path(self, name):
         return os.path.join(self.tmp, name)

@@ -14,23 +14,11 @@ import threading
 import time
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster
+from etcd_harness import ETCDCTL, HAVE_ETCD, EtcdCluster, OneMemberTestCase
 from harness import NxlockTestCase, dying_with_parent, free_port, wait_for
 
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
-
-
 @unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
-class EtcdOwnKeys(NxlockTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.etcd = EtcdCluster(1)
-        cls.addClassCleanup(cls.etcd.stop)
-
-    def setUp(self):
-        super().setUp()
-        self.env["NXLOCK_URL"] = self.etcd.url()
-        self.etcd.wipe()
+class EtcdOwnKeys(OneMemberTestCase):
 
     def test_force_and_status_leave_a_lock_under_the_key_alone(self):
         r = self.nx("lock", "-t", "30", "ok/b")
@@ -130,15 +118,7 @@ class Listener:
 
 
 @unittest.skipUnless(HAVE_ETCD, "etcd is not installed (scripts/install-deps)")
-class EtcdLimits(NxlockTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.etcd = EtcdCluster(1)
-        cls.addClassCleanup(cls.etcd.stop)
-
-    def setUp(self):
-        super().setUp()
-        self.env["NXLOCK_URL"] = self.etcd.url()
+class EtcdLimits(OneMemberTestCase):
 
     def test_a_key_too_large_for_the_request_limit_is_a_usage_error(self):
         # One argument is at most 128 KiB: the prefix and the key make 262 KB.

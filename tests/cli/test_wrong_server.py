@@ -7,15 +7,13 @@ and `{}` is no etcd member: every answer of etcd carries its response header
 (the cluster's and the member's ids).
 """
 import http.server
-import os
 import re
 import threading
 import unittest
 
-from etcd_harness import ETCD, ETCDCTL, EtcdCluster
+from etcd_harness import HAVE_ETCD, EtcdCluster
 from harness import NxlockTestCase, RedisServer
 
-HAVE_ETCD = os.path.exists(ETCD) and os.path.exists(ETCDCTL)
 
 COMMANDS = (("lock", "-n", "k"), ("status", "k"), ("get", "k"), ("setnx", "k", "v"), ("list",),
             ("unlock", "--force", "k"), ("run-locked", "-n", "k", "true"))
