@@ -145,7 +145,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     // connection of its own (its fork of us holds none that still work): the
     // hold as `unlock` names it, taken over with our take's token.
     run::JobWatchdog watchdog([&ctx, args](const std::string& printed,
-                                           const run::JobWatchdog::Take& take) {
+                                           const run::TakenHold& take) {
       ctx.forget_backend();
       const auto clock = make_clock(ctx, args->lock.clock);
       std::string value;

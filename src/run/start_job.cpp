@@ -23,10 +23,10 @@ namespace {
 // may print its environment (a CI log, a crash report) or pass it on further.
 // A password-bearing NXLOCK_URL stays, redacted: an nxlock inside the job then
 // fails loudly on authentication rather than quietly using another backend.
-std::vector<JobWatchdog::EnvSetting> child_environment(const lock::Lockable& lock,
+std::vector<EnvSetting> child_environment(const lock::Lockable& lock,
                                                        const HeldLock& held,
                                                        const RunOptions& options) {
-  std::vector<JobWatchdog::EnvSetting> settings = {
+  std::vector<EnvSetting> settings = {
       {"NXLOCK_KEY", lock.key()},
       {"NXLOCK_VALUE", held.value},
       // None issued (a quorum): never an outer job's token.

@@ -71,15 +71,14 @@ JobWatchdog::Started JobWatchdog::start(const Go& go) {
   const std::string values = encode_values(go.values);
   const GoHeader header{go.take_terminal ? 1U : 0U,
                         static_cast<std::uint32_t>(settings.size()),
-                        go.schedule.enforced ? go.deadline.count() : util::Micros::max().count(),
-                        go.schedule.grace.count(),
                         go.deadline.count(),
+                        go.schedule.grace.count(),
                         go.death_grace.count(),
                         go.take.fence,
                         go.take.ttl,
                         go.take.hold_until.count(),
                         static_cast<std::uint32_t>(values.size()),
-                        0};
+                        go.schedule.enforced ? 1U : 0U};
   std::string word(1, k_go);
   word.append(reinterpret_cast<const char*>(&header), sizeof header).append(settings).append(values);
   Report first{};

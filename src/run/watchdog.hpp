@@ -41,17 +41,12 @@ namespace nxlock::run {
 // as nxlock does. Once nxlock has begun its own release (disarm), it never does.
 class JobWatchdog {
  public:
-  using Take = TakenHold;
-  using ReleaseForNxlock = run::ReleaseForNxlock;
-
   JobWatchdog() = default;  // nxlock's death leaves the lock to its ttl
   explicit JobWatchdog(ReleaseForNxlock release) : m_release(std::move(release)) {}
   JobWatchdog(const JobWatchdog&) = delete;
   JobWatchdog& operator=(const JobWatchdog&) = delete;
   // Stops the job if it was not disarmed, then reaps the watchdog.
   ~JobWatchdog();
-
-  using EnvSetting = run::EnvSetting;
 
   // Forks the watchdog, which then waits to be told to start `command` as its
   // child with `child_mask` as its signal mask. Done before a lock is waited
@@ -75,7 +70,7 @@ class JobWatchdog {
     // nxlock died: SIGTERM, then SIGKILL this long after (zero: at once), and
     // never past the schedule's kill; then the release, with `take` and `values`.
     util::Micros death_grace{0};
-    Take take;
+    TakenHold take;
     std::vector<std::string> values;  // the hold's, as `unlock` takes them
   };
   // Tells the prepared watchdog to start the job: it applies the environment to

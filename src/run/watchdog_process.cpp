@@ -36,9 +36,8 @@ constexpr const char* k_watchdog_name = "nxl-watchdog";
 
 // The watchdog's view of the lock, from the go and each later word.
 struct Guard {
-  util::Micros deadline = util::Micros::max();  // max: not enforced
+  util::Micros deadline{0};  // the lock's, enforced unless the schedule is not
   StopSchedule schedule;
-  util::Micros valid_until{0};  // the lock's deadline, enforced or not
   // For nxlock's death: the stop's grace, and what the release needs.
   util::Micros death_grace{0};
   TakenHold take;
@@ -71,9 +70,8 @@ bool await_go(int control, bool& take_terminal, Guard& guard) {
   apply_environment(*environment);
   take_terminal = header.take_terminal != 0;
   guard.deadline = util::Micros(header.deadline);
-  guard.schedule.enforced = guard.deadline != util::Micros::max();
+  guard.schedule.enforced = header.enforced != 0;
   guard.schedule.grace = util::Micros(header.grace);
-  guard.valid_until = util::Micros(header.valid_until);
   guard.death_grace = util::Micros(header.death_grace);
   guard.take = {header.fence, header.ttl, util::Micros(header.hold_until)};
   guard.values = decode_values(*values);
@@ -217,10 +215,7 @@ class Watch {
         nxlock_died();  // killed in the middle of a word
         return;
       }
-      if (m_guard.schedule.enforced) {
-        m_guard.deadline = util::Micros(deadline);
-      }
-      m_guard.valid_until = util::Micros(deadline);
+      m_guard.deadline = util::Micros(deadline);
       m_guard.values = decode_values(*values);
     } else if (word == k_stop) {
       StopOrder order{};
@@ -295,7 +290,7 @@ class Watch {
   // too (also what left its group), then the lock, as nxlock would release it.
   [[noreturn]] void finish_for_nxlock() {
     kill_everything();
-    release_for_nxlock(m_release, m_guard.values, m_guard.take, m_guard.valid_until);
+    release_for_nxlock(m_release, m_guard.values, m_guard.take, m_guard.deadline);
     _exit(0);
   }
 

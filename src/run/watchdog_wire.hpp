@@ -34,15 +34,14 @@ inline constexpr char k_kill_all = 'k';
 struct GoHeader {
   std::uint32_t take_terminal;
   std::uint32_t environment_size;  // bytes of encoded settings that follow
-  std::int64_t deadline;           // the lock's, at the start; INT64_MAX: not enforced
+  std::int64_t deadline;           // the lock's, at the start
   std::int64_t grace;              // StopSchedule::grace
-  std::int64_t valid_until;        // the lock's deadline, enforced or not
   std::int64_t death_grace;        // JobWatchdog::Go::death_grace
-  std::int64_t fence;              // JobWatchdog::Take
+  std::int64_t fence;              // TakenHold
   std::int64_t ttl;
   std::int64_t hold_until;
   std::uint32_t values_size;       // bytes of encoded values after the settings
-  std::uint32_t unused;
+  std::uint32_t enforced;          // StopSchedule::enforced
 };
 
 struct StopOrder {
