@@ -52,19 +52,12 @@ PingAttempt ping_once(const PingTarget& target, const std::string& request, Micr
     }
     endpoint.tls = url.tls ? tls : nullptr;
     store::redis::OpenSocket socket = store::redis::open_socket(endpoint, url.host, url.port, by);
-    std::size_t sent = 0;
-    while (sent < request.size()) {
-      const IoResult step = socket.transport->write(request.data() + sent, request.size() - sent);
-      if (step.status == IoStatus::done) {
-        sent += step.bytes;
-      } else if (step.status == IoStatus::want_read || step.status == IoStatus::want_write) {
-        if (!store::redis::wait_ready(socket.fd.get(), step.status, deadline)) {
-          return {"sending " + by.passed()};
-        }
-      } else {
-        return {socket.transport->explain(step).error.empty() ? "the checker closed the connection"
-                                                             : socket.transport->explain(step).error};
+    if (const auto unsent =
+            store::redis::write_all(*socket.transport, socket.fd.get(), request, deadline)) {
+      if (unsent->status == IoStatus::want_read || unsent->status == IoStatus::want_write) {
+        return {"sending " + by.passed()};
       }
+      return {unsent->error.empty() ? "the checker closed the connection" : unsent->error};
     }
     store::etcd::HttpReader reader;
     char buffer[4096];

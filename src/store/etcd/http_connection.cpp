@@ -107,21 +107,16 @@ void HttpConnection::ensure_connected(const redis::Deadline& deadline) {
 }
 
 void HttpConnection::send_all(const std::string& bytes, const redis::Deadline& deadline) {
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    const IoResult step = m_socket.transport->write(bytes.data() + sent, bytes.size() - sent);
-    if (step.status == IoStatus::done) {
-      sent += step.bytes;
-    } else if (step.status == IoStatus::want_read || step.status == IoStatus::want_write) {
-      if (!redis::wait_ready(m_socket.fd.get(), step.status, deadline.at)) {
-        fail("request " + deadline.passed());
-      }
-    } else {
-      const IoResult why = m_socket.transport->explain(step);
-      fail_unanswered(why.status == IoStatus::closed ? "the member closed the connection" : why.error,
-                      deadline);
-    }
+  const auto unsent = redis::write_all(*m_socket.transport, m_socket.fd.get(), bytes, deadline.at);
+  if (!unsent) {
+    return;
   }
+  if (unsent->status == IoStatus::want_read || unsent->status == IoStatus::want_write) {
+    fail("request " + deadline.passed());
+  }
+  fail_unanswered(
+      unsent->status == IoStatus::closed ? "the member closed the connection" : unsent->error,
+      deadline);
 }
 
 bool HttpConnection::read_available() {

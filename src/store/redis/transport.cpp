@@ -85,6 +85,24 @@ bool wait_ready(int fd, IoStatus want, util::Micros deadline) {
   return util::poll_until(&entry, 1, deadline) > 0;
 }
 
+std::optional<IoResult> write_all(Transport& transport, int fd, std::string_view bytes,
+                                  util::Micros deadline) {
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const IoResult step = transport.write(bytes.data() + sent, bytes.size() - sent);
+    if (step.status == IoStatus::done) {
+      sent += step.bytes;
+    } else if (step.status == IoStatus::want_read || step.status == IoStatus::want_write) {
+      if (!wait_ready(fd, step.status, deadline)) {
+        return step;
+      }
+    } else {
+      return transport.explain(step);
+    }
+  }
+  return std::nullopt;
+}
+
 std::string errno_text(int error) {
   std::string text = std::strerror(error);
   if (!text.empty()) {

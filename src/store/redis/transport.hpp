@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "util/error.hpp"
 #include "util/time.hpp"
@@ -48,6 +50,12 @@ std::unique_ptr<Transport> make_plain_transport(int fd);
 // Waits until `fd` can go on after `want` (want_read: readable, else
 // writable), or `deadline` (monotonic) passes: false.
 bool wait_ready(int fd, IoStatus want, util::Micros deadline);
+
+// Writes all of `bytes` through `transport` on `fd`, waiting as it asks, until
+// `deadline` (monotonic): nullopt once written; else why not, explained
+// (closed, failed), or want_read/want_write when the deadline passed first.
+std::optional<IoResult> write_all(Transport& transport, int fd, std::string_view bytes,
+                                  util::Micros deadline);
 
 // strerror's words for `error`, as the tail of a message: "connection refused".
 std::string errno_text(int error);
