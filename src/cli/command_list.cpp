@@ -3,10 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/acquire.hpp"
+#include "cli/command_args.hpp"
 #include "cli/exit_status.hpp"
-#include "lock/etcd_listing.hpp"
-#include "lock/list_locks.hpp"
+#include "cli/lock_words.hpp"
+#include "lock/lease_lock.hpp"
+#include "lock/lock_space.hpp"
 #include "util/escape.hpp"
 #include "util/redact.hpp"
 #include "util/time.hpp"
@@ -182,24 +183,10 @@ std::vector<std::string> header(const Columns& columns, std::size_t servers) {
 
 int run_list(Context& ctx, const ListArgs& args) {
   const std::string pattern = lock::prefixed_pattern(ctx.globals.prefix, args.pattern);
-  std::vector<lock::LockRow> rows;
-  std::int64_t now = 0;
-  std::size_t servers = 1;
-  if (ctx.quorum()) {
-    // A quorum's rows are read against this host's clock, as its lock
-    // decisions are (make_clock).
-    const auto quorum = ctx.quorum_servers();
-    servers = quorum.size();
-    now = util::whole_seconds(util::wall_now());
-    rows = lock::list_quorum_locks(quorum, pattern, now, args.expired);
-  } else if (auto* etcd = dynamic_cast<store::EtcdStore*>(&ctx.store())) {
-    now = util::whole_seconds(util::wall_now());  // etcd keeps no clock: this host's
-    rows = lock::list_etcd_locks(*etcd, pattern, now);
-  } else {
-    store::Store& store = ctx.store();
-    now = util::whole_seconds(store.now());  // the clock its lock decisions use
-    rows = lock::list_locks(store, pattern, now, args.expired);
-  }
+  lock::LockList listed = ctx.locks().list(pattern, args.expired);
+  const std::vector<lock::LockRow>& rows = listed.rows;
+  const std::int64_t now = listed.now;
+  const std::size_t servers = listed.servers;
   ctx.out.field("now", now);
   if (ctx.out.json) {
     nlohmann::json locks = nlohmann::json::array();

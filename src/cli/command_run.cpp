@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "cli/acquire.hpp"
+#include "cli/command_args.hpp"
+#include "cli/lock_words.hpp"
 #include "cli/event_log.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/ping_options.hpp"
@@ -147,15 +149,14 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     run::JobWatchdog watchdog([&ctx, args](const std::string& printed,
                                            const run::TakenHold& take) {
       ctx.forget_backend();
-      const auto clock = make_clock(ctx, args->lock.clock);
-      std::string value;
-      const auto lock =
-          lock_for_value(ctx, *clock, ctx.key(args->key), args->lock.slots, printed, value);
-      lock->resume(value, take.fence, take.ttl);
+      const auto clock = ctx.locks().clock(args->lock.clock == "local");
+      const auto hold =
+          ctx.locks().lock_for_value(*clock, ctx.key(args->key), args->lock.slots, printed);
+      hold.lock->resume(hold.value, take.fence, take.ttl);
       if (take.hold_until > util::Micros(0)) {
-        return lock->release_after(value, take.hold_until).verdict;
+        return hold.lock->release_after(hold.value, take.hold_until).verdict;
       }
-      return lock->release(value);
+      return hold.lock->release(hold.value);
     });
     if (!args->lock.nonblock) {
       sigset_t mask;

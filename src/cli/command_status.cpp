@@ -1,7 +1,9 @@
 // status: a lock's state, its kind and holders, and a quorum's servers, from a shell.
-#include "cli/acquire.hpp"
-#include "cli/etcd_lock.hpp"
+#include "cli/command_args.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/lock_words.hpp"
+#include "cli/slots_report.hpp"
+#include "lock/lease_lock.hpp"
 #include "util/escape.hpp"
 #include "util/time.hpp"
 
@@ -72,12 +74,11 @@ void show_shared_holders(Context& ctx, const lock::Status& status) {
 
 Runner status_runner(std::shared_ptr<StatusArgs> args) {
   return [args](Context& ctx) {
-    auto clock = make_clock(ctx, args->clock);
+    auto clock = ctx.locks().clock(args->clock == "local");
     if (args->slots > 0) {
-      refuse_on_etcd(ctx, "--slots");
-      return slots_status(ctx, *make_semaphore(ctx, *clock, ctx.key(args->key), args->slots));
+      return slots_status(ctx, *ctx.locks().slots(*clock, ctx.key(args->key), args->slots));
     }
-    const auto lock_ptr = make_lock(ctx, *clock, ctx.key(args->key));
+    const auto lock_ptr = ctx.locks().lock(*clock, ctx.key(args->key), lock::LockKind::exclusive);
     lock::Lockable& lock = *lock_ptr;
     const auto status = lock.status();
     ctx.out.bytes_field("key", lock.key());
@@ -86,7 +87,7 @@ Runner status_runner(std::shared_ptr<StatusArgs> args) {
     ctx.out.field("fence", status.fence ? nlohmann::json(*status.fence) : nlohmann::json());
     const std::string fence_text =
         status.fence ? ", fence " + std::to_string(*status.fence) : std::string();
-    add_server_views(ctx, lock.server_views(), status);
+    add_server_views(ctx, status.servers, status);
     switch (status.state) {
       case lock::Status::State::free:
         ctx.out.line("free");

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "store/default_store.hpp"
-#include "store/file/access_advice.hpp"
 #include "store/make_store.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
@@ -139,36 +138,26 @@ util::Error Context::with_advice(const util::Error& error) const {
     return error;
   }
   try {
-    return store::with_access_advice(
+    return store::with_backend_advice(
         urls.empty() ? store::default_store_url() : store::parse_url(urls.front()), error);
   } catch (const Error&) {
     return error;  // no URL to advise about: the error says what it says
   }
 }
 
-std::vector<lock::QuorumServer> Context::quorum_servers() {
-  const auto urls = url_list();
-  std::vector<lock::QuorumServer> servers;
-  for (std::size_t i = 0; i < urls.size(); ++i) {
-    if (std::find(urls.begin(), urls.begin() + static_cast<std::ptrdiff_t>(i), urls[i]) !=
-        urls.begin() + static_cast<std::ptrdiff_t>(i)) {
-      // The same server twice would count one vote twice.
-      throw Error(ErrorKind::usage, "--url '" + util::redact_secrets(urls[i]) + "'",
-                  "given twice; a quorum needs independent servers");
-    }
-    // Parsed here, on this thread: a bad URL is a usage error before any connect.
-    using Prepared = std::pair<store::Url, store::ConnectOptions>;
-    auto prepared = std::make_shared<Prepared>(prepare(urls[i]));
-    if (prepared->first.scheme == store::Url::Scheme::etcd) {
-      throw Error(ErrorKind::usage, "--url '" + prepared->first.redacted + "'",
-                  "etcd is already a quorum: give its members in one URL, "
-                  "etcd://HOST[:PORT],HOST[:PORT]..., and no other -u");
-    }
-    servers.push_back({prepared->first.redacted, [prepared] {
-                         return store::make_store(prepared->first, prepared->second);
-                       }});
+lock::LockSpace& Context::locks() {
+  if (m_locks) {
+    return *m_locks;
   }
-  return servers;
+  const auto urls = url_list();
+  std::vector<lock::Place> places;
+  for (const auto& given : urls.empty() ? std::vector<std::string>{std::string()} : urls) {
+    // Parsed here, on this thread: a bad URL is a usage error before any connect.
+    auto [url, options] = prepare(given);
+    places.push_back({given, std::move(url), std::move(options)});
+  }
+  m_locks = lock::open_lock_space(std::move(places));
+  return *m_locks;
 }
 
 std::string Context::redact(std::string_view text) const {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/output.hpp"
-#include "lock/quorum/quorum.hpp"
+#include "lock/lock_space.hpp"
 #include "store/make_store.hpp"
 #include "store/store.hpp"
 #include "util/error.hpp"
@@ -50,18 +50,19 @@ class Context {
   // (run-locked without --no-renew): see ConnectOptions::renews_while_alive.
   bool renews_while_alive = false;
 
-  // The backend, opened on first use so --help and usage errors touch nothing.
-  // Throws usage (64) when several URLs were given: see quorum_servers().
+  // The backend, opened on first use so --help and usage errors touch nothing,
+  // for the commands on one server's keys (setnx, get, getset, del). Throws
+  // usage (64) when several URLs were given.
   store::Store& store();
+
+  // Where the lock commands' locks live (one store, a quorum of the URLs
+  // given, etcd), opened on first use. Throws usage (64) for a bad URL, one
+  // given twice, or etcd among several.
+  lock::LockSpace& locks();
 
   // The URLs given, each -u split at whitespace when every word is a URL
   // (NXLOCK_URL="redis://a redis://b redis://c"); empty for the embedded store.
   std::vector<std::string> url_list() const;
-  // Several URLs: lock commands take the lock by quorum over them.
-  bool quorum() const { return url_list().size() > 1; }
-  // The servers of the quorum, each connecting when first asked (from any thread).
-  // Throws usage (64) for a bad URL or one given twice.
-  std::vector<lock::QuorumServer> quorum_servers();
 
   // The store key for a user's KEY: the prefix plus the key. Throws usage (64)
   // for the empty key: in a script it is almost always an unset variable.
@@ -79,13 +80,17 @@ class Context {
   // The backend's connections are not ours any more (run-locked's watchdog, a
   // fork that closed them): forgets it without closing what it held, which may
   // be someone else's descriptors now; the next use opens it anew.
-  void forget_backend() { static_cast<void>(m_store.release()); }
+  void forget_backend() {
+    static_cast<void>(m_store.release());
+    static_cast<void>(m_locks.release());
+  }
 
   // Parses one URL (empty: the default store) and gathers its connect options.
   std::pair<store::Url, store::ConnectOptions> prepare(const std::string& url_text);
 
  private:
   std::unique_ptr<store::Store> m_store;
+  std::unique_ptr<lock::LockSpace> m_locks;
   std::vector<std::string> m_secrets;  // the passwords store() was given
 };
 

@@ -59,7 +59,7 @@ std::optional<std::int64_t> etcd_value_lease(std::string_view value);
 std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
                                std::int64_t lease, const std::optional<Holder>& recorded);
 
-class EtcdMutex final : public Lockable {
+class EtcdMutex final : public Lockable, private HeldNews {
  public:
   // `key` is the full key (prefix included); the recipe's keys are under `key`/.
   EtcdMutex(store::EtcdStore& store, std::string key);
@@ -106,13 +106,16 @@ class EtcdMutex final : public Lockable {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_client.set_cap(monotonic_deadline);
   }
-  int loss_fd() override;
-  bool loss_news() override;
-  void job_settled() override { send_holder(); }
   // ETCD_LOCK_KEY and ETCD_LOCK_REV, as `etcdctl lock` gives its command.
   std::vector<std::pair<std::string, std::string>> job_environment() const override;
+  // The watch on the holder's key, and its details sent once the job settled.
+  HeldNews* held_news() override { return this; }
 
  private:
+  int loss_fd() override;
+  bool lost() override;
+  void job_settled() override { send_holder(); }
+
   // Sends what record_holder() kept, if the lock is still ours.
   void send_holder();
 

@@ -198,7 +198,7 @@ int EtcdMutex::loss_fd() {
   return m_watch ? m_watch->fd() : -1;
 }
 
-bool EtcdMutex::loss_news() {
+bool EtcdMutex::lost() {
   if (!m_watch) {
     return false;
   }

@@ -66,7 +66,8 @@ SharedHolderView view_shared_holder(const store::SharedHolder& lease);
 // The kind of the live leases `leases` that hold a lock: "shared" or "slots".
 const char* lease_kind(const std::vector<store::SharedHolder>& leases);
 
-class LeaseLock final : public Lockable {
+// A shared holder is a LeaseLock of no slots: SlotLock's steps are a slot's.
+class LeaseLock final : public SlotLock {
  public:
   // A shared holder of `key` (the full store key) when `slots` is 0, else a
   // slot holder of a semaphore of `slots` slots (1..k_max_slots). Throws
@@ -79,10 +80,10 @@ class LeaseLock final : public Lockable {
   // The slot held (acquire) or named (use_slot); 0 for a shared holder.
   int slot() const override { return m_slot; }
   // The number of slots; 0 for a shared holder.
-  int slots() const { return m_slots; }
+  int slots() const override { return m_slots; }
   // From now on, release, renew and the holder details act on slot `slot`
   // (the `unlock`/`renew` of a value that `lock --slots` printed).
-  void use_slot(int slot);
+  void use_slot(int slot) override;
 
   // Takes a lease, waiting as the policy says: while an exclusive holder, the
   // other kind or every slot holds the key, or (writer preference) an earlier
@@ -122,8 +123,8 @@ class LeaseLock final : public Lockable {
   Status status() override { return m_lock.status(); }
   // Every slot's state, slot 1 first (status --slots, a busy message), as
   // `whole` (status()) shows the key's leases.
-  std::vector<Status> statuses(const Status& whole) const;
-  std::vector<Status> statuses() { return statuses(status()); }
+  std::vector<Status> statuses(const Status& whole) const override;
+  using SlotLock::statuses;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }

@@ -109,67 +109,12 @@ std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
       }
     });
   }
-  std::sort(rows.begin(), rows.end(), by_key_and_slot);
+  sort_rows(rows);
   return rows;
 }
 
-std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
-                                       std::string_view pattern, std::int64_t now_seconds,
-                                       bool with_expired) {
-  const std::size_t majority = servers.size() / 2 + 1;
-  // Each (key, slot, value) and the rows of the servers that hold it.
-  std::map<std::tuple<std::string, int, std::string>, std::vector<LockRow>> votes;
-  std::size_t listed = 0;
-  std::optional<util::Error> failure;
-  for (const auto& server : servers) {
-    try {
-      const auto store = server.open();
-      for (auto& row : list_locks(*store, pattern, now_seconds, with_expired)) {
-        votes[{row.key, row.slot.value_or(-1), row.value}].push_back(std::move(row));
-      }
-      ++listed;
-    } catch (const util::Error& e) {
-      failure = e;
-    }
-  }
-  if (listed < majority) {
-    throw util::Error(util::ErrorKind::unavailable, failure ? failure->subject() : "quorum",
-                      std::to_string(listed) + " of " + std::to_string(servers.size()) +
-                          " servers could list, fewer than a majority" +
-                          (failure ? " (" + failure->reason() + ")" : ""));
-  }
-  std::vector<LockRow> rows;
-  for (auto& [id, held] : votes) {
-    if (held.size() < majority) {
-      continue;
-    }
-    std::vector<std::int64_t> fences;
-    for (const auto& other : held) {
-      if (other.fence) {
-        fences.push_back(*other.fence);
-      }
-    }
-    LockRow row = std::move(held.front());
-    row.held_on = held.size();
-    row.fence = quorum_token(std::move(fences), servers.size());  // as status shows it
-    for (auto& other : held) {
-      if (other.waiting.size() > row.waiting.size()) {
-        row.waiting = std::move(other.waiting);  // as the most waiters
-      }
-      row.waiters = std::max(row.waiters, other.waiters);
-      row.shared_holders = std::max(row.shared_holders, other.shared_holders);
-      row.slots_held = std::max(row.slots_held, other.slots_held);
-      if (!row.holder && other.holder) {
-        row.holder = std::move(other.holder);
-      }
-    }
-    if (row.holder && row.holder->fence != 0) {
-      row.fence = row.holder->fence;  // the holder's own record of it, as status shows it
-    }
-    rows.push_back(std::move(row));
-  }
+void sort_rows(std::vector<LockRow>& rows) {
   std::sort(rows.begin(), rows.end(), by_key_and_slot);
-  return rows;
 }
 
 }  // namespace nxlock::lock

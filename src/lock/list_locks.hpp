@@ -9,7 +9,6 @@
 
 #include "lock/holder.hpp"
 #include "lock/queue_ticket.hpp"
-#include "lock/quorum/quorum.hpp"
 #include "store/store.hpp"
 
 namespace nxlock::lock {
@@ -57,13 +56,7 @@ std::string prefixed_pattern(std::string_view prefix, std::string_view pattern);
 std::vector<LockRow> list_locks(store::Store& store, std::string_view pattern,
                                 std::int64_t now_seconds, bool with_expired);
 
-// list_locks() on every server of a quorum, each lock as a majority sees it:
-// the value that at least N/2+1 servers hold (the latest token and holder
-// record among them, the most waiters and shared holders). A lock no value of
-// which a majority holds is not held by the quorum, and not listed. Throws
-// util::Error(unavailable) when fewer than a majority of servers could list.
-std::vector<LockRow> list_quorum_locks(const std::vector<QuorumServer>& servers,
-                                       std::string_view pattern, std::int64_t now_seconds,
-                                       bool with_expired);
+// Sorts rows as list_locks() returns them: by key, then slot, then value.
+void sort_rows(std::vector<LockRow>& rows);
 
 }  // namespace nxlock::lock

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "lock/clock.hpp"
-#include "lock/lock.hpp"
+#include "lock/lockable.hpp"
 #include "lock/queue_ticket.hpp"
 #include "store/store.hpp"
 #include "util/time.hpp"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "run/run_locked.hpp"
+#include "run/run_options.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::run {

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "run/release_retry.hpp"
-#include "run/run_locked.hpp"
+#include "run/run_options.hpp"
+#include "run/signals.hpp"
 #include "run/stop_schedule.hpp"
 #include "run/terminal.hpp"
 #include "run/watchdog.hpp"

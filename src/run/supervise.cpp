@@ -13,8 +13,8 @@ namespace nxlock::run {
 
 using util::Micros;
 
-// How long a job runs before the lock is told it settled (Lockable::job_settled)
-// and its news of a loss is watched (Lockable::loss_fd): on etcd the holder's
+// How long a job runs before a lock with news (lock::HeldNews) is told it
+// settled (job_settled) and its news of a loss is watched (loss_fd): on etcd the holder's
 // details and the watch are requests of their own, which a job that ends at
 // once never needs. The watch starts from the acquisition's revision, so a
 // loss in this moment is still reported, only this much later.
@@ -74,8 +74,9 @@ Supervised supervise(LockedRun& run, const Job& job) {
     return outcome.timed_out || (outcome.lost && options.on_lost != OnLost::ignore);
   };
 
+  lock::HeldNews* const news = run.lock.held_news();
   const Micros settled_at = util::mono_now() + k_job_settles_after;
-  bool settled = false;
+  bool settled = news == nullptr;  // a lock without news has nothing to settle
   for (;;) {
     // Not renewed, the lock is lost when it could expire: wake up then to act.
     // A lost lock has nothing left to wake up for but the job's end.
@@ -95,13 +96,13 @@ Supervised supervise(LockedRun& run, const Job& job) {
     const int exit_fd = outcome.lost || outcome.timed_out ? -1 : watchdog.exit_fd();
     if (!settled && !outcome.lost && util::mono_now() >= settled_at) {
       settled = true;
-      run.lock.job_settled();
+      news->job_settled();
     }
     int loss_fd = -1;
     if (!settled && !outcome.lost) {
       wake_at = std::min(wake_at, settled_at);
-    } else if (options.renew && !outcome.lost) {
-      loss_fd = run.lock.loss_fd();
+    } else if (news != nullptr && options.renew && !outcome.lost) {
+      loss_fd = news->loss_fd();
     }
     pollfd fds[4] = {{run.signals.fd(), POLLIN, 0},
                      {watchdog.status_fd(), POLLIN, 0},
@@ -109,7 +110,7 @@ Supervised supervise(LockedRun& run, const Job& job) {
                      {loss_fd, POLLIN, 0}};
     // Signals to pass on come as data on signals.fd(), not as EINTR.
     util::poll_until(fds, 4, wake_at);
-    if (fds[3].revents != 0 && run.lock.loss_news()) {
+    if (fds[3].revents != 0 && news->lost()) {
       renewal.hurry();  // the lock may be gone: its renewal's verdict says
     }
 

@@ -3,6 +3,7 @@
 
 #include "store/default_store.hpp"
 #include "store/etcd/etcd_store.hpp"
+#include "store/file/access_advice.hpp"
 #include "store/file/file_store.hpp"
 #include "store/redis/redis_store.hpp"
 #include "store/tracing_store.hpp"
@@ -42,6 +43,10 @@ std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options)
     return std::make_unique<TracingStore>(std::move(store));  // -v: every step, once
   }
   return store;
+}
+
+util::Error with_backend_advice(const Url& url, const util::Error& error) {
+  return with_access_advice(url, error);
 }
 
 const char* builtin_backends() {

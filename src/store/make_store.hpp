@@ -9,6 +9,7 @@
 #include "store/redis/tls.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
+#include "util/error.hpp"
 
 namespace nxlock::store {
 
@@ -34,6 +35,10 @@ struct ConnectOptions {
 
 // Opens the backend a URL names. Throws util::Error as Store does.
 std::unique_ptr<Store> make_store(const Url& url, const ConnectOptions& options);
+
+// `error` with the advice of the backend `url` names: the embedded store's
+// refusal names the store and what to do, not the file that refused.
+util::Error with_backend_advice(const Url& url, const util::Error& error);
 
 // The names of the built-in backends, for --version.
 const char* builtin_backends();

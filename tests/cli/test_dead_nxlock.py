@@ -42,8 +42,19 @@ class DeadNxlockReleases(NxlockTestCase):
                         "the job did not start")
         pid = int(read(pidfile))
         self.addCleanup(lambda: alive(pid) and os.kill(pid, signal.SIGKILL))
-        status = self.nx(*backend.args(), "--json", "status", key)
-        return p, pid, json.loads(status.stdout or b"{}").get("fence")
+        # The holder's details, which name its watchdog, are written once the
+        # job has run a moment (etcd: 50 ms after it starts); a kill before then
+        # leaves a lock the watchdog still releases, but that says nothing of it.
+        status = {}
+
+        def recorded():
+            nonlocal status
+            r = self.nx(*backend.args(), "--json", "status", key)
+            status = json.loads(r.stdout or b"{}")
+            return "holder" in status
+
+        self.assertTrue(wait_for(recorded, timeout=10), "no holder details: %r" % status)
+        return p, pid, status.get("fence")
 
     def stop(self, p):
         if p.poll() is None:

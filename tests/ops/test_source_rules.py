@@ -52,6 +52,37 @@ class Layers(unittest.TestCase):
         self.assertEqual(found, [])
 
 
+class OneSeam(unittest.TestCase):
+    """cli/ reaches the backends through two doors alone: lock/lock_space.hpp
+    for locks, store/make_store.hpp for a key's value and doctor's checks
+    (docs/DESIGN.md, "Adding a backend"). It names no backend, and never asks
+    which one it has."""
+
+    BACKEND_HEADERS = re.compile(
+        r'\s*#\s*include\s*"(store/(etcd|redis|file|net)/|lock/quorum/|lock/etcd_)')
+
+    def test_cli_includes_no_backend_header(self):
+        found = []
+        for path, text in sources():
+            if path.split(os.sep)[0] != "cli":
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if self.BACKEND_HEADERS.match(line):
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+    def test_cli_never_asks_which_backend_it_has(self):
+        found = []
+        for path, text in sources():
+            if path.split(os.sep)[0] != "cli":
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                code = line.split("//", 1)[0]
+                if "dynamic_cast" in code or "typeid" in code:
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+
 class KeyNames(unittest.TestCase):
     """A lock's companion keys are named in store/keys alone (holder_key(),
     queue_key(), ...): a name spelled out elsewhere drifts from it."""

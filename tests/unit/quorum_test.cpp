@@ -347,7 +347,7 @@ TEST_F(QuorumTest, StatusIsTheMajorityView) {
   auto status = quorum->status();
   EXPECT_EQ(status.state, lock::Status::State::held);
   EXPECT_EQ(status.value, result.value);
-  const auto views = quorum->server_views();
+  const auto& views = status.servers;
   ASSERT_EQ(views.size(), 3u);
   EXPECT_EQ(views[0].state, lock::ServerView::State::held);
   EXPECT_EQ(views[2].state, lock::ServerView::State::free);

@@ -112,7 +112,6 @@ class QuorumLock final : public Lockable {
   Status status() override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
   util::Micros validity_margin(std::int64_t ttl) const override { return drift_margin(ttl); }
-  std::vector<ServerView> server_views() const override { return m_views; }
 
   // One round: the steps on every server at once; undone everywhere unless held.
   QuorumRound try_round(std::int64_t ttl);
@@ -161,7 +160,6 @@ class QuorumLock final : public Lockable {
   std::optional<util::Micros> m_deadline;  // set_deadline()'s
   std::vector<std::string> m_written;      // values we wrote this invocation, oldest first
   std::int64_t m_fence = 0;                // our acquisition's token
-  std::vector<ServerView> m_views;
 };
 
 }  // namespace nxlock::lock

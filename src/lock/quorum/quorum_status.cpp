@@ -48,7 +48,7 @@ Status QuorumLock::status() {
   const auto& statuses = replies.values;
   const auto& errors = replies.errors;
 
-  m_views.clear();
+  std::vector<ServerView> views;  // each server's answer, for out.servers
   std::size_t answered = 0;
   // Per value: how many servers hold it, how many hold it expired, and the first that has it.
   std::map<std::string, std::size_t> held;
@@ -71,7 +71,7 @@ Status QuorumLock::status() {
         first_foreign = i;
       }
       answered += foreign ? 1 : 0;
-      m_views.push_back(std::move(view));
+      views.push_back(std::move(view));
       continue;
     }
     ++answered;
@@ -92,7 +92,7 @@ Status QuorumLock::status() {
         first.emplace(status.value, i);
         break;
     }
-    m_views.push_back(std::move(view));
+    views.push_back(std::move(view));
   }
 
   const auto majority_value = [&](const std::map<std::string, std::size_t>& counts) {
@@ -136,6 +136,7 @@ Status QuorumLock::status() {
       return status && status->value == *value && status->holder && status->holder->fence != 0;
     });
     out.fence = recorded != statuses.end() ? (*recorded)->holder->fence : latest_token();
+    out.servers = std::move(views);
     return out;
   }
   if (first_foreign) {
@@ -150,6 +151,7 @@ Status QuorumLock::status() {
     out.holder.reset();
   }
   out.fence = latest_token();
+  out.servers = std::move(views);
   return out;
 }
 

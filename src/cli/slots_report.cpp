@@ -1,10 +1,12 @@
-// --slots N: a counting semaphore from a shell (lock, unlock, renew, status, run-locked).
+// --slots N from a shell: every slot's state (status --slots), and who holds them when busy.
+#include "cli/slots_report.hpp"
+
 #include <algorithm>
 #include <memory>
 
-#include "cli/acquire.hpp"
-#include "cli/etcd_lock.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/lock_words.hpp"
+#include "lock/lease_lock.hpp"
 #include "util/escape.hpp"
 #include "util/time.hpp"
 
@@ -46,7 +48,7 @@ nlohmann::json slot_json(int slot, const lock::Status& status) {
 }
 
 // One slot's lines of `status --slots`.
-void say_slot(Context& ctx, const lock::LeaseLock& semaphore, int slot,
+void say_slot(Context& ctx, const lock::SlotLock& semaphore, int slot,
               const lock::Status& status) {
   const std::string name = "slot " + std::to_string(slot) + ": ";
   const std::string fence_text =
@@ -87,38 +89,7 @@ void say_slot(Context& ctx, const lock::LeaseLock& semaphore, int slot,
 
 }  // namespace
 
-std::unique_ptr<lock::LeaseLock> make_semaphore(Context& ctx, lock::Clock& clock, std::string key,
-                                                int slots) {
-  refuse_on_etcd(ctx, "--slots");
-  if (ctx.quorum()) {
-    throw util::Error(util::ErrorKind::usage, "--slots",
-                      "not with several servers (a quorum): it keeps no waiters' queue for the "
-                      "slots to go to waiters in arrival order; use one Redis deployment");
-  }
-  if (slots < 1 || slots > lock::k_max_slots) {
-    throw util::Error(util::ErrorKind::usage, "--slots",
-                      "must be 1 to " + std::to_string(lock::k_max_slots));
-  }
-  return std::make_unique<lock::LeaseLock>(ctx.store(), clock, std::move(key), slots);
-}
-
-std::unique_ptr<lock::Lockable> lock_for_value(Context& ctx, lock::Clock& clock, std::string key,
-                                               int slots, const std::string& value,
-                                               std::string& lock_value) {
-  const lock::ValueForm form = lock::value_form(value);
-  if (slots > 0 || form == lock::ValueForm::slot) {
-    // A slot's value names its slot; --slots N, when given, only bounds it.
-    auto semaphore = make_semaphore(ctx, clock, std::move(key), slots > 0 ? slots : lock::k_max_slots);
-    const auto parsed = lock::parse_slot_value(semaphore->key(), value, semaphore->slots());
-    semaphore->use_slot(parsed.slot);
-    lock_value = parsed.value;
-    return semaphore;
-  }
-  lock_value = value;
-  return make_lock(ctx, clock, std::move(key), 0, form == lock::ValueForm::shared);
-}
-
-bool say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& args) {
+bool say_slots_busy(Context& ctx, lock::SlotLock& semaphore, const LockArgs& args) {
   const lock::Status whole = semaphore.status();
   const auto statuses = semaphore.statuses(whole);
   std::vector<int> held;  // slot numbers, the first to free first
@@ -172,7 +143,7 @@ bool say_slots_busy(Context& ctx, lock::LeaseLock& semaphore, const LockArgs& ar
   return true;
 }
 
-int slots_status(Context& ctx, lock::LeaseLock& semaphore) {
+int slots_status(Context& ctx, lock::SlotLock& semaphore) {
   const auto statuses = semaphore.statuses();
   const auto held = static_cast<std::size_t>(
       std::count_if(statuses.begin(), statuses.end(),
