@@ -1,6 +1,8 @@
 // EtcdKv: each typed request written as the gateway's JSON, and its answer read back into structs.
 #include "store/etcd/etcd_kv.hpp"
 
+#include <charconv>
+
 #include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
 
@@ -287,6 +289,13 @@ std::vector<std::optional<LeaseTtl>> EtcdKv::time_to_live_each(
 
 std::unique_ptr<EtcdWatch> EtcdKv::watch(std::string_view key, std::int64_t start_revision) {
   return std::make_unique<EtcdWatch>(m_client, key, start_revision);
+}
+
+std::string lease_hex(std::int64_t lease) {
+  char text[17];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, static_cast<std::uint64_t>(lease), 16);
+  (void)ec;
+  return std::string(text, end);
 }
 
 }  // namespace nxlock::store::etcd

@@ -164,4 +164,7 @@ class EtcdKv {
   EtcdClient& m_client;
 };
 
+// A lease id as etcd's concurrency package writes it in a key: lowercase hex.
+std::string lease_hex(std::int64_t lease);
+
 }  // namespace nxlock::store::etcd
