@@ -4,7 +4,6 @@
 #include <optional>
 #include <string>
 
-#include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
 
@@ -13,14 +12,11 @@ namespace nxlock::lock {
 namespace {
 
 // The TTL etcd grants a lease asked for 1 s: its least. nullopt if it could not be asked.
-std::optional<std::int64_t> least_lease_ttl(store::etcd::EtcdClient& client) {
+std::optional<std::int64_t> least_lease_ttl(store::etcd::EtcdKv& kv) {
   try {
-    const nlohmann::json grant = client.call("/v3/lease/grant", {{"TTL", 1}});
-    const std::int64_t id = store::etcd::int_field(grant, "ID", "lease");
-    const std::int64_t least = store::etcd::int_field(grant, "TTL", "lease");
-    client.call_unless("/v3/lease/revoke", {{"ID", std::to_string(id)}},
-                       store::etcd::Code::not_found);
-    return least;
+    const store::etcd::Lease lease = kv.grant(1);
+    kv.revoke(lease.id);
+    return lease.ttl;
   } catch (const util::Error& e) {
     util::trace(std::string("etcd: the least lease TTL not learnt: ") + e.what());
     return std::nullopt;
@@ -29,11 +25,11 @@ std::optional<std::int64_t> least_lease_ttl(store::etcd::EtcdClient& client) {
 
 }  // namespace
 
-void check_renewal_ttl(store::etcd::EtcdClient& client, std::int64_t ttl, std::int64_t granted) {
+void check_renewal_ttl(store::etcd::EtcdKv& kv, std::int64_t ttl, std::int64_t granted) {
   if (ttl == granted) {
     return;
   }
-  const auto least = least_lease_ttl(client);
+  const auto least = least_lease_ttl(kv);
   if (ttl < granted && least == granted) {
     return;  // etcd granted its least for this ask too: the -t the lock was taken with, maybe
   }

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "store/etcd/etcd_client.hpp"
+#include "store/etcd/etcd_kv.hpp"
 
 namespace nxlock::lock {
 
@@ -14,6 +14,6 @@ namespace nxlock::lock {
 // `granted` passes when `granted` is that least TTL (asked of etcd with a
 // lease of 1 s, revoked at once). Throws util::Error(usage) naming both when
 // `ttl` passes neither way, and as the client does.
-void check_renewal_ttl(store::etcd::EtcdClient& client, std::int64_t ttl, std::int64_t granted);
+void check_renewal_ttl(store::etcd::EtcdKv& kv, std::int64_t ttl, std::int64_t granted);
 
 }  // namespace nxlock::lock

@@ -6,7 +6,6 @@
 
 #include "lock/etcd_mutex.hpp"
 #include "lock/queue_ticket.hpp"
-#include "store/etcd/etcd_json.hpp"
 #include "store/lock_listing.hpp"
 
 namespace nxlock::lock {
@@ -17,11 +16,11 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
   std::size_t literal = pattern.find_first_of("*?[\\");
   const std::string_view start = pattern.substr(0, literal);
   struct Group {
-    store::EtcdKeyValue holder;
-    std::vector<store::EtcdKeyValue> keys;  // the holder's and its waiters'
+    store::etcd::KeyValue holder;
+    std::vector<store::etcd::KeyValue> keys;  // the holder's and its waiters'
   };
   std::map<std::string, Group> groups;
-  for (auto& kv : store.range_prefix(start)) {
+  for (auto& kv : store.range_prefix(start).kvs) {
     // KEY/<lease in hex>: anything else under the prefix is not one of the recipe's keys.
     const auto slash = kv.key.rfind('/');
     if (slash == std::string::npos || slash + 1 == kv.key.size() ||
@@ -38,16 +37,16 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
     }
     group.keys.push_back(std::move(kv));
   }
-  std::vector<nlohmann::json> asks;
+  std::vector<std::int64_t> leases;
   for (const auto& [key, group] : groups) {
-    asks.push_back({{"ID", std::to_string(group.holder.lease)}});
+    leases.push_back(group.holder.lease);
   }
-  const auto answers = store.client().call_pipelined("/v3/lease/timetolive", asks);
+  const auto ttls = store.kv().time_to_live_each(leases);
   std::vector<LockRow> rows;
   std::size_t i = 0;
   for (const auto& [key, group] : groups) {
-    const std::int64_t left =
-        std::max<std::int64_t>(0, store::etcd::int_field(answers[i++], "TTL", key));
+    const auto& ttl = ttls[i++];
+    const std::int64_t left = ttl ? std::max<std::int64_t>(0, ttl->left) : 0;
     LockRow row;
     row.key = key;
     row.holder = Holder::from_json(group.holder.value);
@@ -57,7 +56,7 @@ std::vector<LockRow> list_etcd_locks(store::EtcdStore& store, std::string_view p
     row.waiters = static_cast<std::int64_t>(group.keys.size()) - 1;
     // The waiters in the order they came: each key's value is its ticket
     // (EtcdMutex::acquire) until it holds; empty from etcdctl lock.
-    std::vector<store::EtcdKeyValue> waiting = group.keys;
+    std::vector<store::etcd::KeyValue> waiting = group.keys;
     std::sort(waiting.begin(), waiting.end(),
               [](const auto& a, const auto& b) { return a.create_revision < b.create_revision; });
     for (const auto& kv : waiting) {

@@ -5,7 +5,6 @@
 #include <charconv>
 
 #include "lock/queue_ticket.hpp"
-#include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
 
@@ -13,9 +12,8 @@ namespace nxlock::lock {
 
 namespace {
 
-using nlohmann::json;
-using store::etcd::base64_encode;
-using store::etcd::int_field;
+using store::etcd::Compare;
+using store::etcd::RangeRequest;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
@@ -45,7 +43,7 @@ std::string etcd_value(std::int64_t expiry, std::int64_t lease) {
   return std::to_string(expiry) + "@" + store::etcd::lease_hex(lease);
 }
 
-std::optional<std::int64_t> etcd_token(const store::EtcdKeyValue& holder) {
+std::optional<std::int64_t> etcd_token(const store::etcd::KeyValue& holder) {
   if (holder.value == k_etcd_held || details_of_ticket(holder.value)) {
     // The put that began the hold (a waiter's ticket, when it was first at
     // once): the details are not there yet.
@@ -76,7 +74,7 @@ std::int64_t etcd_shown_expiry(std::int64_t now_seconds, std::int64_t ttl_left,
 }
 
 EtcdMutex::EtcdMutex(store::EtcdStore& store, std::string key)
-    : m_store(store), m_client(store.client()), m_key(std::move(key)), m_prefix(m_key + "/") {}
+    : m_store(store), m_kv(store.kv()), m_key(std::move(key)), m_prefix(m_key + "/") {}
 
 EtcdMutex::~EtcdMutex() {
   // Still held as the process ends (`lock`): its details go now (the client
@@ -96,57 +94,36 @@ std::string EtcdMutex::value_of(std::int64_t lease, std::int64_t ttl_left) const
   return etcd_value(wall_seconds() + std::max<std::int64_t>(ttl_left, 0), lease);
 }
 
+RangeRequest EtcdMutex::first_in_line() const {
+  RangeRequest range = RangeRequest::prefix(m_prefix);
+  range.sort = RangeRequest::Sort::create_ascending;
+  range.limit = 1;
+  return range;
+}
+
 std::optional<EtcdMutex::Owner> EtcdMutex::owner() {
-  const json answer = m_client.call(
-      "/v3/kv/range", {{"key", base64_encode(m_prefix)},
-                       {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
-                       {"sort_order", "ASCEND"},
-                       {"sort_target", "CREATE"},
-                       {"limit", 1}});
-  const auto kvs = answer.value("kvs", json::array());
-  if (kvs.empty()) {
+  store::etcd::RangeResult answer = m_kv.range(first_in_line());
+  if (answer.kvs.empty()) {
     return std::nullopt;
   }
-  return Owner{store::key_value_of(kvs.front(), m_key),
-               int_field(answer.value("header", json::object()), "revision", m_key)};
+  return Owner{std::move(answer.kvs.front()), answer.header.revision};
 }
 
 std::optional<EtcdMutex::Owner> EtcdMutex::predecessor() {
-  const json answer = m_client.call(
-      "/v3/kv/range", {{"key", base64_encode(m_prefix)},
-                       {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
-                       {"max_create_revision", std::to_string(m_rev - 1)},
-                       {"sort_order", "DESCEND"},
-                       {"sort_target", "CREATE"},
-                       {"limit", 1}});
-  const auto kvs = answer.value("kvs", json::array());
-  if (kvs.empty()) {
+  RangeRequest range = RangeRequest::prefix(m_prefix);
+  range.max_create_revision = m_rev - 1;
+  range.sort = RangeRequest::Sort::create_descending;
+  range.limit = 1;
+  store::etcd::RangeResult answer = m_kv.range(range);
+  if (answer.kvs.empty()) {
     return std::nullopt;
   }
-  return Owner{store::key_value_of(kvs.front(), m_key),
-               int_field(answer.value("header", json::object()), "revision", m_key)};
-}
-
-std::optional<std::pair<std::int64_t, std::int64_t>> EtcdMutex::time_to_live(std::int64_t lease) {
-  const json answer = m_client.call("/v3/lease/timetolive", {{"ID", std::to_string(lease)}});
-  const std::int64_t left = int_field(answer, "TTL", m_key);
-  if (left < 0) {
-    return std::nullopt;
-  }
-  return std::make_pair(left, int_field(answer, "grantedTTL", m_key));
-}
-
-std::int64_t EtcdMutex::keep_alive(std::int64_t lease) {
-  const json answer = m_client.call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}});
-  return int_field(answer.value("result", json::object()), "TTL", m_key);
+  return Owner{std::move(answer.kvs.front()), answer.header.revision};
 }
 
 bool EtcdMutex::revoke(std::int64_t lease, bool quietly) {
   try {
-    return m_client
-        .call_unless("/v3/lease/revoke", {{"ID", std::to_string(lease)}},
-                     store::etcd::Code::not_found)
-        .has_value();
+    return m_kv.revoke(lease);
   } catch (const Error& e) {
     if (!quietly) {
       throw;
@@ -162,8 +139,8 @@ AcquireResult EtcdMutex::busy(const std::optional<Owner>& holder) {
   result.outcome = AcquireResult::Outcome::busy;
   result.now_seconds = wall_seconds();
   if (holder) {
-    const auto ttl = holder->kv.lease != 0 ? time_to_live(holder->kv.lease) : std::nullopt;
-    const std::int64_t left = ttl ? ttl->first : 0;
+    const auto ttl = holder->kv.lease != 0 ? m_kv.time_to_live(holder->kv.lease) : std::nullopt;
+    const std::int64_t left = ttl ? ttl->left : 0;
     result.held_until = etcd_shown_expiry(result.now_seconds, left, holder->kv.lease,
                                           Holder::from_json(holder->kv.value));
     result.held_value = etcd_value(result.held_until, holder->kv.lease);
@@ -177,63 +154,42 @@ EtcdMutex::Joined EtcdMutex::join(std::int64_t ttl) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (m_lease == 0) {
       const Micros sent = util::mono_now();
-      const json grant = m_client.call("/v3/lease/grant", {{"TTL", ttl}});
-      const std::int64_t lease = int_field(grant, "ID", m_key);
-      if (lease == 0) {
-        throw Error(ErrorKind::unavailable, m_client.name(),
-                    "no lease granted: " + grant.value("error", std::string("no reason given")));
-      }
-      m_lease = lease;
-      m_granted = int_field(grant, "TTL", m_key);
+      const store::etcd::Lease grant = m_kv.grant(ttl);
+      m_lease = grant.id;
+      m_granted = grant.ttl;
       m_last_sent = sent;
     }
     const std::string mine = key_of(m_lease);
-    const json owner_range = {{"key", base64_encode(m_prefix)},
-                              {"range_end", base64_encode(store::etcd::prefix_end(m_prefix))},
-                              {"sort_order", "ASCEND"},
-                              {"sort_target", "CREATE"},
-                              {"limit", 1}};
     // One txn: our key if it is not there yet (a retried txn finds it), and the holder.
-    const auto txn = m_client.call_unless(
-        "/v3/kv/txn",
-        {{"compare", json::array({{{"key", base64_encode(mine)},
-                                   {"target", "CREATE"},
-                                   {"result", "EQUAL"},
-                                   {"create_revision", "0"}}})},
-         {"success", json::array({{{"request_put",
-                                    {{"key", base64_encode(mine)},
-                                     // Who waits, for list --waiters, until it holds.
-                                     {"value", base64_encode(make_ticket(WaiterKind::exclusive))},
-                                     {"lease", std::to_string(m_lease)}}}},
-                                  {{"request_range", owner_range}}})},
-         {"failure", json::array({{{"request_range", {{"key", base64_encode(mine)}}}},
-                                  {{"request_range", owner_range}}})}},
-        store::etcd::Code::not_found);
+    store::etcd::TxnRequest request;
+    request.compare.push_back(Compare::created_at(mine, 0));
+    // Who waits, for list --waiters, until it holds.
+    request.success.emplace_back(
+        store::etcd::PutRequest{mine, make_ticket(WaiterKind::exclusive), m_lease, false});
+    request.success.emplace_back(first_in_line());
+    RangeRequest own;
+    own.key = mine;
+    request.failure.emplace_back(std::move(own));
+    request.failure.emplace_back(first_in_line());
+    auto txn = m_kv.txn_if_lease_lives(request);
     if (!txn) {
       m_lease = 0;  // "requested lease not found": it lapsed, its keys with it
       continue;
     }
-    const auto responses = txn->value("responses", json::array());
-    const auto range_of = [&](std::size_t i) {
-      if (responses.size() <= i) {
-        throw Error(ErrorKind::internal, m_key, "unexpected answer from etcd (txn)");
-      }
-      return responses[i].value("response_range", json::object()).value("kvs", json::array());
-    };
-    if (txn->value("succeeded", false)) {
-      m_rev = int_field(txn->value("header", json::object()), "revision", m_key);
+    if (txn->succeeded) {
+      m_rev = txn->header.revision;
     } else {
-      const auto own = range_of(0);
-      if (own.empty()) {
+      const auto& found = txn->responses[0].kvs;
+      if (found.empty()) {
         throw Error(ErrorKind::internal, m_key, "unexpected answer from etcd (txn)");
       }
-      m_rev = store::key_value_of(own.front(), m_key).create_revision;
+      m_rev = found.front().create_revision;
     }
     Joined joined;
-    joined.fresh = txn->value("succeeded", false);
-    const auto holders = range_of(1);
+    joined.fresh = txn->succeeded;
+    auto& holders = txn->responses[1].kvs;
     if (!holders.empty()) {
-      joined.holder = Owner{store::key_value_of(holders.front(), m_key), m_rev};
+      joined.holder = Owner{std::move(holders.front()), m_rev};
       joined.first = joined.holder->kv.create_revision == m_rev;
     }
     return joined;

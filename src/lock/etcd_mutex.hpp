@@ -47,7 +47,7 @@ inline constexpr std::string_view k_etcd_held = "nxlock";
 // its details' token, or the revision of its last put while it holds
 // k_etcd_held or its ticket; nullopt for another client's key (`etcdctl
 // lock`: unknown).
-std::optional<std::int64_t> etcd_token(const store::EtcdKeyValue& holder);
+std::optional<std::int64_t> etcd_token(const store::etcd::KeyValue& holder);
 
 // The lease a value "EXPIRY@LEASE" names; nullopt if it names none.
 std::optional<std::int64_t> etcd_value_lease(std::string_view value);
@@ -104,7 +104,7 @@ class EtcdMutex final : public Lockable, private HeldNews {
   Removal force_release() override;
   Status status() override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
-    m_client.set_cap(monotonic_deadline);
+    m_store.set_deadline(monotonic_deadline);
   }
   // ETCD_LOCK_KEY and ETCD_LOCK_REV, as `etcdctl lock` gives its command.
   std::vector<std::pair<std::string, std::string>> job_environment() const override;
@@ -120,9 +120,11 @@ class EtcdMutex final : public Lockable, private HeldNews {
   void send_holder();
 
   struct Owner {
-    store::EtcdKeyValue kv;
+    store::etcd::KeyValue kv;
     std::int64_t revision = 0;  // the revision the range was read at
   };
+  // The range of the key with the lowest create revision under KEY/: the holder.
+  store::etcd::RangeRequest first_in_line() const;
   // The key with the lowest create revision under KEY/, if any.
   std::optional<Owner> owner();
   // The key just before ours (highest create revision below ours), if any.
@@ -130,10 +132,6 @@ class EtcdMutex final : public Lockable, private HeldNews {
   // KEY/<lease in hex>
   std::string key_of(std::int64_t lease) const;
   std::string value_of(std::int64_t lease, std::int64_t ttl_left) const;
-  // The lease's remaining and granted TTL (seconds); nullopt if it is gone.
-  std::optional<std::pair<std::int64_t, std::int64_t>> time_to_live(std::int64_t lease);
-  // A keepalive: the TTL granted again, or 0 if the lease is gone.
-  std::int64_t keep_alive(std::int64_t lease);
   // Revokes; false if the lease was already gone. Best effort when `quietly`.
   bool revoke(std::int64_t lease, bool quietly = false);
   // The busy answer for the holder `owner`.
@@ -159,7 +157,7 @@ class EtcdMutex final : public Lockable, private HeldNews {
   bool take_turn();
 
   store::EtcdStore& m_store;
-  store::etcd::EtcdClient& m_client;
+  store::etcd::EtcdKv& m_kv;
   std::string m_key;
   std::string m_prefix;             // m_key + "/"
   std::int64_t m_lease = 0;         // ours, once granted

@@ -3,7 +3,6 @@
 
 #include "lock/etcd_lease_ttl.hpp"
 #include "lock/etcd_mutex.hpp"
-#include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/trace.hpp"
@@ -12,9 +11,8 @@ namespace nxlock::lock {
 
 namespace {
 
-using nlohmann::json;
-using store::etcd::base64_encode;
-using store::etcd::int_field;
+using store::etcd::Compare;
+using store::etcd::PutRequest;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
@@ -44,6 +42,14 @@ bool own_key(std::string_view prefix, std::string_view key) {
          key.find_first_not_of("0123456789abcdef", prefix.size()) == std::string_view::npos;
 }
 
+// A range of `key` alone, its keys only: whether it is there, and its create revision.
+store::etcd::RangeRequest key_alone(std::string key) {
+  store::etcd::RangeRequest range;
+  range.key = std::move(key);
+  range.keys_only = true;
+  return range;
+}
+
 // The lock a key of the recipe belongs to: KEY of KEY/<lease>.
 std::string lock_of_key(std::string_view key) {
   return std::string(key.substr(0, key.rfind('/')));
@@ -60,9 +66,7 @@ Verdict EtcdMutex::release(std::string_view value) {
     // A shell's value names a lease, and revoking it lets go of every key on it: only
     // a lease with its key under this lock's is ours to revoke here, not another
     // lock's (a value of `nxlock lock OTHER`), nor one whose key was deleted.
-    const json own = m_client.call("/v3/kv/range",
-                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
-    if (own.value("kvs", json::array()).empty()) {
+    if (m_kv.range(key_alone(key_of(lease))).kvs.empty()) {
       return owner() ? Verdict::held_by_other : Verdict::expired;
     }
   }
@@ -86,8 +90,7 @@ Kept EtcdMutex::release_after(std::string_view value, Micros not_before) {
   const Micros left = std::chrono::seconds(hold_until + 1) - now;
   const std::int64_t seconds = (left.count() + 999'999) / 1'000'000;
   m_holder_unsent = false;  // the put below writes them, finished
-  const json grant = m_client.call("/v3/lease/grant", {{"TTL", seconds}});
-  const std::int64_t held = int_field(grant, "ID", m_key);
+  const std::int64_t held = m_kv.grant(seconds).id;
   const std::string kept = etcd_value(hold_until, held);
   std::string details;
   if (m_holder) {
@@ -98,17 +101,15 @@ Kept EtcdMutex::release_after(std::string_view value, Micros not_before) {
     details = finished.to_json();
   }
   const std::string mine = key_of(lease);
-  const json txn = m_client.call(
-      "/v3/kv/txn",
-      {{"compare", json::array({{{"key", base64_encode(mine)},
-                                 {"target", "CREATE"},
-                                 {"result", m_rev != 0 ? "EQUAL" : "GREATER"},
-                                 {"create_revision", std::to_string(m_rev)}}})},
-       {"success", json::array({{{"request_put",
-                                  {{"key", base64_encode(mine)},
-                                   {"value", base64_encode(details)},
-                                   {"lease", std::to_string(held)}}}}})}});
-  if (!txn.value("succeeded", false)) {
+  store::etcd::TxnRequest request;
+  // Our key as we put it; a shell's `unlock --hold` knows no revision: the key, if there.
+  Compare ours = Compare::created_at(mine, m_rev);
+  if (m_rev == 0) {
+    ours.result = Compare::Result::greater;
+  }
+  request.compare.push_back(std::move(ours));
+  request.success.emplace_back(PutRequest{mine, std::move(details), held, false});
+  if (!m_kv.txn(request).succeeded) {
     revoke(held, true);
     return {Verdict::absent, {}};
   }
@@ -131,20 +132,18 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
   send_holder();
   if (lease != m_lease) {
     // `nxlock renew` from a shell: the lease of an earlier `lock`.
-    const auto ttl_now = time_to_live(lease);
+    const auto ttl_now = m_kv.time_to_live(lease);
     if (!ttl_now) {
       return {Verdict::expired, {}};
     }
-    check_renewal_ttl(m_client, ttl, ttl_now->second);
+    check_renewal_ttl(m_kv, ttl, ttl_now->granted);
     // A lease with no key under this lock's is another lock's (or its key was deleted):
     // not ours to keep alive. (Looked at again after the keepalive, below.)
-    const json own = m_client.call("/v3/kv/range",
-                                   {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
-    if (own.value("kvs", json::array()).empty()) {
+    if (m_kv.range(key_alone(key_of(lease))).kvs.empty()) {
       return {Verdict::absent, {}};
     }
   }
-  const std::int64_t granted = keep_alive(lease);
+  const std::int64_t granted = m_kv.keep_alive(lease);
   if (granted <= 0) {
     return {Verdict::expired, {}};  // the lease is gone: so is every key attached to it
   }
@@ -153,15 +152,12 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
   // watch says nothing while its member is frozen or cut off from us, when the
   // keepalives go through another member. The renewal is done only once both are
   // confirmed, and the job's deadline moves only then (run/renewal.cpp).
-  const json own = m_client.call("/v3/kv/range",
-                                 {{"key", base64_encode(key_of(lease))}, {"keys_only", true}});
-  const auto kvs = own.value("kvs", json::array());
-  if (kvs.empty() || (lease == m_lease && m_rev != 0 &&
-                      store::key_value_of(kvs.front(), m_key).create_revision != m_rev)) {
+  const store::etcd::RangeResult own = m_kv.range(key_alone(key_of(lease)));
+  if (own.kvs.empty() ||
+      (lease == m_lease && m_rev != 0 && own.kvs.front().create_revision != m_rev)) {
     return {Verdict::absent, {}};
   }
-  const std::int64_t answered =
-      int_field(own.value("header", json::object()), "member_id", m_key);
+  const std::int64_t answered = own.header.member_id;
   if (m_watch && lease == m_lease && m_watch->member_id() != 0 && answered != 0 &&
       m_watch->member_id() != answered) {
     // The calls failed over from the watch's member (it hung, or lost its leader):
@@ -172,9 +168,7 @@ Renewed EtcdMutex::renew(std::string_view value, const RenewalPlan& plan) {
   if (lease == m_lease && m_fence != 0 && !m_watch) {
     // A watch from there: a DELETE between renewals makes the next one come at once.
     try {
-      m_watch = std::make_unique<store::etcd::EtcdWatch>(
-          m_client, key_of(lease),
-          int_field(own.value("header", json::object()), "revision", m_key) + 1);
+      m_watch = m_kv.watch(key_of(lease), own.header.revision + 1);
     } catch (const Error& e) {
       util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
     }
@@ -190,7 +184,7 @@ int EtcdMutex::loss_fd() {
   if (!m_watch && !m_watch_tried) {
     m_watch_tried = true;  // later ones come with renew(), after a look at the key
     try {
-      m_watch = std::make_unique<store::etcd::EtcdWatch>(m_client, key_of(m_lease), m_rev + 1);
+      m_watch = m_kv.watch(key_of(m_lease), m_rev + 1);
     } catch (const Error& e) {
       util::trace(std::string("etcd: no watch on the lock's key: ") + e.what());
     }
@@ -232,16 +226,10 @@ void EtcdMutex::send_holder() {
   Holder details = *m_holder;
   details.fence = m_fence;
   const std::string mine = key_of(m_lease);
-  m_client.call_later(
-      "/v3/kv/txn",
-      {{"compare", json::array({{{"key", base64_encode(mine)},
-                                 {"target", "CREATE"},
-                                 {"result", "EQUAL"},
-                                 {"create_revision", std::to_string(m_rev)}}})},
-       {"success", json::array({{{"request_put",
-                                  {{"key", base64_encode(mine)},
-                                   {"value", base64_encode(details.to_json())},
-                                   {"lease", std::to_string(m_lease)}}}}})}});
+  store::etcd::TxnRequest request;
+  request.compare.push_back(Compare::created_at(mine, m_rev));
+  request.success.emplace_back(PutRequest{mine, details.to_json(), m_lease, false});
+  m_kv.txn_later(request);
 }
 
 std::optional<Holder> EtcdMutex::holder_of(std::string_view value) {
@@ -250,7 +238,7 @@ std::optional<Holder> EtcdMutex::holder_of(std::string_view value) {
     return std::nullopt;
   }
   try {
-    for (const auto& kv : m_store.range_prefix(m_prefix)) {
+    for (const auto& kv : m_store.range_prefix(m_prefix).kvs) {
       if (kv.lease == *lease) {
         return Holder::from_json(kv.value);
       }
@@ -273,9 +261,8 @@ Removal EtcdMutex::force_release() {
     removal.held_under = lock_of_key(holder->kv.key);
     return removal;
   }
-  const json answer = m_client.call("/v3/kv/deleterange", {{"key", base64_encode(holder->kv.key)}});
   Removal removal;
-  removal.removed = int_field(answer, "deleted", m_key) > 0;
+  removal.removed = m_kv.remove({holder->kv.key}).deleted > 0;
   return removal;
 }
 
@@ -303,9 +290,9 @@ Status EtcdMutex::status() {
   status.holder = Holder::from_json(holder->kv.value);
   std::int64_t left = 0;
   if (holder->kv.lease != 0) {
-    if (const auto ttl = time_to_live(holder->kv.lease)) {
-      left = ttl->first;
-      status.granted_ttl = ttl->second;
+    if (const auto ttl = m_kv.time_to_live(holder->kv.lease)) {
+      left = ttl->left;
+      status.granted_ttl = ttl->granted;
     }
   }
   status.expires_at = etcd_shown_expiry(status.now_seconds, left, holder->kv.lease, status.holder);

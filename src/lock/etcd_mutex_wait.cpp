@@ -5,7 +5,6 @@
 
 #include "lock/etcd_mutex.hpp"
 #include "lock/pacing.hpp"
-#include "store/etcd/etcd_json.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
 #include "util/trace.hpp"
@@ -14,8 +13,7 @@ namespace nxlock::lock {
 
 namespace {
 
-using nlohmann::json;
-using store::etcd::base64_encode;
+using store::etcd::Compare;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
@@ -28,7 +26,7 @@ std::int64_t wall_seconds_in_line() {
 
 bool EtcdMutex::keep_place() {
   const Micros sent = util::mono_now();
-  if (keep_alive(m_lease) <= 0) {
+  if (m_kv.keep_alive(m_lease) <= 0) {
     // Revoked or lapsed (a member that was frozen past its TTL may revoke it as it
     // comes back): its key went with it, so the line is joined again, at its end.
     util::trace("etcd: our lease is gone while waiting: in line again");
@@ -42,27 +40,20 @@ bool EtcdMutex::keep_place() {
 
 bool EtcdMutex::take_turn() {
   const std::string mine = key_of(m_lease);
-  const json txn = m_client.call(
-      "/v3/kv/txn", {{"compare", json::array({{{"key", base64_encode(mine)},
-                                               {"target", "CREATE"},
-                                               {"result", "EQUAL"},
-                                               {"create_revision", std::to_string(m_rev)}},
-                                              {{"key", base64_encode(mine)},
-                                               {"target", "LEASE"},
-                                               {"result", "EQUAL"},
-                                               {"lease", std::to_string(m_lease)}}})},
-                     {"success", json::array({{{"request_put",
-                                                {{"key", base64_encode(mine)},
-                                                 {"value", base64_encode(k_etcd_held)},
-                                                 {"lease", std::to_string(m_lease)}}}}})}});
-  if (!txn.value("succeeded", false)) {
+  store::etcd::TxnRequest request;
+  request.compare.push_back(Compare::created_at(mine, m_rev));
+  request.compare.push_back(Compare::on_lease(mine, m_lease));
+  request.success.emplace_back(
+      store::etcd::PutRequest{mine, std::string(k_etcd_held), m_lease, false});
+  const store::etcd::TxnResult txn = m_kv.txn(request);
+  if (!txn.succeeded) {
     util::trace("etcd: our key is gone while waiting: in line again");
     m_rev = 0;  // the lease may live on: its key is put again (at the end of the line)
     return false;
   }
   // Made after every key before ours was gone, so after every earlier holder's
   // token was taken; a retry after a lost answer makes a later one.
-  m_fence = store::etcd::int_field(txn.value("header", json::object()), "revision", m_key);
+  m_fence = txn.header.revision;
   return true;
 }
 
@@ -99,18 +90,18 @@ EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& poli
             {wall_seconds_in_line() + m_granted, wall_seconds_in_line(), util::mono_now() - began});
       }
       // Only the key just before ours: its DELETE is our turn to look (no herd).
-      store::etcd::EtcdWatch watch(m_client, before->kv.key, before->revision + 1);
+      const auto watch = m_kv.watch(before->kv.key, before->revision + 1);
       for (bool look_again = false; !look_again;) {
         // At each keepalive, a linearizable look as well: a watch on a member
         // that is frozen, or cut off from its leader, may go silent.
         const Micros next_keepalive = m_last_sent + interval;
-        pollfd fds[2] = {{watch.fd(), POLLIN, 0}, {policy.interrupt_fd, POLLIN, 0}};
+        pollfd fds[2] = {{watch->fd(), POLLIN, 0}, {policy.interrupt_fd, POLLIN, 0}};
         util::poll_until(fds, 2, std::min(next_keepalive, give_up));
         if (fds[1].revents != 0) {
           return WaitEnd::interrupted;
         }
         if (fds[0].revents != 0) {
-          const store::etcd::WatchNews news = watch.take();
+          const store::etcd::WatchNews news = watch->take();
           look_again = news.deleted || news.ended;
         }
         const Micros now = util::mono_now();

@@ -83,6 +83,23 @@ class OneSeam(unittest.TestCase):
         self.assertEqual(found, [])
 
 
+class EtcdWire(unittest.TestCase):
+    """etcd's v3 API is spoken in store/etcd alone (docs/DESIGN.md, "The layers"):
+    the lock recipe calls its typed client (etcd_kv.hpp), never a /v3/ path, nor
+    the gateway's JSON helpers."""
+
+    def test_etcd_paths_and_json_stay_in_store_etcd(self):
+        found = []
+        for path, text in sources():
+            if path.startswith(os.path.join("store", "etcd") + os.sep):
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                code = line.split("//", 1)[0]
+                if '"/v3/' in code or "store/etcd/etcd_json.hpp" in code:
+                    found.append("%s:%d: %s" % (path, number, line.strip()))
+        self.assertEqual(found, [])
+
+
 class KeyNames(unittest.TestCase):
     """A lock's companion keys are named in store/keys alone (holder_key(),
     queue_key(), ...): a name spelled out elsewhere drifts from it."""

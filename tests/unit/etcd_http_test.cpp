@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "store/etcd/etcd_json.hpp"
+#include "store/etcd/etcd_kv.hpp"
 #include "store/etcd/http_reader.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"

@@ -151,11 +151,4 @@ std::string prefix_end(std::string_view prefix) {
   return std::string(1, '\0');  // every key: etcd's "\0" range end
 }
 
-std::string lease_hex(std::int64_t lease) {
-  char text[17];
-  const auto [end, ec] = std::to_chars(text, text + sizeof text, static_cast<std::uint64_t>(lease), 16);
-  (void)ec;
-  return std::string(text, end);
-}
-
 }  // namespace nxlock::store::etcd

@@ -25,7 +25,4 @@ std::string bytes_field(const nlohmann::json& object, std::string_view name, std
 // The key just past every key that starts with `prefix` (range_end of a prefix range).
 std::string prefix_end(std::string_view prefix);
 
-// A lease id as etcd's concurrency package writes it in a key: lowercase hex.
-std::string lease_hex(std::int64_t lease);
-
 }  // namespace nxlock::store::etcd

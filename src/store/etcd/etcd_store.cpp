@@ -1,9 +1,8 @@
-// EtcdStore: each key/value step one call to the gateway: a txn, a range, a put, a deleterange.
+// EtcdStore: each key/value step one call of etcd's (EtcdKv): a txn, a range, a put, a delete.
 #include "store/etcd/etcd_store.hpp"
 
 #include <poll.h>
 
-#include "store/etcd/etcd_json.hpp"
 #include "store/etcd/etcd_watch.hpp"
 #include "util/error.hpp"
 #include "util/poll.hpp"
@@ -12,26 +11,10 @@ namespace nxlock::store {
 
 namespace {
 
-using etcd::base64_encode;
-using nlohmann::json;
+using etcd::Compare;
+using etcd::PutRequest;
 using util::Error;
 using util::ErrorKind;
-
-json compare_value(std::string_view key, std::string_view expected) {
-  return {{"key", base64_encode(key)},
-          {"target", "VALUE"},
-          {"result", "EQUAL"},
-          {"value", base64_encode(expected)}};
-}
-
-json put_op(std::string_view key, std::string_view value) {
-  return {{"request_put", {{"key", base64_encode(key)}, {"value", base64_encode(value)}}}};
-}
-
-bool succeeded(const json& answer) {
-  const auto it = answer.find("succeeded");
-  return it != answer.end() && it->is_boolean() && it->get<bool>();
-}
 
 [[noreturn]] void refuse_lock_step(std::string_view key) {
   throw Error(ErrorKind::usage, std::string(key),
@@ -79,45 +62,33 @@ etcd::ClientConfig etcd_config(const Url& url, const ConnectOptions& options) {
   return config;
 }
 
-EtcdKeyValue key_value_of(const json& kv, std::string_view what) {
-  EtcdKeyValue out;
-  out.key = etcd::bytes_field(kv, "key", what);
-  out.value = etcd::bytes_field(kv, "value", what);
-  out.create_revision = etcd::int_field(kv, "create_revision", what);
-  out.mod_revision = etcd::int_field(kv, "mod_revision", what);
-  out.lease = etcd::int_field(kv, "lease", what);
-  return out;
-}
-
 EtcdStore::EtcdStore(const Url& url, const ConnectOptions& options)
     : m_client(etcd_config(url, options)) {}
 
 SetIfAbsent EtcdStore::set_if_absent(std::string_view key, std::string_view value,
                                      std::optional<std::string_view> counter,
                                      StepPolicy /*policy*/) {
-  const json request = {
-      {"compare", json::array({{{"key", base64_encode(key)},
-                                {"target", "CREATE"},
-                                {"result", "EQUAL"},
-                                {"create_revision", "0"}}})},
-      {"success", json::array({put_op(key, value)})}};
-  const json answer = m_client.call("/v3/kv/txn", request);
+  etcd::TxnRequest request;
+  request.compare.push_back(Compare::created_at(key, 0));
+  request.success.emplace_back(PutRequest{std::string(key), std::string(value), 0, false});
+  const etcd::TxnResult answer = m_kv.txn(request);
   SetIfAbsent out;
-  out.set = succeeded(answer);
+  out.set = answer.succeeded;
   if (out.set && counter) {
     // The put's revision is the key's create revision.
-    out.fence = etcd::int_field(answer.value("header", json::object()), "revision", key);
+    out.fence = answer.header.revision;
   }
   return out;
 }
 
 std::optional<std::string> EtcdStore::get(std::string_view key) {
-  const json answer = m_client.call("/v3/kv/range", {{"key", base64_encode(key)}});
-  const auto kvs = answer.find("kvs");
-  if (kvs == answer.end() || !kvs->is_array() || kvs->empty()) {
+  etcd::RangeRequest request;
+  request.key = key;
+  etcd::RangeResult answer = m_kv.range(request);
+  if (answer.kvs.empty()) {
     return std::nullopt;
   }
-  return key_value_of(kvs->front(), key).value;
+  return std::move(answer.kvs.front().value);
 }
 
 Swap EtcdStore::get_and_set(std::string_view key, std::string_view value,
@@ -125,31 +96,27 @@ Swap EtcdStore::get_and_set(std::string_view key, std::string_view value,
   if (takeover) {
     refuse_lock_step(key);
   }
-  const json answer = m_client.call(
-      "/v3/kv/put", {{"key", base64_encode(key)}, {"value", base64_encode(value)}, {"prev_kv", true}});
+  etcd::PutResult answer = m_kv.put({std::string(key), std::string(value), 0, true});
   Swap out;
-  const auto prev = answer.find("prev_kv");
-  if (prev != answer.end() && prev->is_object()) {
-    out.old = key_value_of(*prev, key).value;
+  if (answer.prev) {
+    out.old = std::move(answer.prev->value);
   }
   return out;
 }
 
 void EtcdStore::set(std::string_view key, std::string_view value, StepPolicy /*policy*/) {
-  m_client.call("/v3/kv/put", {{"key", base64_encode(key)}, {"value", base64_encode(value)}});
+  m_kv.put({std::string(key), std::string(value), 0, false});
 }
 
 std::size_t EtcdStore::del(const std::vector<std::string>& keys) {
   // One txn: the keys go together, as one DEL of several keys does.
-  json ops = json::array();
+  etcd::TxnRequest request;
   for (const auto& key : keys) {
-    ops.push_back({{"request_delete_range", {{"key", base64_encode(key)}}}});
+    request.success.emplace_back(etcd::DeleteRequest{key});
   }
-  const json answer = m_client.call("/v3/kv/txn", {{"success", ops}});
   std::size_t deleted = 0;
-  for (const auto& response : answer.value("responses", json::array())) {
-    deleted += static_cast<std::size_t>(
-        etcd::int_field(response.value("response_delete_range", json::object()), "deleted", "del"));
+  for (const auto& response : m_kv.txn(request).responses) {
+    deleted += static_cast<std::size_t>(response.deleted);
   }
   return deleted;
 }
@@ -159,10 +126,10 @@ bool EtcdStore::compare_and_delete(std::string_view key, std::string_view expect
   if (fence) {
     refuse_lock_step(key);
   }
-  const json request = {
-      {"compare", json::array({compare_value(key, expected)})},
-      {"success", json::array({{{"request_delete_range", {{"key", base64_encode(key)}}}}})}};
-  return succeeded(m_client.call("/v3/kv/txn", request));
+  etcd::TxnRequest request;
+  request.compare.push_back(Compare::value_is(key, expected));
+  request.success.emplace_back(etcd::DeleteRequest{std::string(key)});
+  return m_kv.txn(request).succeeded;
 }
 
 bool EtcdStore::compare_and_set(std::string_view key, std::string_view expected,
@@ -171,9 +138,10 @@ bool EtcdStore::compare_and_set(std::string_view key, std::string_view expected,
   if (fence) {
     refuse_lock_step(key);
   }
-  const json request = {{"compare", json::array({compare_value(key, expected)})},
-                        {"success", json::array({put_op(key, value)})}};
-  return succeeded(m_client.call("/v3/kv/txn", request));
+  etcd::TxnRequest request;
+  request.compare.push_back(Compare::value_is(key, expected));
+  request.success.emplace_back(PutRequest{std::string(key), std::string(value), 0, false});
+  return m_kv.txn(request).succeeded;
 }
 
 util::Micros EtcdStore::now() {
@@ -182,24 +150,15 @@ util::Micros EtcdStore::now() {
 
 std::unique_ptr<Watcher> EtcdStore::watch(std::string_view key) {
   // From the revision after a read of the key: nothing after this returns is missed.
-  const json answer = m_client.call("/v3/kv/range", {{"key", base64_encode(key)}, {"count_only", true}});
-  const std::int64_t revision = etcd::int_field(answer.value("header", json::object()), "revision", key);
-  return std::make_unique<EtcdWatcher>(std::make_unique<etcd::EtcdWatch>(m_client, key, revision + 1));
+  etcd::RangeRequest request;
+  request.key = key;
+  request.count_only = true;
+  const std::int64_t revision = m_kv.range(request).header.revision;
+  return std::make_unique<EtcdWatcher>(m_kv.watch(key, revision + 1));
 }
 
-std::vector<EtcdKeyValue> EtcdStore::range_prefix(std::string_view prefix, std::int64_t* revision) {
-  // The empty prefix: every key, from "\0" (etcd refuses an empty key).
-  const std::string from = prefix.empty() ? std::string(1, '\0') : std::string(prefix);
-  const json answer = m_client.call(
-      "/v3/kv/range", {{"key", base64_encode(from)}, {"range_end", base64_encode(etcd::prefix_end(prefix))}});
-  if (revision) {
-    *revision = etcd::int_field(answer.value("header", json::object()), "revision", prefix);
-  }
-  std::vector<EtcdKeyValue> out;
-  for (const auto& kv : answer.value("kvs", json::array())) {
-    out.push_back(key_value_of(kv, prefix));
-  }
-  return out;
+etcd::RangeResult EtcdStore::range_prefix(std::string_view prefix) {
+  return m_kv.range(etcd::RangeRequest::prefix(prefix));
 }
 
 }  // namespace nxlock::store

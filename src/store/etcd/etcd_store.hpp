@@ -1,8 +1,8 @@
 // EtcdStore: the key/value steps on an etcd cluster (setnx, get, getset, del, list), and its client.
 //
 // The lock itself is not the page's algorithm over these steps but etcd's own
-// recipe (lock/etcd_mutex.hpp), over client(). Values are exact bytes:
-// base64 on the wire.
+// recipe (lock/etcd_mutex.hpp), over kv(): etcd's calls, typed. Values are
+// exact bytes.
 #pragma once
 
 #include <cstdint>
@@ -13,20 +13,12 @@
 #include <vector>
 
 #include "store/etcd/etcd_client.hpp"
+#include "store/etcd/etcd_kv.hpp"
 #include "store/make_store.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
 
 namespace nxlock::store {
-
-// One key of a range, as etcd keeps it.
-struct EtcdKeyValue {
-  std::string key;
-  std::string value;
-  std::int64_t create_revision = 0;
-  std::int64_t mod_revision = 0;
-  std::int64_t lease = 0;
-};
 
 class EtcdStore final : public Store {
  public:
@@ -56,18 +48,17 @@ class EtcdStore final : public Store {
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> deadline) override { m_client.set_cap(deadline); }
 
-  etcd::EtcdClient& client() { return m_client; }
+  // etcd's calls (KV, leases, watches), for etcd's own lock recipe.
+  etcd::EtcdKv& kv() { return m_kv; }
 
   // Every key that starts with `prefix` (one linearizable range), with its
-  // revisions and lease, and the revision the range was read at.
-  std::vector<EtcdKeyValue> range_prefix(std::string_view prefix, std::int64_t* revision = nullptr);
+  // revisions and lease, and the revision the range was read at (its header).
+  etcd::RangeResult range_prefix(std::string_view prefix);
 
  private:
   etcd::EtcdClient m_client;
+  etcd::EtcdKv m_kv{m_client};
 };
-
-// The key/value of a range answer's "kvs" entry.
-EtcdKeyValue key_value_of(const nlohmann::json& kv, std::string_view what);
 
 // The client for an etcd:// URL with the connect options (TLS, password).
 etcd::ClientConfig etcd_config(const Url& url, const ConnectOptions& options);
