@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "store/redis/tls.hpp"
+#include "store/net/tls.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
 
@@ -15,7 +15,7 @@ namespace nxlock::store {
 struct ConnectOptions {
   std::optional<std::string> password;  // overrides the URL's (from --password-file or env)
   double timeout_seconds = 2.0;         // Redis connect and per-command timeout
-  redis::TlsConfig tls;                 // rediss://: how to verify, what to present
+  net::TlsConfig tls;                   // rediss://: how to verify, what to present
   int replicas = 0;  // lock writes (SETNX, GETSET, compare-and-set) wait for this many replicas
   std::optional<std::string> sentinel_password;  // redis+sentinel://: the Sentinels' own
   // The command takes locks (lock, run-locked, renew): Redis refuses a server
