@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "store/connect_options.hpp"
 #include "store/etcd/etcd_client.hpp"
-#include "store/make_store.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "store/make_store.hpp"
+#include "store/connect_options.hpp"
 #include "store/net/endpoint.hpp"
 #include "store/url.hpp"
 

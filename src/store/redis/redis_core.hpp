@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/make_store.hpp"
+#include "store/connect_options.hpp"
 #include "store/redis/connection.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
