@@ -8,12 +8,12 @@
 #include <string_view>
 
 #include "store/etcd/etcd_json.hpp"
-#include "store/etcd/http_reader.hpp"
+#include "store/net/http_reader.hpp"
 #include "util/error.hpp"
 
 namespace {
 
-using nxlock::store::etcd::HttpReader;
+using nxlock::store::net::HttpReader;
 
 void check_one_line(const std::string& text) {
   if (text.find_first_of("\r\n") != std::string::npos) {

@@ -16,7 +16,7 @@
 #include "lock/clock.hpp"
 #include "lock/list_locks.hpp"
 #include "lock/lockable.hpp"
-#include "store/make_store.hpp"
+#include "store/connect_options.hpp"
 #include "store/url.hpp"
 
 namespace nxlock::lock {

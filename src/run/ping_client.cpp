@@ -1,6 +1,5 @@
-// send_ping: connect (store/redis/connect), write the GET, read the answer
-// (store/etcd/http_reader), retry once. The store/redis files it includes are
-// the project's socket and TLS layer, not Redis's: they are to move to store/net.
+// send_ping: connect (store/net/connect), write the GET, read the answer
+// (store/net/http_reader), retry once.
 #include "run/ping_client.hpp"
 
 #include <time.h>
@@ -9,9 +8,9 @@
 #include <cerrno>
 #include <memory>
 
-#include "store/etcd/http_reader.hpp"
-#include "store/redis/connect.hpp"
-#include "store/redis/tls.hpp"
+#include "store/net/connect.hpp"
+#include "store/net/http_reader.hpp"
+#include "store/net/tls.hpp"
 #include "util/error.hpp"
 #include "util/trace.hpp"
 
@@ -19,8 +18,8 @@ namespace nxlock::run {
 
 namespace {
 
-using store::redis::IoResult;
-using store::redis::IoStatus;
+using store::net::IoResult;
+using store::net::IoStatus;
 using util::Micros;
 
 // Between a failed attempt and the retry: a restarting checker, or a dropped
@@ -34,32 +33,32 @@ struct PingAttempt {
 
 // One GET on a fresh connection (Connection: close), by `deadline`.
 PingAttempt ping_once(const PingTarget& target, const std::string& request, Micros deadline,
-                std::shared_ptr<store::redis::TlsContext>& tls) {
+                      std::shared_ptr<store::net::TlsContext>& tls) {
   const PingUrl& url = target.url;
-  store::redis::Endpoint endpoint;
+  store::net::Endpoint endpoint;
   endpoint.name = url.shown();
   endpoint.host = url.host;
   endpoint.port = url.port;
   const double seconds =
       static_cast<double>(std::max(deadline - util::mono_now(), Micros(0)).count()) / 1e6;
   endpoint.timeout_seconds = seconds;
-  const store::redis::Deadline by{deadline, seconds, false};
+  const store::net::Deadline by{deadline, seconds, false};
   try {
     if (url.tls && !tls) {
-      store::redis::TlsConfig config;
+      store::net::TlsConfig config;
       config.cacert = target.cacert;
-      tls = store::redis::make_tls_context(config, url.shown());
+      tls = store::net::make_tls_context(config, url.shown());
     }
     endpoint.tls = url.tls ? tls : nullptr;
-    store::redis::OpenSocket socket = store::redis::open_socket(endpoint, url.host, url.port, by);
+    store::net::OpenSocket socket = store::net::open_socket(endpoint, url.host, url.port, by);
     if (const auto unsent =
-            store::redis::write_all(*socket.transport, socket.fd.get(), request, deadline)) {
+            store::net::write_all(*socket.transport, socket.fd.get(), request, deadline)) {
       if (unsent->status == IoStatus::want_read || unsent->status == IoStatus::want_write) {
         return {"sending " + by.passed()};
       }
       return {unsent->error.empty() ? "the checker closed the connection" : unsent->error};
     }
-    store::etcd::HttpReader reader;
+    store::net::HttpReader reader;
     char buffer[4096];
     while (!reader.complete()) {
       if (reader.failed()) {
@@ -73,7 +72,7 @@ PingAttempt ping_once(const PingTarget& target, const std::string& request, Micr
           break;
         }
       } else if (step.status == IoStatus::want_read || step.status == IoStatus::want_write) {
-        if (!store::redis::wait_ready(socket.fd.get(), step.status, deadline)) {
+        if (!store::net::wait_ready(socket.fd.get(), step.status, deadline)) {
           return {"no answer: " + by.passed()};
         }
       } else if (step.status == IoStatus::closed) {
@@ -114,7 +113,7 @@ std::string send_ping(const PingTarget& target, std::string_view suffix, std::st
     label = "exit status " + std::string(suffix.substr(1));
   }
   const std::string what = "ping " + target.url.shown() + " (" + label + ")";
-  std::shared_ptr<store::redis::TlsContext> tls;
+  std::shared_ptr<store::net::TlsContext> tls;
   const Micros now = util::mono_now();
   PingAttempt first = ping_once(target, request, now + (deadline - now) / 2, tls);
   if (first.error.empty()) {

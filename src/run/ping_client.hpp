@@ -1,5 +1,5 @@
 // send_ping: one ping, retried once, over the store's sockets and TLS
-// (store/redis) and read by the etcd gateway's HTTP reader, by a deadline.
+// (store/net) and read by its HTTP reader, by a deadline.
 #pragma once
 
 #include <string>

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/make_store.hpp"
+#include "store/connect_options.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
 

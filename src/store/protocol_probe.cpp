@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/etcd/http_reader.hpp"
-#include "store/redis/connect.hpp"
+#include "store/net/connect.hpp"
+#include "store/net/http_reader.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/trace.hpp"
@@ -15,17 +15,17 @@ namespace nxlock::store {
 
 namespace {
 
-using redis::IoResult;
-using redis::IoStatus;
+using net::IoResult;
+using net::IoStatus;
 
 // Sends `request` and reads until `enough` says so, the server closes, or the
 // deadline: what came (nothing if it could not connect).
-std::string probe_exchange(const redis::Endpoint& endpoint, const std::string& host, int port,
-                           const std::string& request, const redis::Deadline& deadline,
+std::string probe_exchange(const net::Endpoint& endpoint, const std::string& host, int port,
+                           const std::string& request, const net::Deadline& deadline,
                            const std::function<bool(const std::string&)>& enough) {
   std::string got;
   try {
-    redis::OpenSocket socket = redis::open_socket(endpoint, host, port, deadline);
+    net::OpenSocket socket = net::open_socket(endpoint, host, port, deadline);
     std::size_t sent = 0;
     while (sent < request.size()) {
       const IoResult step = socket.transport->write(request.data() + sent, request.size() - sent);
@@ -33,7 +33,7 @@ std::string probe_exchange(const redis::Endpoint& endpoint, const std::string& h
         sent += step.bytes;
       } else if (step.status != IoStatus::want_read && step.status != IoStatus::want_write) {
         return got;
-      } else if (!redis::wait_ready(socket.fd.get(), step.status, deadline.at)) {
+      } else if (!net::wait_ready(socket.fd.get(), step.status, deadline.at)) {
         return got;
       }
     }
@@ -45,7 +45,7 @@ std::string probe_exchange(const redis::Endpoint& endpoint, const std::string& h
       } else if (step.status != IoStatus::want_read && step.status != IoStatus::want_write) {
         break;
       } else if (!socket.transport->pending() &&
-                 !redis::wait_ready(socket.fd.get(), step.status, deadline.at)) {
+                 !net::wait_ready(socket.fd.get(), step.status, deadline.at)) {
         break;
       }
     }
@@ -61,11 +61,11 @@ std::string backquoted(std::string_view text) {
 
 // What an HTTP server answers to GET /version: "etcd 3.4.23" from an etcd
 // member, else its status line quoted.
-std::optional<std::string> http_answer_at(const redis::Endpoint& endpoint, const std::string& host,
-                                          int port, const redis::Deadline& deadline) {
+std::optional<std::string> http_answer_at(const net::Endpoint& endpoint, const std::string& host,
+                                          int port, const net::Deadline& deadline) {
   const std::string request =
       "GET /version HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
-  etcd::HttpReader reader;
+  net::HttpReader reader;
   const auto enough = [&reader, fed = std::size_t(0)](const std::string& got) mutable {
     reader.feed(std::string_view(got).substr(fed));
     fed = got.size();
@@ -85,8 +85,8 @@ std::optional<std::string> http_answer_at(const redis::Endpoint& endpoint, const
 }
 
 // What a Redis server answers to PING: its first line quoted.
-std::optional<std::string> redis_answer_at(const redis::Endpoint& endpoint, const std::string& host,
-                                           int port, const redis::Deadline& deadline) {
+std::optional<std::string> redis_answer_at(const net::Endpoint& endpoint, const std::string& host,
+                                           int port, const net::Deadline& deadline) {
   const std::string got =
       probe_exchange(endpoint, host, port, "*1\r\n$4\r\nPING\r\n", deadline,
                      [](const std::string& so_far) { return so_far.find("\r\n") != std::string::npos; });
@@ -99,9 +99,9 @@ std::optional<std::string> redis_answer_at(const redis::Endpoint& endpoint, cons
 
 }  // namespace
 
-std::optional<std::string> http_instead_of_redis(const redis::Endpoint& endpoint,
+std::optional<std::string> http_instead_of_redis(const net::Endpoint& endpoint,
                                                  const std::string& host, int port,
-                                                 const redis::Deadline& deadline) {
+                                                 const net::Deadline& deadline) {
   const auto http = http_answer_at(endpoint, host, port, deadline);
   if (!http) {
     return std::nullopt;
@@ -110,9 +110,9 @@ std::optional<std::string> http_instead_of_redis(const redis::Endpoint& endpoint
          *http + (http->starts_with("etcd ") ? "; its URLs are etcd://)" : ")");
 }
 
-std::optional<std::string> redis_instead_of_http(const redis::Endpoint& endpoint,
+std::optional<std::string> redis_instead_of_http(const net::Endpoint& endpoint,
                                                  const std::string& host, int port,
-                                                 const redis::Deadline& deadline) {
+                                                 const net::Deadline& deadline) {
   const auto redis = redis_answer_at(endpoint, host, port, deadline);
   if (!redis) {
     return std::nullopt;

@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "store/redis/deadline.hpp"
-#include "store/redis/endpoint.hpp"
+#include "store/net/deadline.hpp"
+#include "store/net/endpoint.hpp"
 
 namespace nxlock::store {
 
@@ -21,15 +21,15 @@ namespace nxlock::store {
 // answers HTTP: etcd 3.4.23; its URLs are etcd://)", or its status line quoted
 // for another one. nullopt if nothing answers GET /version by `deadline`.
 // Never throws.
-std::optional<std::string> http_instead_of_redis(const redis::Endpoint& endpoint,
+std::optional<std::string> http_instead_of_redis(const net::Endpoint& endpoint,
                                                  const std::string& host, int port,
-                                                 const redis::Deadline& deadline);
+                                                 const net::Deadline& deadline);
 
 // The same for an etcd connection, if a Redis server listens there: "not an
 // etcd v3 gateway (it closed the connection on an HTTP request, and answers
 // Redis's PING with `+PONG`: ...)". nullopt if nothing answers PING.
-std::optional<std::string> redis_instead_of_http(const redis::Endpoint& endpoint,
+std::optional<std::string> redis_instead_of_http(const net::Endpoint& endpoint,
                                                  const std::string& host, int port,
-                                                 const redis::Deadline& deadline);
+                                                 const net::Deadline& deadline);
 
 }  // namespace nxlock::store

@@ -4,14 +4,14 @@
 
 #include "store/etcd/etcd_json.hpp"
 #include "store/etcd/etcd_kv.hpp"
-#include "store/etcd/http_reader.hpp"
+#include "store/net/http_reader.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
 
 namespace nxlock {
 namespace {
 
-using store::etcd::HttpReader;
+using store::net::HttpReader;
 
 TEST(EtcdHttpReader, ContentLengthAndTheNextResponseKept) {
   HttpReader reader;

@@ -113,7 +113,7 @@ HttpConnection& EtcdClient::connection(std::size_t member) {
   return *slot;
 }
 
-redis::Deadline EtcdClient::deadline_from_now() const {
+net::Deadline EtcdClient::deadline_from_now() const {
   const Micros budget(static_cast<std::int64_t>(m_config.timeout_seconds * 1e6));
   const Micros at = util::mono_now() + budget;
   if (m_cap && *m_cap < at) {
@@ -127,7 +127,7 @@ std::string EtcdClient::headers() const {
 }
 
 nlohmann::json EtcdClient::exchange(std::size_t member, std::string_view path,
-                                    const std::string& body, const redis::Deadline& deadline,
+                                    const std::string& body, const net::Deadline& deadline,
                                     std::optional<ServerError>& error) {
   HttpConnection& conn = connection(member);
   const HttpResponse response =
@@ -141,7 +141,7 @@ nlohmann::json EtcdClient::exchange(std::size_t member, std::string_view path,
   return answer;
 }
 
-void EtcdClient::authenticate(std::size_t member, const redis::Deadline& deadline) {
+void EtcdClient::authenticate(std::size_t member, const net::Deadline& deadline) {
   m_token.reset();
   const nlohmann::json request = {{"name", m_config.user.value_or("root")},
                                   {"password", *m_config.password}};
@@ -194,7 +194,7 @@ void EtcdClient::throw_server_error(const ServerError& error) const {
 
 std::optional<nlohmann::json> EtcdClient::call_unless(std::string_view path,
                                                       const nlohmann::json& request, Code code) {
-  const redis::Deadline whole = deadline_from_now();
+  const net::Deadline whole = deadline_from_now();
   const std::string body = request.dump();
   const std::size_t n = m_config.members.size();
   std::optional<Error> last;
@@ -208,8 +208,8 @@ std::optional<nlohmann::json> EtcdClient::call_unless(std::string_view path,
     }
     // A member that hangs gets its share of what is left, not all of it.
     const Micros share = std::max(whole.at - now, Micros(0)) / static_cast<std::int64_t>(n - tried);
-    const redis::Deadline deadline{now + share, static_cast<double>(share.count()) / 1e6,
-                                   whole.capped};
+    const net::Deadline deadline{now + share, static_cast<double>(share.count()) / 1e6,
+                                 whole.capped};
     try {
       if (m_config.password && !m_auth_checked) {
         authenticate(member, deadline);
@@ -267,7 +267,7 @@ nlohmann::json EtcdClient::call(std::string_view path, const nlohmann::json& req
 
 nlohmann::json EtcdClient::call_member(std::size_t member, std::string_view path,
                                        const nlohmann::json& request) {
-  const redis::Deadline deadline = deadline_from_now();
+  const net::Deadline deadline = deadline_from_now();
   if (m_config.password && !m_auth_checked) {
     authenticate(member, deadline);
   }

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/etcd/http_connection.hpp"
-#include "store/redis/endpoint.hpp"
+#include "store/net/endpoint.hpp"
 #include "store/url.hpp"
 #include "util/time.hpp"
 
@@ -21,7 +21,7 @@ struct ClientConfig {
   std::string name;               // the redacted URL, for messages
   std::vector<HostPort> members;  // of one cluster, in the order given
   double timeout_seconds = 2.0;   // each call, whichever members it tries
-  std::shared_ptr<redis::TlsContext> tls;  // etcds://
+  std::shared_ptr<net::TlsContext> tls;  // etcds://
   std::optional<std::string> user;
   std::optional<std::string> password;
 };
@@ -98,15 +98,15 @@ class EtcdClient {
   // The answer of one member, or the server's error; throws util::Error
   // (unavailable) if the member did not answer by `deadline`.
   nlohmann::json exchange(std::size_t member, std::string_view path, const std::string& body,
-                          const redis::Deadline& deadline, std::optional<ServerError>& error);
+                          const net::Deadline& deadline, std::optional<ServerError>& error);
   std::string headers() const;
-  void authenticate(std::size_t member, const redis::Deadline& deadline);
+  void authenticate(std::size_t member, const net::Deadline& deadline);
   [[noreturn]] void throw_server_error(const ServerError& error) const;
-  redis::Deadline deadline_from_now() const;
+  net::Deadline deadline_from_now() const;
   HttpConnection& connection(std::size_t member);
 
   ClientConfig m_config;
-  redis::Endpoint m_endpoint;
+  net::Endpoint m_endpoint;
   std::vector<std::unique_ptr<HttpConnection>> m_connections;
   std::size_t m_current = 0;  // the member tried first: the last that answered
   std::optional<util::Micros> m_cap;

@@ -55,7 +55,7 @@ etcd::ClientConfig etcd_config(const Url& url, const ConnectOptions& options) {
   config.members = url.seeds;
   config.timeout_seconds = options.timeout_seconds;
   if (url.tls) {
-    config.tls = redis::make_tls_context(options.tls, url.redacted);
+    config.tls = net::make_tls_context(options.tls, url.redacted);
   }
   config.user = url.user;
   config.password = options.password ? options.password : url.password;

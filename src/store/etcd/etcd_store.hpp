@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "store/connect_options.hpp"
 #include "store/etcd/etcd_client.hpp"
 #include "store/etcd/etcd_kv.hpp"
-#include "store/make_store.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
 

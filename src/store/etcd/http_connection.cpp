@@ -13,10 +13,10 @@ namespace nxlock::store::etcd {
 
 namespace {
 
+using net::IoResult;
+using net::IoStatus;
 using util::Error;
 using util::ErrorKind;
-using redis::IoResult;
-using redis::IoStatus;
 
 std::string host_text(const HostPort& member) {
   const bool ipv6 = member.host.find(':') != std::string::npos;
@@ -54,7 +54,7 @@ std::string what_answered(const HttpResponse& response) {
   return text;
 }
 
-HttpConnection::HttpConnection(const redis::Endpoint& endpoint, HostPort member)
+HttpConnection::HttpConnection(const net::Endpoint& endpoint, HostPort member)
     : m_endpoint(endpoint), m_member(std::move(member)) {}
 
 std::string HttpConnection::describe() const {
@@ -68,7 +68,7 @@ int HttpConnection::fd() const {
 void HttpConnection::close() {
   m_socket.transport.reset();  // a TLS session goes before its socket
   m_socket.fd.reset();
-  m_reader = HttpReader();
+  m_reader = net::HttpReader();
   m_rest.clear();
   m_unread = 0;
   m_received = 0;
@@ -79,7 +79,7 @@ void HttpConnection::fail(std::string why) {
   throw Error(ErrorKind::unavailable, describe(), why);
 }
 
-void HttpConnection::fail_unanswered(std::string why, const redis::Deadline& deadline) {
+void HttpConnection::fail_unanswered(std::string why, const net::Deadline& deadline) {
   if (m_received == 0) {
     close();
     if (auto redis = redis_instead_of_http(m_endpoint, m_member.host, m_member.port, deadline)) {
@@ -89,7 +89,7 @@ void HttpConnection::fail_unanswered(std::string why, const redis::Deadline& dea
   fail(std::move(why));
 }
 
-void HttpConnection::ensure_connected(const redis::Deadline& deadline) {
+void HttpConnection::ensure_connected(const net::Deadline& deadline) {
   if (m_socket.fd && m_unread == 0 && m_rest.empty()) {
     // An idle connection the server closed (or sent something on) is of no
     // more use: a request on it could be lost without an answer.
@@ -102,12 +102,12 @@ void HttpConnection::ensure_connected(const redis::Deadline& deadline) {
   }
   if (!m_socket.fd) {
     close();
-    m_socket = redis::open_socket(m_endpoint, m_member.host, m_member.port, deadline);
+    m_socket = net::open_socket(m_endpoint, m_member.host, m_member.port, deadline);
   }
 }
 
-void HttpConnection::send_all(const std::string& bytes, const redis::Deadline& deadline) {
-  const auto unsent = redis::write_all(*m_socket.transport, m_socket.fd.get(), bytes, deadline.at);
+void HttpConnection::send_all(const std::string& bytes, const net::Deadline& deadline) {
+  const auto unsent = net::write_all(*m_socket.transport, m_socket.fd.get(), bytes, deadline.at);
   if (!unsent) {
     return;
   }
@@ -142,8 +142,8 @@ bool HttpConnection::read_available() {
   }
 }
 
-HttpResponse HttpConnection::receive(const redis::Deadline& deadline) {
-  m_reader = HttpReader();
+HttpResponse HttpConnection::receive(const net::Deadline& deadline) {
+  m_reader = net::HttpReader();
   if (!m_rest.empty()) {
     m_reader.feed(std::exchange(m_rest, std::string()));
   }
@@ -159,7 +159,7 @@ HttpResponse HttpConnection::receive(const redis::Deadline& deadline) {
       continue;
     }
     if (step.status == IoStatus::want_read || step.status == IoStatus::want_write) {
-      if (!redis::wait_ready(m_socket.fd.get(), step.status, deadline.at)) {
+      if (!net::wait_ready(m_socket.fd.get(), step.status, deadline.at)) {
         fail("no answer: " + deadline.passed());
       }
       continue;
@@ -182,13 +182,13 @@ HttpResponse HttpConnection::receive(const redis::Deadline& deadline) {
   return response;
 }
 
-void HttpConnection::send_only(const std::string& request, const redis::Deadline& deadline) {
+void HttpConnection::send_only(const std::string& request, const net::Deadline& deadline) {
   ensure_connected(deadline);
   send_all(request, deadline);
   ++m_unread;
 }
 
-HttpResponse HttpConnection::exchange(const std::string& request, const redis::Deadline& deadline) {
+HttpResponse HttpConnection::exchange(const std::string& request, const net::Deadline& deadline) {
   while (m_unread > 0 && m_socket.fd) {
     --m_unread;
     (void)receive(deadline);  // a send_only()'s answer: nobody waits for it
@@ -201,7 +201,7 @@ HttpResponse HttpConnection::exchange(const std::string& request, const redis::D
 
 std::vector<HttpResponse> HttpConnection::exchange_many(const std::string& requests,
                                                         std::size_t count,
-                                                        const redis::Deadline& deadline) {
+                                                        const net::Deadline& deadline) {
   drain(deadline);
   ensure_connected(deadline);
   send_all(requests, deadline);
@@ -216,7 +216,7 @@ std::vector<HttpResponse> HttpConnection::exchange_many(const std::string& reque
   return responses;
 }
 
-void HttpConnection::drain(const redis::Deadline& deadline) {
+void HttpConnection::drain(const net::Deadline& deadline) {
   try {
     while (m_unread > 0 && m_socket.fd) {
       --m_unread;
@@ -228,11 +228,11 @@ void HttpConnection::drain(const redis::Deadline& deadline) {
   m_unread = 0;
 }
 
-void HttpConnection::open_stream(const std::string& request, const redis::Deadline& deadline) {
+void HttpConnection::open_stream(const std::string& request, const net::Deadline& deadline) {
   close();
   ensure_connected(deadline);
   send_all(request, deadline);
-  m_reader = HttpReader();
+  m_reader = net::HttpReader();
 }
 
 }  // namespace nxlock::store::etcd

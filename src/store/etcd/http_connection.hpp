@@ -1,4 +1,4 @@
-// HttpConnection: one HTTP/1.1 connection to one etcd member over the Redis layer's sockets and TLS.
+// HttpConnection: one HTTP/1.1 connection to one etcd member over store/net's sockets and TLS.
 #pragma once
 
 #include <memory>
@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "store/etcd/http_reader.hpp"
-#include "store/redis/connect.hpp"
-#include "store/redis/deadline.hpp"
-#include "store/redis/endpoint.hpp"
+#include "store/net/connect.hpp"
+#include "store/net/deadline.hpp"
+#include "store/net/endpoint.hpp"
+#include "store/net/http_reader.hpp"
 #include "store/url.hpp"
 
 namespace nxlock::store::etcd {
@@ -37,34 +37,34 @@ std::string format_post(const HostPort& host, std::string_view path, std::string
 class HttpConnection {
  public:
   // `endpoint` says how to connect (TLS, the name for messages); `member` where.
-  HttpConnection(const redis::Endpoint& endpoint, HostPort member);
+  HttpConnection(const net::Endpoint& endpoint, HostPort member);
 
   // Sends `request` and reads its response. Connects first if not connected
   // (or if the server closed the idle connection). Throws util::Error
   // (unavailable) naming the member if it cannot, or the deadline passes;
   // the connection is closed then.
-  HttpResponse exchange(const std::string& request, const redis::Deadline& deadline);
+  HttpResponse exchange(const std::string& request, const net::Deadline& deadline);
 
   // Sends `request` without reading its response; the next exchange() reads
   // it first and drops it. For a write whose answer nobody waits for.
-  void send_only(const std::string& request, const redis::Deadline& deadline);
+  void send_only(const std::string& request, const net::Deadline& deadline);
 
   // Sends every request in `requests` (bytes of one or more requests) and
   // reads `count` responses. Throws as exchange().
   std::vector<HttpResponse> exchange_many(const std::string& requests, std::size_t count,
-                                          const redis::Deadline& deadline);
+                                          const net::Deadline& deadline);
 
   // Reads the answers of send_only() that are still unread, by `deadline`
   // (a request whose client goes away may be canceled unapplied). Never throws.
-  void drain(const redis::Deadline& deadline);
+  void drain(const net::Deadline& deadline);
 
   // Streams: sends `request` (connecting first); its response is read with
   // read_available() as it comes.
-  void open_stream(const std::string& request, const redis::Deadline& deadline);
+  void open_stream(const std::string& request, const net::Deadline& deadline);
   // Reads what the socket has now, without waiting, into the stream's reader.
   // False when the stream is over (closed, or a malformed response).
   bool read_available();
-  HttpReader& reader() { return m_reader; }
+  net::HttpReader& reader() { return m_reader; }
 
   int fd() const;
   bool connected() const { return static_cast<bool>(m_socket.fd); }
@@ -74,19 +74,19 @@ class HttpConnection {
   std::string describe() const;
 
  private:
-  void ensure_connected(const redis::Deadline& deadline);
-  void send_all(const std::string& bytes, const redis::Deadline& deadline);
-  HttpResponse receive(const redis::Deadline& deadline);
+  void ensure_connected(const net::Deadline& deadline);
+  void send_all(const std::string& bytes, const net::Deadline& deadline);
+  HttpResponse receive(const net::Deadline& deadline);
   // By value: `why` may be the reader's own message, which close() resets.
   [[noreturn]] void fail(std::string why);
   // fail(), for a connection closed or broken before it read a byte: if a
   // Redis server listens there (it closes on HTTP without a word), says so.
-  [[noreturn]] void fail_unanswered(std::string why, const redis::Deadline& deadline);
+  [[noreturn]] void fail_unanswered(std::string why, const net::Deadline& deadline);
 
-  redis::Endpoint m_endpoint;
+  net::Endpoint m_endpoint;
   HostPort m_member;
-  redis::OpenSocket m_socket;
-  HttpReader m_reader;
+  net::OpenSocket m_socket;
+  net::HttpReader m_reader;
   std::string m_rest;    // bytes read past the previous response
   int m_unread = 0;      // responses of send_only() not read yet
   std::size_t m_received = 0;  // bytes read since connecting

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
+#include "store/net/connect.hpp"
 #include "store/protocol_probe.hpp"
-#include "store/redis/connect.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/poll.hpp"
@@ -18,6 +18,9 @@ namespace nxlock::store::redis {
 
 namespace {
 
+using net::Deadline;
+using net::IoResult;
+using net::IoStatus;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
@@ -64,7 +67,7 @@ void trace_command(const Command& command, const redisReply* reply, std::string_
 // The connected socket, the transport over it, and the reply parser.
 struct Connection::Socket {
   util::UniqueFd fd;
-  std::unique_ptr<Transport> transport;
+  std::unique_ptr<net::Transport> transport;
   std::unique_ptr<redisReader, ReaderDeleter> reader;
   // Nothing but the setup has run on it yet: just connected, it needs no
   // check for having been closed while idle (one syscall less per invocation).
@@ -77,7 +80,7 @@ struct Connection::Socket {
   int port = 0;
 };
 
-Connection::Connection(Endpoint endpoint, std::vector<std::vector<std::string>> setup)
+Connection::Connection(net::Endpoint endpoint, std::vector<std::vector<std::string>> setup)
     : m_endpoint(std::move(endpoint)), m_setup(std::move(setup)) {}
 
 Connection::~Connection() = default;
@@ -151,7 +154,7 @@ void Connection::ensure_connected() {
 std::string Connection::connect_to(const std::string& host, int port, const Deadline& deadline,
                                    bool check_role) {
   close();
-  OpenSocket opened = open_socket(m_endpoint, host, port, deadline);
+  net::OpenSocket opened = net::open_socket(m_endpoint, host, port, deadline);
   auto socket = std::make_unique<Socket>();
   socket->fd = std::move(opened.fd);
   socket->transport = std::move(opened.transport);
@@ -193,7 +196,7 @@ bool Connection::idle_connection_alive() {
 }
 
 void Connection::wait_or_fail(IoStatus want, const Deadline& deadline) {
-  if (!wait_ready(m_socket->fd.get(), want, deadline.at)) {
+  if (!net::wait_ready(m_socket->fd.get(), want, deadline.at)) {
     fail(ErrorKind::unavailable, deadline.passed());
   }
 }

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "store/redis/deadline.hpp"
-#include "store/redis/endpoint.hpp"
+#include "store/net/deadline.hpp"
+#include "store/net/endpoint.hpp"
+#include "store/net/transport.hpp"
 #include "store/redis/reply.hpp"
 #include "store/redis/setup.hpp"
-#include "store/redis/transport.hpp"
 #include "store/url.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"
@@ -22,7 +22,7 @@ class Connection {
  public:
   // `setup` runs after every connect, in one round trip (AUTH, SELECT, SUBSCRIBE).
   // Connects lazily: nothing happens until the first exchange().
-  Connection(Endpoint endpoint, std::vector<std::vector<std::string>> setup);
+  Connection(net::Endpoint endpoint, std::vector<std::vector<std::string>> setup);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -65,16 +65,16 @@ class Connection {
   // Closes the connection; the next exchange() reconnects.
   void close();
 
-  const Endpoint& endpoint() const { return m_endpoint; }
+  const net::Endpoint& endpoint() const { return m_endpoint; }
 
  private:
   struct Socket;
 
-  Deadline deadline_from_now() const;
+  net::Deadline deadline_from_now() const;
 
   // connection_locate.cpp: the server an endpoint's Locator names.
   // `first`: the address to try first instead of asking the locator.
-  void connect(const Deadline& deadline, std::optional<HostPort> first = std::nullopt);
+  void connect(const net::Deadline& deadline, std::optional<HostPort> first = std::nullopt);
   // A located server, between commands that serve a lock (a cap is set): asks
   // the locator again once per cap (once per renewal), and at once after a
   // reply that says the server may no longer be the master; moves if it did.
@@ -84,29 +84,30 @@ class Connection {
 
   // Connects to host:port and runs the setup; returns ROLE's first word when
   // `check_role`, else "".
-  std::string connect_to(const std::string& host, int port, const Deadline& deadline,
+  std::string connect_to(const std::string& host, int port, const net::Deadline& deadline,
                          bool check_role);
   // Sends `commands` and reads their replies; `trace`: each as a trace line.
-  std::vector<Reply> run(const std::vector<Command>& commands, const Deadline& deadline,
+  std::vector<Reply> run(const std::vector<Command>& commands, const net::Deadline& deadline,
                          bool trace);
   // Runs the checks ahead of `commands` in one round trip; their replies are
   // checked (closing the connection if one throws), the others returned.
-  std::vector<Reply> run_checked(const std::vector<Command>& commands, const Deadline& deadline);
-  void send_all(const std::string& bytes, const Deadline& deadline);
+  std::vector<Reply> run_checked(const std::vector<Command>& commands,
+                                 const net::Deadline& deadline);
+  void send_all(const std::string& bytes, const net::Deadline& deadline);
   // The next complete reply in the reader, or null if it needs more bytes.
   Reply parsed_reply();
   // Feeds the reader what the socket has now: done, or want_read/want_write
   // when nothing could be read yet. Fails (closing) when the server went away.
-  IoStatus read_more();
-  Reply read_reply(const Deadline& deadline);
+  net::IoStatus read_more();
+  Reply read_reply(const net::Deadline& deadline);
   // Fails (closing) with the passed deadline unless the socket is ready for `want` before it.
-  void wait_or_fail(IoStatus want, const Deadline& deadline);
+  void wait_or_fail(net::IoStatus want, const net::Deadline& deadline);
   bool idle_connection_alive();
   [[noreturn]] void fail(util::ErrorKind kind, const std::string& reason);
   // Fails for a connection the server closed or broke (closed or failed I/O).
-  [[noreturn]] void fail_closed(const IoResult& result);
+  [[noreturn]] void fail_closed(const net::IoResult& result);
 
-  Endpoint m_endpoint;
+  net::Endpoint m_endpoint;
   std::vector<std::vector<std::string>> m_setup;
   SetupChecks m_checks;
   // The checks of this connection have not run yet (see add_setup_check).

@@ -21,7 +21,7 @@ constexpr int k_locate_attempts = 3;
 
 }  // namespace
 
-void Connection::connect(const Deadline& deadline, std::optional<HostPort> first) {
+void Connection::connect(const net::Deadline& deadline, std::optional<HostPort> first) {
   if (!m_endpoint.locator) {
     connect_to(m_endpoint.host, m_endpoint.port, deadline, false);
     return;
@@ -29,7 +29,7 @@ void Connection::connect(const Deadline& deadline, std::optional<HostPort> first
   // The Sentinel client protocol: ask where the master is, connect, and check
   // ROLE there: a Sentinel that has not seen a failover yet may name a server
   // that is a replica now. Then ask again (another Sentinel first).
-  Locator& locator = *m_endpoint.locator;
+  net::Locator& locator = *m_endpoint.locator;
   std::string refused;
   for (int attempt = 0; attempt < k_locate_attempts; ++attempt) {
     const HostPort address = attempt == 0 && first ? *first : locator.locate(m_cap);

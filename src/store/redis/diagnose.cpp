@@ -57,9 +57,9 @@ std::string address_text(const HostPort& address) {
 
 namespace {
 
+using net::Endpoint;
 using redis::Command;
 using redis::Connection;
-using redis::Endpoint;
 using redis::info_field;
 using redis::Reply;
 using redis::Setup;

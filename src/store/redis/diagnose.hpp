@@ -28,7 +28,7 @@ std::string address_text(const HostPort& address);
 // each (and one that stops the diagnosis when none answered); returns where
 // the first that knows the master says it is.
 std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& options,
-                                      const std::shared_ptr<TlsContext>& tls,
+                                      const std::shared_ptr<net::TlsContext>& tls,
                                       std::vector<Check>& checks);
 
 // Whether a failover of a Sentinel-watched master can split a lock in two:

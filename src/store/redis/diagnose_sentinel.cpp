@@ -23,7 +23,7 @@ constexpr long k_min_sentinels = 3;
 }  // namespace
 
 std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& options,
-                                      const std::shared_ptr<TlsContext>& tls,
+                                      const std::shared_ptr<net::TlsContext>& tls,
                                       std::vector<Check>& checks) {
   std::optional<HostPort> master;
   std::optional<Error> last_error;
@@ -34,7 +34,7 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
   }
   const Command command{{"SENTINEL", "MASTER", url.master}, {}};
   for (const HostPort& sentinel : url.sentinels) {
-    Endpoint endpoint;
+    net::Endpoint endpoint;
     endpoint.name = url.redacted + " (Sentinel " + address_text(sentinel) + ")";
     endpoint.host = sentinel.host;
     endpoint.port = sentinel.port;

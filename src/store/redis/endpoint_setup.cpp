@@ -5,12 +5,12 @@
 
 namespace nxlock::store::redis {
 
-Endpoint endpoint_of(const Url& url, const ConnectOptions& options) {
-  Endpoint endpoint;
+net::Endpoint endpoint_of(const Url& url, const ConnectOptions& options) {
+  net::Endpoint endpoint;
   endpoint.name = url.redacted;
   endpoint.timeout_seconds = options.timeout_seconds;
   if (url.tls) {
-    endpoint.tls = make_tls_context(options.tls, url.redacted);
+    endpoint.tls = net::make_tls_context(options.tls, url.redacted);
   }
   if (url.scheme == Url::Scheme::redis_unix) {
     endpoint.unix_path = url.path;

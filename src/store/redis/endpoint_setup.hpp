@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "store/make_store.hpp"
-#include "store/redis/endpoint.hpp"
+#include "store/connect_options.hpp"
+#include "store/net/endpoint.hpp"
 #include "store/url.hpp"
 
 namespace nxlock::store::redis {
@@ -17,7 +17,7 @@ using Setup = std::vector<std::vector<std::string>>;
 // The URL's server: its name for messages, the timeout, TLS, and the unix
 // socket or host and port. A redis+sentinel:// URL's has no address: the
 // caller says how to find the master (a Locator, or asking the Sentinels).
-Endpoint endpoint_of(const Url& url, const ConnectOptions& options);
+net::Endpoint endpoint_of(const Url& url, const ConnectOptions& options);
 
 // The password to log in with: --password-file's or the environment's over the URL's.
 std::optional<std::string> password_of(const Url& url, const ConnectOptions& options);

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/make_store.hpp"
+#include "store/connect_options.hpp"
 #include "store/redis/connection.hpp"
 #include "store/store.hpp"
 #include "store/url.hpp"
@@ -68,7 +68,7 @@ class RedisCore {
   [[noreturn]] void fail(const redisReply& reply, const redis::Command& command);
 
   Url m_url;
-  std::shared_ptr<const redis::Endpoint> m_endpoint;
+  std::shared_ptr<const net::Endpoint> m_endpoint;
   std::optional<std::string> m_password;
   // set_deadline's monotonic deadline, shared with the watchers, whose
   // reconnects it bounds too.

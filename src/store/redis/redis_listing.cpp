@@ -28,7 +28,7 @@ constexpr std::string_view k_scan_count = "1000";
 // What is read for each key of a batch, in this order.
 constexpr std::size_t k_reads_per_key = 7;
 
-std::string address_of(const redis::Endpoint& endpoint) {
+std::string address_of(const net::Endpoint& endpoint) {
   return endpoint.host + ":" + std::to_string(endpoint.port);
 }
 

@@ -36,9 +36,8 @@ bool is_script(const Command& command) {
 // A MOVED or ASK chain longer than this is a cluster in flux: give up (69).
 constexpr int k_max_redirects = 5;
 
-std::shared_ptr<const redis::Endpoint> make_endpoint(const Url& url,
-                                                     const ConnectOptions& options) {
-  auto endpoint = std::make_shared<redis::Endpoint>(redis::endpoint_of(url, options));
+std::shared_ptr<const net::Endpoint> make_endpoint(const Url& url, const ConnectOptions& options) {
+  auto endpoint = std::make_shared<net::Endpoint>(redis::endpoint_of(url, options));
   if (url.scheme == Url::Scheme::redis_sentinel) {
     // Shared by the store's connection and its watchers': each asks at connect.
     endpoint->locator = std::make_shared<redis::SentinelLocator>(
@@ -75,7 +74,7 @@ RedisCore::RedisCore(const Url& url, const ConnectOptions& options)
         util::trace("redis: seed " + m_endpoint->host + ":" + std::to_string(m_endpoint->port) +
                     ": " + e.reason() + "; trying the next");
       }
-      auto next = std::make_shared<redis::Endpoint>(*m_endpoint);
+      auto next = std::make_shared<net::Endpoint>(*m_endpoint);
       next->host = m_url.seeds[i + 1].host;
       next->port = m_url.seeds[i + 1].port;
       m_endpoint = std::move(next);
@@ -98,7 +97,7 @@ Connection& RedisCore::node(const std::string& address) {
   if (!slot) {
     // Another node of the cluster: as the URL's, but at this address (no
     // SELECT: a cluster has only db 0).
-    redis::Endpoint endpoint = *m_endpoint;
+    net::Endpoint endpoint = *m_endpoint;
     const auto colon = address.rfind(':');
     endpoint.host = address.substr(0, colon);
     endpoint.port = std::stoi(address.substr(colon + 1));

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "store/make_store.hpp"
+#include "store/connect_options.hpp"
 #include "store/redis/redis_core.hpp"
 #include "store/redis/redis_leases.hpp"
 #include "store/redis/redis_listing.hpp"

@@ -48,7 +48,7 @@ WaitResult RedisWatcher::wait(util::Micros timeout, int interrupt_fd) {
   }
 }
 
-std::unique_ptr<Connection> RedisWatcher::connect(const redis::Endpoint& endpoint,
+std::unique_ptr<Connection> RedisWatcher::connect(const net::Endpoint& endpoint,
                                                   std::vector<std::vector<std::string>> setup,
                                                   const std::optional<util::Micros>& deadline) {
   auto connection = std::make_unique<Connection>(endpoint, std::move(setup));

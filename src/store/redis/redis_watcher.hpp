@@ -19,7 +19,7 @@ class RedisWatcher final : public Watcher {
  public:
   // `setup` is the connection's (AUTH, SUBSCRIBE to the key's channel, and
   // to the ticket's turn channel when `ticket` is not empty).
-  RedisWatcher(const redis::Endpoint& endpoint, std::vector<std::vector<std::string>> setup,
+  RedisWatcher(const net::Endpoint& endpoint, std::vector<std::vector<std::string>> setup,
                std::string ticket, std::shared_ptr<std::optional<util::Micros>> deadline)
       : m_connection(connect(endpoint, std::move(setup), *deadline)),
         m_deadline(std::move(deadline)),
@@ -28,7 +28,7 @@ class RedisWatcher final : public Watcher {
   WaitResult wait(util::Micros timeout, int interrupt_fd) override;
 
  private:
-  static std::unique_ptr<redis::Connection> connect(const redis::Endpoint& endpoint,
+  static std::unique_ptr<redis::Connection> connect(const net::Endpoint& endpoint,
                                                     std::vector<std::vector<std::string>> setup,
                                                     const std::optional<util::Micros>& deadline);
   // True if a message came, or the connection broke (the caller looks again).

@@ -66,7 +66,7 @@ std::optional<util::Micros> share_of(std::optional<util::Micros> cap, std::size_
 
 SentinelLocator::SentinelLocator(std::string name, std::vector<HostPort> sentinels,
                                  std::string master, std::optional<std::string> password,
-                                 double timeout_seconds, std::shared_ptr<TlsContext> tls)
+                                 double timeout_seconds, std::shared_ptr<net::TlsContext> tls)
     : m_name(std::move(name)),
       m_sentinels(std::move(sentinels)),
       m_master(std::move(master)),
@@ -77,7 +77,7 @@ SentinelLocator::SentinelLocator(std::string name, std::vector<HostPort> sentine
 SentinelLocator::~SentinelLocator() = default;
 
 std::unique_ptr<Connection> SentinelLocator::connect_to_sentinel(const HostPort& sentinel) const {
-  Endpoint endpoint;
+  net::Endpoint endpoint;
   endpoint.name = "Sentinel " + host_port_text(sentinel);
   endpoint.host = sentinel.host;
   endpoint.port = sentinel.port;

@@ -15,12 +15,12 @@ namespace nxlock::store::redis {
 // is. The Sentinel that answered moves to the front and its connection stays
 // open for the next ask (every reconnect asks again, and a lock's renewal asks
 // between reconnects, so a failover is followed).
-class SentinelLocator final : public Locator {
+class SentinelLocator final : public net::Locator {
  public:
   // `name` is the redacted URL; `password` is the Sentinels' own, not the master's.
   SentinelLocator(std::string name, std::vector<HostPort> sentinels, std::string master,
                   std::optional<std::string> password, double timeout_seconds,
-                  std::shared_ptr<TlsContext> tls);
+                  std::shared_ptr<net::TlsContext> tls);
   ~SentinelLocator() override;
 
   HostPort locate(std::optional<util::Micros> cap) override;
@@ -41,7 +41,7 @@ class SentinelLocator final : public Locator {
   std::string m_master;
   std::optional<std::string> m_password;
   double m_timeout_seconds;
-  std::shared_ptr<TlsContext> m_tls;
+  std::shared_ptr<net::TlsContext> m_tls;
   std::unique_ptr<Connection> m_connection;  // to m_sentinels.front(), if open
 };
 

@@ -1,4 +1,4 @@
-// HttpReader: the narrow HTTP/1.1 response reader for etcd's JSON gateway (status, Content-Length, chunked).
+// HttpReader: the narrow HTTP/1.1 response reader of etcd's JSON gateway and --ping's pings.
 //
 // Ours rather than libhttp-parser's: etcd's gateway (Go's net/http) answers
 // with a status line, headers, and a body framed by Content-Length (unary
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace nxlock::store::etcd {
+namespace nxlock::store::net {
 
 class HttpReader {
  public:
@@ -80,4 +80,4 @@ class HttpReader {
   std::uint64_t m_left = 0;  // of the Content-Length body, or of the current chunk
 };
 
-}  // namespace nxlock::store::etcd
+}  // namespace nxlock::store::net

@@ -1,6 +1,6 @@
 // Connect: non-blocking connects bounded by poll, retried while a full accept queue
 // drops them, one address after another, then TLS's handshake.
-#include "store/redis/connect.hpp"
+#include "store/net/connect.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -13,12 +13,12 @@
 #include <cstring>
 #include <vector>
 
-#include "store/redis/tls.hpp"
+#include "store/net/tls.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/poll.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 namespace {
 
@@ -158,4 +158,4 @@ OpenSocket open_socket(const Endpoint& endpoint, const std::string& host, int po
   return out;
 }
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

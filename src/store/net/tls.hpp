@@ -1,16 +1,16 @@
-// Tls: TLS over a connected socket with OpenSSL, loaded (dlopen) only when a rediss:// URL is used.
+// Tls: TLS over a connected socket with OpenSSL, loaded (dlopen) only when a TLS URL is used.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
 
-#include "store/redis/transport.hpp"
+#include "store/net/transport.hpp"
 #include "util/error.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
-// How a rediss:// server is verified and what this client presents.
+// How a TLS server (rediss://, etcds://) is verified and what this client presents.
 struct TlsConfig {
   std::string cacert;     // CA bundle file; empty: the system's CAs
   std::string cacertdir;  // hashed CA directory (c_rehash)
@@ -29,7 +29,7 @@ class TlsContext;
 std::shared_ptr<TlsContext> make_tls_context(const TlsConfig& config, const std::string& name);
 
 // One TLS session over a connected, non-blocking socket that the caller owns:
-// the transport of a rediss:// connection, once handshake() is done.
+// the transport of a TLS connection, once handshake() is done.
 class TlsSession final : public Transport {
  public:
   // `host` is the URL's host: the name (or IP) checked and sent as SNI,
@@ -54,4 +54,4 @@ class TlsSession final : public Transport {
   void* m_ssl = nullptr;  // SSL*, kept opaque so no OpenSSL header leaks out
 };
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

@@ -1,5 +1,5 @@
 // Transport: the plain socket, recv and send through EINTR, and the wait on either.
-#include "store/redis/transport.hpp"
+#include "store/net/transport.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 
 #include "util/poll.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 namespace {
 
@@ -111,4 +111,4 @@ std::string errno_text(int error) {
   return text;
 }
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

@@ -1,5 +1,5 @@
 // HttpReader: status line, headers, and a body by Content-Length, chunks, or the connection's end.
-#include "store/etcd/http_reader.hpp"
+#include "store/net/http_reader.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 
 #include "util/escape.hpp"
 
-namespace nxlock::store::etcd {
+namespace nxlock::store::net {
 
 namespace {
 
@@ -250,4 +250,4 @@ std::string HttpReader::take_rest() {
   return m_state == State::done ? std::exchange(m_buffer, std::string()) : std::string();
 }
 
-}  // namespace nxlock::store::etcd
+}  // namespace nxlock::store::net

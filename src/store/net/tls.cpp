@@ -1,6 +1,6 @@
 // Tls: OpenSSL resolved at run time (dlopen), so a plain redis:// invocation never pays for loading
 // it.
-#include "store/redis/tls.hpp"
+#include "store/net/tls.hpp"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -15,7 +15,7 @@
 
 #include "util/escape.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 namespace {
 
@@ -386,4 +386,4 @@ IoResult TlsSession::result_of(int ret, const char* step) {
   return {IoStatus::failed, 0, std::string("TLS ") + step + " failed: " + reason};
 }
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

@@ -10,7 +10,7 @@
 #include "util/error.hpp"
 #include "util/time.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 // The outcome of one non-blocking step: done, or which way to poll.
 enum class IoStatus { done, want_read, want_write, closed, failed };
@@ -60,4 +60,4 @@ std::optional<IoResult> write_all(Transport& transport, int fd, std::string_view
 // strerror's words for `error`, as the tail of a message: "connection refused".
 std::string errno_text(int error);
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

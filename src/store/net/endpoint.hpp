@@ -5,11 +5,11 @@
 #include <optional>
 #include <string>
 
-#include "store/redis/tls.hpp"
+#include "store/net/tls.hpp"
 #include "store/url.hpp"
 #include "util/time.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 // Where a server is, asked again at every connect: a failover moves it.
 class Locator {
@@ -47,4 +47,4 @@ struct Endpoint {
   std::shared_ptr<Locator> locator;
 };
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

@@ -4,12 +4,12 @@
 #include <memory>
 #include <string>
 
-#include "store/redis/deadline.hpp"
-#include "store/redis/endpoint.hpp"
-#include "store/redis/transport.hpp"
+#include "store/net/deadline.hpp"
+#include "store/net/endpoint.hpp"
+#include "store/net/transport.hpp"
 #include "util/fd.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 // A connected, non-blocking, close-on-exec socket and the transport over it.
 struct OpenSocket {
@@ -26,4 +26,4 @@ struct OpenSocket {
 OpenSocket open_socket(const Endpoint& endpoint, const std::string& host, int port,
                        const Deadline& deadline);
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net

@@ -5,7 +5,7 @@
 
 #include "util/time.hpp"
 
-namespace nxlock::store::redis {
+namespace nxlock::store::net {
 
 struct Deadline {
   util::Micros at;  // monotonic
@@ -27,4 +27,4 @@ struct Deadline {
   }
 };
 
-}  // namespace nxlock::store::redis
+}  // namespace nxlock::store::net
