@@ -306,6 +306,28 @@ class Backend:
             raise AssertionError("%s keeps no keys that redis-cli reads" % self.name)
         return self._cli(*args)
 
+    @property
+    def copies(self):
+        """How many copies of a lock's key the backend keeps (values()): one on each
+        server of a quorum, one elsewhere."""
+        return len(self.servers) if self.name == "quorum" else 1
+
+    def values(self, key):
+        """The lock key's value in each copy the backend keeps (None where absent): on
+        each server of a quorum, on the one server or store elsewhere. On etcd the lock
+        is keys under KEY/: the list of those keys (None if there are none)."""
+        def text(out):
+            return out.decode(errors="replace").strip() or None
+        if self.name == "quorum":
+            return [text(cli("GET", key)) for cli in self.servers]
+        if self.name == "etcd":
+            return [self.deployment.keys(key + "/") or None]
+        if self._cli is None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NXLOCK_")}
+            return [text(subprocess.run([BIN, *self.args(), "get", key], capture_output=True,
+                                        env=env, timeout=COMMAND_TIMEOUT).stdout)]
+        return [text(self.redis_cli("GET", key))]
+
     def __repr__(self):
         return self.name
 
