@@ -1,4 +1,4 @@
-"""The real servers the CLI tests start beyond a lone Redis (harness.RedisServer), with
+"""The real servers the CLI tests start beyond a lone Redis (servers.RedisServer), with
 Sentinel's in sentinel_harness.py and etcd's in etcd_harness.py: a Redis Cluster (and a mixin
 that gives a test class one), and TLS-only Redis with the certificates the test makes. Test
 modules import these from here, never from one another."""
@@ -6,7 +6,8 @@ import os
 import subprocess
 import tempfile
 
-from harness import COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, RedisServer, free_port, wait_answering
+from servers import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, RedisServer, free_port,
+                     wait_answering)
 from sentinel_harness import cli, wait_for
 
 

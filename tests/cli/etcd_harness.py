@@ -14,7 +14,8 @@ import subprocess
 import tempfile
 import urllib.request
 
-from harness import NxlockTestCase, dying_with_parent, free_port, read, wait_for
+from harness import NxlockTestCase, read, wait_for
+from servers import free_port, start_server
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -53,7 +54,7 @@ class Member:
         listen = ",".join("%s://%s:%d" % (scheme, host, self.client_port)
                           for host in ("127.0.0.1", *hosts))
         log = open(self.dir + ".log", "ab")
-        self.process = subprocess.Popen(dying_with_parent(
+        self.process = start_server(
             [ETCD, "--name", self.name, "--data-dir", self.dir,
              "--listen-client-urls", listen,
              "--advertise-client-urls", "%s://127.0.0.1:%d" % (scheme, self.client_port),
@@ -61,7 +62,7 @@ class Member:
              "--initial-advertise-peer-urls", self.peer_url,
              "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
              "--heartbeat-interval", str(timing[0]), "--election-timeout", str(timing[1]),
-             "--log-level", "warn", *extra]),
+             "--log-level", "warn", *extra],
             stdout=log, stderr=log)
         log.close()
 

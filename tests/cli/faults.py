@@ -1,5 +1,5 @@
-"""Fault tools for the tests: a redis-server that can be restarted on its port, a
-loopback TCP proxy that can cut a client off from the server (a partition), and the
+"""Fault tools for the tests: a redis-server that can be stopped and started on its port
+(servers.RedisServer's), a loopback TCP proxy that can cut a client off from the server (a partition), and the
 embedded store's: nxlock under a wrong wall clock (libfaketime), a holder stopped
 mid-hold, keys in a chosen stripe (FileSafetyCase).
 
@@ -7,46 +7,28 @@ Both stop only what they started, by pid or by their own sockets.
 """
 import json
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 
-from harness import (BIN, COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, NxlockTestCase, bucket_of,
-                     dying_with_parent, free_port, read, wait_answering, wait_for)
+from harness import BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, read, wait_for
+from servers import RedisServer, stop_server
 
 
-class RestartableRedis:
-    """A redis-server on 127.0.0.1 that keeps its port and data dir across restarts."""
+class RestartableRedis(RedisServer):
+    """servers.RedisServer whose stop() keeps its port and data dir, so that start() brings
+    it back on them (close() removes them)."""
 
     def __init__(self, *extra):
-        self.dir = tempfile.mkdtemp(prefix="nxlock-fault-redis-")
-        self.extra = list(extra)
-        self.process = None
-        self.port = None
-        for _ in range(5):
-            self.port = free_port()
-            if self.start():
-                return
-        raise RuntimeError("redis-server did not start; see " + self.dir)
-
-    @property
-    def url(self):
-        return "redis://127.0.0.1:%d" % self.port
+        super().__init__(extra=extra)
 
     def start(self):
-        """Starts the server on self.port; True once it answers PING."""
-        args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--daemonize", "no", "--dir", self.dir,
-                "--logfile", os.path.join(self.dir, "redis.log"), *self.extra]
-        self.process = subprocess.Popen(dying_with_parent(args), stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-        return wait_answering(self.process, ("127.0.0.1", self.port))
+        """Starts the server again on self.port; True once it answers PING."""
+        return self._start()
 
     def stop(self, sig=None):
-        """Stops the server (SIGTERM: it finishes its AOF first) and waits for it."""
+        """Stops the server (SIGTERM: it finishes its AOF first, or `sig`) and waits for it."""
         if self.process and self.process.poll() is None:
             if sig is None:
                 self.process.terminate()
@@ -60,14 +42,8 @@ class RestartableRedis:
 
     def restart(self):
         """Stops and starts again on the same port; returns the monotonic time it answered."""
-        self.stop()
-        if not self.start():
-            raise RuntimeError("redis-server did not come back; see " + self.dir)
+        super().restart()
         return time.monotonic()
-
-    def cli(self, *args, timeout=COMMAND_TIMEOUT):
-        return subprocess.run([REDIS_CLI, "-p", str(self.port), *args], capture_output=True,
-                              check=True, timeout=timeout).stdout
 
     def get(self, key):
         """GET through redis-cli; None if the server does not answer at once."""
@@ -77,8 +53,7 @@ class RestartableRedis:
             return None
 
     def close(self):
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop_server(self.process, self.dir)
 
 
 class ForwardingProxy:

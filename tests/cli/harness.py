@@ -7,8 +7,6 @@ tests that ask for a behaviour (backends(offering=...)), also a Redis Cluster,
 Sentinel, a quorum of three servers and etcd, started once per test class.
 A failing test keeps its temp dir and prints its path.
 """
-import atexit
-import ctypes
 import os
 import re
 import select
@@ -21,37 +19,14 @@ import threading
 import time
 import unittest
 
+# The servers (servers.py), and the helpers they share with the tests, which import them
+# from here too.
+from servers import (COMMAND_TIMEOUT, REDIS_CLI, REDIS_SERVER, SERVER_STARTED,  # noqa: F401
+                     RedisServer, die_with_parent, dying_with_parent, free_port,
+                     start_server, stop_server, wait_answering, wait_for)
+
 BIN = os.environ.get("NXLOCK_BIN") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "test", "nxlock")
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-COMMAND_TIMEOUT = 30  # seconds: no single nxlock call in the tests may hang longer
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent():
-    """preexec_fn: the child is killed if the test process dies."""
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def dying_with_parent(args):
-    """The command `args`, run so that it is killed if the test process dies: setpriv
-    sets the parent-death signal, then execs it (the same pid). Cheaper than the
-    preexec_fn above, with which Python forks the whole test process for each child
-    instead of vforking."""
-    return ["setpriv", "--pdeathsig", "KILL", "--", *args]
-
-
-def wait_for(predicate, timeout=10.0, interval=0.02):
-    """Polls `predicate` until it is true or `timeout` seconds pass; its last answer."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)  # the poll's interval: `timeout` bounds the wait
-    return predicate()
 
 
 def sweep_stale_faketime():
@@ -193,105 +168,6 @@ def kill_with_watchdog(pid, timeout=10.0):
     return found[0]
 
 
-def wait_answering(process, address, timeout=10.0):
-    """True once the server at `address` ((host, port), or a unix socket path) answers
-    PING (or asks for a password); False if `process` exits or `timeout` passes."""
-    def answers():
-        try:
-            family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
-            with socket.socket(family) as s:
-                s.settimeout(0.5)
-                s.connect(address)
-                s.sendall(b"PING\r\n")
-                return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
-        except OSError:
-            return False
-
-    return wait_for(lambda: process.poll() is not None or answers(), timeout) and \
-        process.poll() is None
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop_server(process, directory):
-    """Stops a server process we started (SIGTERM, SIGKILL after 3 s) and removes its directory."""
-    if process and process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-class RedisServer:
-    """A redis-server on 127.0.0.1:<free port> and a unix socket, for one test module."""
-
-    def __init__(self, password=None, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="nxlock-redis-")
-        self.password = password
-        self.unix_path = os.path.join(self.dir, "redis.sock")
-        self.extra = list(extra)
-        for _ in range(5):
-            self.port = free_port()
-            self.process = subprocess.Popen(dying_with_parent(self._start_args()),
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._wait_ready():
-                atexit.register(self.stop)
-                return
-            # Another try in the same directory (stop() would remove it, and the log
-            # that says why, which the error below names).
-            if self.process.poll() is None:
-                self.process.kill()
-            self.process.wait()
-        raise RuntimeError("redis-server did not start; see " + self.dir)
-
-    def _start_args(self):
-        """The server's command line (subclasses change it: a TLS-only server)."""
-        args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-                "--unixsocket", self.unix_path, "--unixsocketperm", "700",
-                "--save", "", "--appendonly", "no", "--daemonize", "no",
-                "--dir", self.dir, "--logfile", os.path.join(self.dir, "redis.log")]
-        if self.password:
-            args += ["--requirepass", self.password]
-        return args + self.extra
-
-    def _wait_ready(self):
-        # The unix socket, which is this server's own (its directory is): the TCP port
-        # may answer for another test's server that took it first, while ours is still
-        # failing to bind it. Redis opens its TCP port before its unix socket, and exits
-        # if it cannot, so an answer here means the port is ours too.
-        return wait_answering(self.process, self.unix_path)
-
-    @property
-    def url(self):
-        auth = ":%s@" % self.password if self.password else ""
-        return "redis://%s127.0.0.1:%d" % (auth, self.port)
-
-    @property
-    def unix_url(self):
-        return "unix://" + self.unix_path
-
-    def cli(self, *args):
-        """Runs redis-cli against this server; returns stdout as bytes."""
-        env = dict(os.environ)
-        if self.password:
-            env["REDISCLI_AUTH"] = self.password
-        return subprocess.run([REDIS_CLI, "-p", str(self.port), *args], env=env,
-                              capture_output=True, check=True, timeout=COMMAND_TIMEOUT).stdout
-
-    def flushall(self):
-        self.cli("FLUSHALL")
-
-    def stop(self):
-        stop_server(self.process, self.dir)
-
-
 class Subscriber:
     """A plain connection SUBSCRIBEd to one channel: it sees every message on it,
     such as a release's wake-up, whether or not a waiter's own poll tick beat it."""
@@ -429,6 +305,28 @@ class Backend:
         if self._cli is None:
             raise AssertionError("%s keeps no keys that redis-cli reads" % self.name)
         return self._cli(*args)
+
+    @property
+    def copies(self):
+        """How many copies of a lock's key the backend keeps (values()): one on each
+        server of a quorum, one elsewhere."""
+        return len(self.servers) if self.name == "quorum" else 1
+
+    def values(self, key):
+        """The lock key's value in each copy the backend keeps (None where absent): on
+        each server of a quorum, on the one server or store elsewhere. On etcd the lock
+        is keys under KEY/: the list of those keys (None if there are none)."""
+        def text(out):
+            return out.decode(errors="replace").strip() or None
+        if self.name == "quorum":
+            return [text(cli("GET", key)) for cli in self.servers]
+        if self.name == "etcd":
+            return [self.deployment.keys(key + "/") or None]
+        if self._cli is None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NXLOCK_")}
+            return [text(subprocess.run([BIN, *self.args(), "get", key], capture_output=True,
+                                        env=env, timeout=COMMAND_TIMEOUT).stdout)]
+        return [text(self.redis_cli("GET", key))]
 
     def __repr__(self):
         return self.name

@@ -16,8 +16,8 @@ import tempfile
 import time
 
 import harness
-from harness import (REDIS_CLI, RedisServer, dying_with_parent, free_port, stop_server,
-                     trace_shows_release)
+from harness import trace_shows_release
+from servers import REDIS_CLI, RedisServer, free_port, start_server, stop_server
 
 REDIS_SENTINEL = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
 MASTER_NAME = "mymaster"
@@ -44,7 +44,8 @@ def wait_for(condition, timeout, what):
 class Sentinel:
     """One redis-sentinel monitoring `master_port` as MASTER_NAME."""
 
-    def __init__(self, master_port, password=None, quorum=1):
+    def __init__(self, master_port, password=None, quorum=1, failover_timeout=3000,
+                 parallel_syncs=1):
         self.dir = tempfile.mkdtemp(prefix="nxlock-sentinel-")
         self.password = password
         self.process = None
@@ -58,12 +59,11 @@ class Sentinel:
                 f.write("sentinel monitor %s 127.0.0.1 %d %d\n"
                         % (MASTER_NAME, master_port, quorum))
                 f.write("sentinel down-after-milliseconds %s 1000\n" % MASTER_NAME)
-                f.write("sentinel failover-timeout %s 3000\n" % MASTER_NAME)
-                f.write("sentinel parallel-syncs %s 1\n" % MASTER_NAME)
+                f.write("sentinel failover-timeout %s %d\n" % (MASTER_NAME, failover_timeout))
+                f.write("sentinel parallel-syncs %s %d\n" % (MASTER_NAME, parallel_syncs))
                 if password:
                     f.write("requirepass %s\n" % password)
-            self.process = subprocess.Popen(dying_with_parent([REDIS_SENTINEL, config]),
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.process = start_server([REDIS_SENTINEL, config])
             try:
                 wait_for(lambda: self.process.poll() is not None or "PONG" in self.cli("PING"),
                          10, "redis-sentinel to start")
@@ -92,8 +92,14 @@ class Sentinel:
 class Deployment:
     """A master, `replicas` replicas of it and a Sentinel that watches them, ready for a failover."""
 
-    def __init__(self, replicas=1, sentinel_password=None, sentinels=1):
+    def __init__(self, replicas=1, sentinel_password=None, sentinels=1, failover_timeout=3000,
+                 parallel_syncs=1):
+        """`failover_timeout` (ms) and `parallel_syncs`: the Sentinels' settings (the
+        nemesis's failover lets both replicas re-sync at once, in 5 s)."""
         self.sentinel_password = sentinel_password
+        self.sentinel_settings = {"failover_timeout": failover_timeout,
+                                  "parallel_syncs": parallel_syncs}
+        self.last_reply = None  # the last answer to SENTINEL FAILOVER (failover())
         self.master = self._node()
         self.replicas = []
         self.sentinels = []
@@ -127,7 +133,8 @@ class Deployment:
         return RedisServer(extra=REPLICATION + extra)
 
     def _sentinel(self, master_port):
-        return Sentinel(master_port, password=self.sentinel_password, quorum=self.quorum)
+        return Sentinel(master_port, password=self.sentinel_password, quorum=self.quorum,
+                        **self.sentinel_settings)
 
     @property
     def sentinel(self):
@@ -144,6 +151,47 @@ class Deployment:
     def cli(self, port, *args):
         """redis-cli against one of the deployment's servers ("" if it is down)."""
         return cli(port, *args)
+
+    def master_port(self, sentinel=0):
+        """The master's port as Sentinel `sentinel` names it (None if it names none)."""
+        return self.sentinels[sentinel].master_port()
+
+    def settled(self, timeout):
+        """True once every Sentinel names one master that says it is master with every
+        replica online, and each Sentinel knows all the others (bounded by `timeout`)."""
+        def check():
+            ports = {sentinel.master_port() for sentinel in self.sentinels}
+            if len(ports) != 1 or None in ports:
+                return False
+            info = self.cli(ports.pop(), "INFO", "replication")
+            if "role:master" not in info or \
+                    "connected_slaves:%d" % len(self.replicas) not in info or \
+                    info.count("state=online") != len(self.replicas):
+                return False
+            for sentinel in self.sentinels:
+                fields = sentinel.cli("SENTINEL", "master", MASTER_NAME).split()
+                known = dict(zip(fields[::2], fields[1::2]))
+                if known.get("num-other-sentinels") != str(len(self.sentinels) - 1):
+                    return False
+            return True
+        return harness.wait_for(check, timeout, interval=0.2)
+
+    def failover(self, timeout=15):
+        """SENTINEL FAILOVER (retried while one is in progress, its last answer in
+        last_reply); the new master's port once the first Sentinel names it, or None
+        if none within `timeout` seconds."""
+        before = self.master_port()
+        deadline = time.monotonic() + timeout
+
+        def started():
+            self.last_reply = self.sentinel.cli("SENTINEL", "FAILOVER", MASTER_NAME).strip()
+            return self.last_reply == "OK"
+        if not harness.wait_for(started, timeout, interval=0.2):
+            return None
+        if not harness.wait_for(lambda: self.master_port() not in (None, before),
+                                max(0.0, deadline - time.monotonic())):
+            return None
+        return self.master_port()
 
     def stop(self):
         for process in [*self.sentinels, *self.replicas, self.master]:

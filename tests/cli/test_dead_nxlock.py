@@ -133,6 +133,31 @@ class DeadNxlockReleases(NxlockTestCase):
                 self.assertTrue(alive(pid))
                 os.kill(p.pid, signal.SIGCONT)
 
+    @smoke
+    def test_a_stopped_nxlocks_watchdog_kills_the_job_before_the_ttl(self):
+        """--on-lost kill: nxlock SIGSTOPped, its watchdog kills the job before the
+        lock, renewed last before the stop, could lapse."""
+        for backend in self.backends():
+            with self.subTest(backend=backend.name):
+                pidfile = os.path.join(self.tmp, "pid-" + backend.name)
+                job = self.popen(*backend.args(), "run-locked", "-t", "3", "--on-lost", "kill",
+                                 "st", "sh", "-c", 'echo $$ > "$0"; exec sleep 30', pidfile,
+                                 stderr=subprocess.DEVNULL)
+                self.assertTrue(wait_for(lambda: read(pidfile).strip() != ""))
+                pid = int(read(pidfile))
+                job.send_signal(signal.SIGSTOP)
+                started = time.monotonic()
+                try:
+                    self.assertTrue(wait_for(lambda: not alive(pid), timeout=10, interval=0.01))
+                    # Killed before the lock (3 s from the last renewal, sent before
+                    # the stop) could lapse.
+                    self.assertLess(time.monotonic() - started, 3.0)
+                    # (Whether the key is still there when the test looks is a race by
+                    # design: the kill comes a tenth of a second before it may lapse.)
+                finally:
+                    job.send_signal(signal.SIGCONT)
+                self.assertEqual(job.wait(timeout=20), 79)
+
     def test_nxlock_and_its_watchdog_killed_together_leave_the_lock_to_its_ttl(self):
         for backend in self.backends():
             with self.subTest(backend=backend.name):

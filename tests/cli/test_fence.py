@@ -260,6 +260,7 @@ class TestPausedHolder(FenceTestCase):
         super().setUpClass()
         cls.start_redis()
 
+    @smoke
     def test_a_paused_holder_loses_to_its_successor(self):
         for backend in self.backends(offering="lock", by_default=("file", "redis")):
             with self.subTest(backend=backend.name):
@@ -273,12 +274,17 @@ class TestPausedHolder(FenceTestCase):
                 self.addCleanup(lambda: a.poll() is None and a.kill())
                 self.assertTrue(wait_for(lambda: read(out).strip() != "", timeout=20))
                 a_fence = int(read(out))
+                self.assertGreater(a_fence, 0)
                 # Stopped between its store steps: once its holder record is written,
                 # and well before its first renewal (a second in). Stopped inside
                 # one, it would keep the embedded store's stripe lock, and every
                 # other client of that stripe would wait for it, as they must.
+                # On a quorum, once the record is on each of its servers.
                 self.assertTrue(wait_for(
-                    lambda: "holder" in self.status_json(backend, "paused"), timeout=20))
+                    lambda: "holder" in self.status_json(backend, "paused") and
+                    (backend.name != "quorum" or
+                     all(cli("GET", side_key("paused", "holder")).strip()
+                         for cli in backend.servers)), timeout=20))
                 # A bound: the holder write seen above has ended by then (nothing shows its end).
                 time.sleep(0.15)
                 os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
@@ -295,7 +301,10 @@ class TestPausedHolder(FenceTestCase):
                 self.assertEqual(a.returncode, 79, err)
                 self.assertIn(b"lost", err)
                 self.assertEqual(read(stopped).strip(), "TERM")  # --on-lost term
-                # It renewed nothing and released nothing: B's lock is intact.
+                # It renewed nothing and released nothing: B's lock is intact (in every
+                # copy of the key: each server of a quorum).
+                if "timestamp" in backend.offers:
+                    self.assertEqual(backend.values("paused"), [b["value"]] * backend.copies)
                 status = self.status_json(backend, "paused")
                 self.assertEqual((status["state"], status["value"], status["fence"]),
                                  ("held", b["value"], b["fence"]))

@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, dying_with_parent,
+from harness import (BIN, COMMAND_TIMEOUT, NxlockTestCase, bucket_of, dying_with_parent, smoke,
                      wait_for)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,6 +114,64 @@ class TakeAndRelease(LockTestCase):
                 self.assertEqual(self.nx(*u, "lock", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 0)
                 self.assertEqual(self.nx(*u, "unlock", "--force", "job").returncode, 1)
+
+
+    @smoke
+    def test_a_second_taker_gets_75(self):
+        for backend in self.backends(offering="timestamp"):
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                r = self.nx(*u, "lock", "-t", "60", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                value = r.stdout.decode().strip()
+                r = self.nx(*u, "lock", "-n", "job")
+                self.assertEqual(r.returncode, 75, r.stderr)
+                self.assertIn(b"busy", r.stderr)
+                self.assertEqual(backend.values("job"), [value] * backend.copies,
+                                 "the loser left nothing of its own")
+
+    @smoke
+    def test_unlock_releases_everywhere(self):
+        for backend in self.backends(offering="timestamp"):
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                r = self.nx(*u, "lock", "job")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                value = r.stdout.decode().strip()
+                r = self.nx(*u, "unlock", "job", value)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(backend.values("job"), [None] * backend.copies)
+                r = self.nx(*u, "unlock", "job", value)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(b"no such lock", r.stderr)
+
+    @smoke
+    def test_a_renewed_value_cannot_be_renewed_again(self):
+        # Renewed from `value` to `renewed`, `value` is no one's: renewing it in the
+        # same second computes `renewed` again, which must not pass for its own (on a
+        # quorum, each server computes it).
+        for backend in self.backends(offering="timestamp"):
+            with self.subTest(backend=backend.name):
+                u = backend.args()
+                for _ in range(5):
+                    r = self.nx(*u, "lock", "-t", "60", "job")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    value = r.stdout.decode().strip()
+                    taken = int(time.time())
+                    # A later second than the lock's (else the renewal writes `value` again).
+                    wait_for(lambda: int(time.time()) > taken and time.time() % 1 < 0.5,
+                             timeout=3, interval=0.01)
+                    second = int(time.time())
+                    r = self.nx(*u, "renew", "-t", "60", "job", value)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    again = self.nx(*u, "renew", "-t", "60", "job", value)
+                    if int(time.time()) == second:
+                        break
+                    self.nx(*u, "unlock", "--force", "job")
+                renewed = r.stdout.decode().strip()
+                self.assertNotEqual(renewed, value)
+                self.assertEqual(again.returncode, 1, again.stderr)
+                self.assertEqual(backend.values("job"), [renewed] * backend.copies)
 
 
 class ExpiryAndTakeover(LockTestCase):

@@ -62,13 +62,6 @@ class Quorum(NxlockTestCase):
             r = self.nx("-u", server.url, "get", "job")
             self.assertEqual(r.stdout.decode().strip(), value)
 
-    def test_a_second_taker_gets_75(self):
-        value = self.lock("job", "-t", "60")
-        r = self.q("lock", "-n", "job")
-        self.assertEqual(r.returncode, 75, r.stderr)
-        self.assertIn(b"busy", r.stderr)
-        self.assertEqual(self.values("job"), [value] * 3, "the loser left nothing of its own")
-
     def test_one_server_down_still_locks_and_others_get_75(self):
         self.servers[2].stop()
         value = self.lock("job", "-t", "60")
@@ -187,15 +180,6 @@ class Quorum(NxlockTestCase):
         self.assertEqual(r.returncode, 69, r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "ran")))
 
-    def test_unlock_releases_everywhere(self):
-        value = self.lock("job")
-        r = self.q("unlock", "job", value)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.values("job"), [None, None, None])
-        r = self.q("unlock", "job", value)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn(b"no such lock", r.stderr)
-
     def test_unlock_force_deletes_everywhere(self):
         self.lock("job")
         self.servers[2].cli("DEL", "job")
@@ -236,27 +220,6 @@ class Quorum(NxlockTestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         # The minority that did renew let go again.
         self.assertEqual(self.values("job"), [None, other, other])
-
-    def test_a_renewed_value_cannot_be_renewed_again(self):
-        # Renewed from `value` to `renewed`, `value` is no one's: renewing it in the
-        # same second computes `renewed` again, which must not pass for its own.
-        for _ in range(5):
-            value = self.lock("job", "-t", "60")
-            taken = int(time.time())
-            # A later second than the lock's (else the renewal writes `value` again).
-            wait_for(lambda: int(time.time()) > taken and time.time() % 1 < 0.5, timeout=3,
-                     interval=0.01)
-            second = int(time.time())
-            r = self.q("renew", "-t", "60", "job", value)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            again = self.q("renew", "-t", "60", "job", value)
-            if int(time.time()) == second:
-                break
-            self.q("unlock", "--force", "job")
-        renewed = r.stdout.decode().strip()
-        self.assertNotEqual(renewed, value)
-        self.assertEqual(again.returncode, 1, again.stderr)
-        self.assertEqual(self.values("job"), [renewed] * 3)
 
     def test_key_value_commands_refuse_several_urls(self):
         for args in (["get", "k"], ["setnx", "k", "v"], ["getset", "k", "v"], ["del", "k"]):
@@ -388,28 +351,6 @@ class Quorum(NxlockTestCase):
         for server in (self.servers[0], self.servers[2]):
             self.assertEqual(server.cli("GET", "job").strip(), b"", "released")
 
-    def test_run_locked_forwards_signals_to_the_job(self):
-        """The servers' worker threads never take a signal meant for the job:
-        run-locked forwards it, as it does on one server."""
-        ready = os.path.join(self.tmp, "ready")
-        got = os.path.join(self.tmp, "got")
-        for signo in (signal.SIGTERM, signal.SIGUSR1):
-            with self.subTest(signal=signo):
-                for path in (ready, got):
-                    if os.path.exists(path):
-                        os.unlink(path)
-                job = self.popen(*self.urls(), "run-locked", "job", "sh", "-c",
-                                 'trap "echo $2 > $1; exit 7" %s; touch "$0"; '
-                                 'while :; do sleep 0.05; done' % signal.Signals(signo).name[3:],
-                                 ready, got, "caught", stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-                self.assertTrue(wait_for(lambda: os.path.exists(ready), timeout=20))
-                job.send_signal(signo)
-                _, err = job.communicate(timeout=30)
-                self.assertEqual(job.returncode, 7, err)
-                self.assertEqual(read(got).strip(), "caught")
-                self.assertEqual(self.values("job"), [None] * 3, "released")
-
     # ---- fencing tokens ----
 
     def counter(self, server, key):
@@ -464,43 +405,6 @@ class Quorum(NxlockTestCase):
         self.assertTrue(all(isinstance(t, int) and t > 0 for t in tokens), tokens)
         self.assertEqual(tokens, sorted(set(tokens)), "strictly increasing")
 
-    def test_a_paused_holder_loses_to_its_successor(self):
-        out = os.path.join(self.tmp, "fence")
-        stopped = os.path.join(self.tmp, "stopped")
-        a = self.popen(*self.urls(), "run-locked", "-t", "3", "--kill-after", "2", "paused",
-                       "sh", "-c",
-                       'echo "$NXLOCK_FENCE" > "$0"; trap "echo TERM > $1; exit 143" TERM; '
-                       'while :; do sleep 0.1; done', out, stopped,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.addCleanup(lambda: a.poll() is None and a.kill())
-        self.assertTrue(wait_for(lambda: read(out).strip() != "", timeout=20))
-        a_fence = int(read(out))
-        self.assertGreater(a_fence, 0)
-        # Stopped between exchanges: once its holder records are written, well
-        # before its first renewal (a second in).
-        self.assertTrue(wait_for(lambda: all(s.cli("GET", "{paused}:holder:paused").strip()
-                                             for s in self.servers), timeout=20))
-        # A bound: the holder write seen above has ended by then (nothing shows its end).
-        time.sleep(0.15)
-        os.kill(a.pid, signal.SIGSTOP)  # nxlock alone: its job runs on
-        try:
-            self.assertTrue(wait_for(lambda: self.q("status", "paused").returncode == 1,
-                                     timeout=20), "the paused holder's lock did not expire")
-            r = self.q("lock", "--json", "-n", "-t", "60", "paused")
-            self.assertEqual(r.returncode, 0, r.stderr)
-            b = json.loads(r.stdout)
-            self.assertGreater(b["fence"], a_fence)
-        finally:
-            os.kill(a.pid, signal.SIGCONT)
-        _, err = a.communicate(timeout=30)
-        self.assertEqual(a.returncode, 79, err)
-        self.assertIn(b"lost", err)
-        self.assertEqual(read(stopped).strip(), "TERM")
-        # It renewed nothing and released nothing: the successor's lock is intact.
-        self.assertEqual(self.values("paused"), [b["value"]] * 3)
-        status = json.loads(self.q("status", "--json", "paused").stdout)
-        self.assertEqual((status["state"], status["value"], status["fence"]),
-                         ("held", b["value"], b["fence"]))
 
 class QuorumOfFileStores(NxlockTestCase):
     """The embedded store is a URL like any other: a quorum of three works too."""

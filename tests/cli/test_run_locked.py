@@ -9,8 +9,8 @@ import threading
 import time
 import unittest
 
-from harness import (BIN, NxlockTestCase, alive, die_with_parent, read, trace_shows_release,
-                     wait_for)
+from harness import (BIN, NxlockTestCase, alive, die_with_parent, read, smoke,
+                     trace_shows_release, wait_for)
 
 
 def children_of(pid):
@@ -175,6 +175,31 @@ class RunLocked(NxlockTestCase):
                     self.assertEqual(p.wait(timeout=10), 7)
                     self.assertEqual(read(log).split(), [str(int(s)) for s in forwarded])
                     self.assertFree(backend, key)
+
+    @smoke
+    def test_a_signal_the_job_traps_ends_it_and_the_lock_is_released(self):
+        """No thread of nxlock (a quorum's server workers, a watch) takes a signal meant
+        for the job: run-locked forwards it, on every backend."""
+        ready = os.path.join(self.tmp, "ready")
+        got = os.path.join(self.tmp, "got")
+        for backend in self.backends(offering="lock"):
+            for signo in (signal.SIGTERM, signal.SIGUSR1):
+                with self.subTest(backend=backend.name, signal=signo):
+                    for path in (ready, got):
+                        if os.path.exists(path):
+                            os.unlink(path)
+                    job = self.popen(*backend.args(), "run-locked", "job", "sh", "-c",
+                                     'trap "echo $2 > $1; exit 7" %s; touch "$0"; '
+                                     'while :; do sleep 0.05; done'
+                                     % signal.Signals(signo).name[3:],
+                                     ready, got, "caught", stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+                    self.assertTrue(wait_for(lambda: os.path.exists(ready), timeout=20))
+                    job.send_signal(signo)
+                    _, err = job.communicate(timeout=30)
+                    self.assertEqual(job.returncode, 7, err)
+                    self.assertEqual(read(got).strip(), "caught")
+                    self.assertEqual(backend.values("job"), [None] * backend.copies, "released")
 
     def test_renewal_keeps_the_lock_past_twice_the_ttl(self):
         for backend in self.backends_named("file", "redis"):

@@ -1,4 +1,4 @@
-"""The five backends the model checker drives: each starts its servers (tests/cli/harness.py,
+"""The five backends the model checker drives: each starts its servers (tests/cli/servers.py,
 deployments.py, etcd_harness.py), gives nxlock's global arguments, resets itself between
 examples, and runs a SETNX-page client's steps on the lock key (nxlock's own key/value
 commands on one server, redis-cli on one server of a quorum, since nxlock refuses them
@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cli"))
 
 import harness  # noqa: E402
-from harness import COMMAND_TIMEOUT, REDIS_CLI, RedisServer  # noqa: E402
+from servers import COMMAND_TIMEOUT, REDIS_CLI, RedisServer  # noqa: E402
 
 
 class Backend:

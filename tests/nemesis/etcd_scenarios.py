@@ -4,19 +4,16 @@ mid-job, a holder's key deleted while its member is frozen or cut off from it, w
 through a failover or a stall. The lock is etcd's own recipe, so tokens are create
 revisions: they must rise.
 """
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import netns
-import servers
-from scenario import Scenario, Skipped
+import processes
+from scenario import Scenario, Skipped  # (it puts tests/cli on the path)
 from workload import Client
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import etcd_harness  # noqa: E402
 
 DOWN = 5  # seconds the killed members stay down: past the ttl of 2 s, as FAULT elsewhere
@@ -215,7 +212,7 @@ class EtcdWaitersFailover(EtcdScenario):
         if owner is None:
             return False
         # 0.3 s into the job, or once the others have waited a second, if later.
-        if not servers.wait_until(lambda: self.waiting(owner),
+        if not processes.wait_until(lambda: self.waiting(owner),
                                   max(0.0, start["t"] + 1.5 - time.monotonic()), interval=0.05):
             return False
         self.let_run(max(0.0, start["t"] + 0.3 - time.monotonic()))

@@ -1,14 +1,16 @@
 """The processes the nemesis starts: started with PR_SET_PDEATHSIG, found again by pid
 (with their descendants, through /proc), stopped, continued and killed by those pids only.
 
-Every process started here is registered; stop_all() (called from a finally and atexit)
-continues whatever the nemesis paused and kills what is still running.
+Every process started here is registered, and so is every server tests/cli/servers.py
+starts for a scenario (adopt()); stop_all() (called from a finally and atexit) continues
+whatever the nemesis paused and kills what is still running.
 """
 import ctypes
 import os
 import signal
 import subprocess
 import threading
+import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG = 1
@@ -43,6 +45,24 @@ def start(args, netns=None, **kwargs):
     with _registry_lock:
         _registry.append(process)
     return process
+
+
+def adopt(process):
+    """Registers a process started elsewhere (the servers tests/cli/servers.py starts), so
+    that stop_all() kills it too."""
+    with _registry_lock:
+        _registry.append(process)
+
+
+def wait_until(condition, timeout, interval=0.05):
+    """Polls `condition` until true or `timeout` seconds pass (or the run is aborted);
+    its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not aborting.is_set():
+        if condition():
+            return True
+        time.sleep(interval)  # the poll's interval: `timeout` bounds the wait
+    return condition()
 
 
 def children(pid):

@@ -4,13 +4,21 @@ always runs, and the verdict from the checker.
 """
 import os
 import shutil
+import sys
 import tempfile
 import time
 
 import checker
 import processes
-import servers
 from history import History
+
+# The servers are started by tests/cli/servers.py (and the deployments built on it
+# beside it), which the nemesis shares with the CLI tests and the model checker; each
+# server it starts is registered with processes, for stop_all().
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import servers  # noqa: E402
+
+servers.SERVER_STARTED.append(processes.adopt)
 
 SECTION_WAIT = 30  # seconds a round waits for a section the fault can hit
 
@@ -40,7 +48,7 @@ class Scenario:
         self.rounds = 0
         self.missed = 0
         self.notes = []
-        self.servers = []  # anything with close(), closed in reverse order
+        self.servers = []  # anything with stop() or close(), stopped in reverse order
         self.torn_down = False
 
     def resource(self, lock):
@@ -80,7 +88,7 @@ class Scenario:
                     return True
             return False
         # (wait_until stops early on an abort: self.aborted is processes.aborting.)
-        servers.wait_until(running, timeout, interval=0.02)
+        processes.wait_until(running, timeout, interval=0.02)
         return found[0] if found else (None, None)
 
     def let_run(self, seconds):
@@ -130,7 +138,7 @@ class Scenario:
                 client.join(timeout=client.bound + 5)
         for server in reversed(self.servers):
             try:
-                server.close()
+                (server.stop if hasattr(server, "stop") else server.close)()
             except Exception:
                 pass
         self.history.close()

@@ -7,13 +7,16 @@ then it has expired for every other client and one of them (waiting in line) tak
 """
 import os
 import signal
+import socket
 import threading
 
 import netns
 import processes
-import servers
-from scenario import Scenario, Skipped
+from scenario import Scenario, Skipped  # (it puts tests/cli on the path)
 from workload import Client
+
+from servers import RedisServer  # noqa: E402
+from sentinel_harness import Deployment  # noqa: E402
 
 TTL = 2
 # A pause or cut: past the lock's expiry (now+ttl+1, in whole seconds) for every client.
@@ -52,12 +55,12 @@ class Partition(Scenario):
         self.ns = netns.Namespace()
         self.servers.append(self.ns)
         # Not loopback only: protected mode would refuse the namespace's connections.
-        self.redis = servers.Redis(["--protected-mode", "no"], extra_bind=[self.ns.host_address])
+        self.redis = RedisServer(extra=["--protected-mode", "no"], bind=[self.ns.host_address])
         self.servers.append(self.redis)
         self.clients = [
-            Client(self, "A", "x", ["-u", self.redis.url(self.ns.host_address)], ttl=self.ttl,
+            Client(self, "A", "x", ["-u", self.redis.url_for(self.ns.host_address)], ttl=self.ttl,
                    netns=self.ns.name, seconds=(6.5, 9)),
-            *[Client(self, name, "x", ["-u", self.redis.url()], ttl=self.ttl, seconds=(0.5, 3))
+            *[Client(self, name, "x", ["-u", self.redis.url], ttl=self.ttl, seconds=(0.5, 3))
               for name in ("B", "C")]]
 
     def fault(self, round_number):
@@ -82,9 +85,9 @@ class PauseNxlock(Scenario):
            "ttl+3 s, then SIGCONT")
 
     def setup(self):
-        self.redis = servers.Redis()
+        self.redis = RedisServer()
         self.servers.append(self.redis)
-        self.clients = _clients(self, ["-u", self.redis.url()], count=2, seconds=(6.5, 9),
+        self.clients = _clients(self, ["-u", self.redis.url], count=2, seconds=(6.5, 9),
                                 kinds=KINDS)
 
     def pids(self, owner):
@@ -139,9 +142,9 @@ class RestartNopersist(Scenario):
     crash = False
 
     def setup(self):
-        self.redis = servers.Redis(self.options)
+        self.redis = RedisServer(extra=self.options)
         self.servers.append(self.redis)
-        self.clients = _clients(self, ["-u", self.redis.url()], seconds=(0.5, 4),
+        self.clients = _clients(self, ["-u", self.redis.url], seconds=(0.5, 4),
                                 kinds=KINDS if not self.expected_overlaps else ())
 
     def fault(self, round_number):
@@ -173,14 +176,14 @@ class Eviction(Scenario):
            "so no section may run at all")
 
     def setup(self):
-        self.redis = servers.Redis(["--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru"])
+        self.redis = RedisServer(extra=["--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru"])
         self.servers.append(self.redis)
-        self.clients = _clients(self, ["-u", self.redis.url()], seconds=(0.5, 3))
+        self.clients = _clients(self, ["-u", self.redis.url], seconds=(0.5, 3))
 
     def fault(self, round_number):
         self.wait_section(planned=1, timeout=4)  # a refusing nxlock runs none: go on anyway
         self.let_run(0.3)
-        written = servers.fill(self.redis.port, "filler%d:" % round_number, 300, 16384)
+        written = fill(self.redis.port, "filler%d:" % round_number, 300, 16384)
         self.note_fault("pressure", written=written)
         self.let_run(1)
         return True
@@ -192,15 +195,41 @@ class Eviction(Scenario):
         return []
 
 
+def fill(port, prefix, count, size, batch=50):
+    """Memory pressure: SETs `count` keys `prefix`N of `size` bytes each, pipelined in
+    batches on one connection; how many the server accepted (bounded: 3 s a batch)."""
+    value = b"v" * size
+    accepted = 0
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+            for first in range(0, count, batch):
+                keys = [("%s%d" % (prefix, i)).encode() for i in range(first, min(count,
+                                                                                first + batch))]
+                s.sendall(b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                                   % (len(k), k, size, value) for k in keys))
+                replies = b""
+                while replies.count(b"\r\n") < len(keys):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        return accepted
+                    replies += chunk
+                accepted += replies.count(b"+OK\r\n")
+    except OSError:
+        pass
+    return accepted
+
+
 class Failover(Scenario):
     name = "failover"
     how = ("one master, two replicas, three Sentinels (quorum 2); clients use the Sentinels "
            "with --replicas 1; SENTINEL FAILOVER mid-job, then wait until all agree again")
 
     def setup(self):
-        self.deployment = servers.Sentinels()
+        # Both replicas re-sync at once after a failover (parallel-syncs 2), in 5 s at most.
+        self.deployment = Deployment(replicas=2, sentinels=3, failover_timeout=5000,
+                                     parallel_syncs=2)
         self.servers.append(self.deployment)
-        self.clients = _clients(self, ["-u", self.deployment.url, "--replicas", "1"],
+        self.clients = _clients(self, ["-u", self.deployment.url(), "--replicas", "1"],
                                 seconds=(1, 4))
 
     def fault(self, round_number):
@@ -229,11 +258,11 @@ class QuorumRestart(Scenario):
            "on one server only, the classic Redlock restart case")
 
     def setup(self):
-        self.redis = [servers.Redis(name="quorum%d" % i) for i in range(3)]
+        self.redis = [RedisServer() for _ in range(3)]
         self.servers.extend(self.redis)
         urls = []
         for server in self.redis:
-            urls += ["-u", server.url()]
+            urls += ["-u", server.url]
         self.clients = _clients(self, urls, seconds=(2, 5))
 
     def fault(self, round_number):
@@ -256,13 +285,13 @@ class ClockSkew(Scenario):
            "and on the embedded store at once")
 
     def setup(self):
-        self.redis = servers.Redis()
+        self.redis = RedisServer()
         self.servers.append(self.redis)
         store = "file://" + os.path.join(self.dir, "store")
         env = dict(os.environ, FAKETIME_DONT_FAKE_MONOTONIC="1")
         self.clients = []
         self.skewed = {}
-        for lock, url in (("redis", self.redis.url()), ("file", store)):
+        for lock, url in (("redis", self.redis.url), ("file", store)):
             for name in ("1", "2"):
                 self.clients.append(Client(self, lock + name, lock, ["-u", url], ttl=self.ttl,
                                            seconds=(1, 3)))
@@ -300,9 +329,9 @@ class TermIgnored(Scenario):
            "redis-server is paused (SIGSTOP) for ttl+3 s mid-job; the default --kill-after")
 
     def setup(self):
-        self.redis = servers.Redis()
+        self.redis = RedisServer()
         self.servers.append(self.redis)
-        self.clients = _clients(self, ["-u", self.redis.url()], count=2, seconds=(6.5, 9),
+        self.clients = _clients(self, ["-u", self.redis.url], count=2, seconds=(6.5, 9),
                                 ignore_term=True)
 
     def fault(self, round_number):
@@ -328,9 +357,9 @@ class KillNxlock(Scenario):
            "after --kill-after 1) and then releases the lock, which the next client takes")
 
     def setup(self):
-        self.redis = servers.Redis()
+        self.redis = RedisServer()
         self.servers.append(self.redis)
-        url = ["-u", self.redis.url()]
+        url = ["-u", self.redis.url]
         self.clients = [
             Client(self, "A", "x", url, ttl=self.ttl, seconds=(1.5, 3)),
             Client(self, "B", "x", url, ttl=self.ttl, seconds=(1.5, 3), ignore_term=True,
