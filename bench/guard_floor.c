@@ -16,7 +16,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,8 +32,13 @@ int main(int argc, char** argv) {
     perror(argv[1]);
     return 73;
   }
-  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    return errno == EWOULDBLOCK ? 75 : 71;
+  /* A POSIX record lock, not flock(2): it is not inherited by fork, so the
+   * watchdog, which may run long after this wrapper's exit on a loaded host,
+   * does not keep it taken; a flock would make the next run find it busy (exit
+   * 75) without doing a guard's work. */
+  struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  if (fcntl(lock_fd, F_SETLK, &whole) != 0) {
+    return errno == EACCES || errno == EAGAIN ? 75 : 71;
   }
 
   pid_t job = fork();

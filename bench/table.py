@@ -109,7 +109,7 @@ def build(results):
     ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs `flock -n FILE true`",
               med["nxlock run-locked -n"], med["flock -n"], ms)
     ratio_row("2. uncontended guard `run-locked -n K true` (embedded) vs the guard's floor "
-              "(`bench/guard_floor.c`: flock, a pidfd watchdog, fork and exec)",
+              "(`bench/guard_floor.c`: a record lock, a pidfd watchdog, fork and exec)",
               med["nxlock run-locked -n, vs guard floor"], med["guard floor"], ms, 1.15)
     ratio_row("2. the guard's floor vs `flock -n FILE true`",
               med["guard floor, vs flock"], med["flock -n, vs guard floor"], ms)

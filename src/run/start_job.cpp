@@ -81,7 +81,20 @@ Job start_job(LockedRun& run) {
     go.take.hold_until = run.options.acquired_at + run.options.hold;
   }
   go.values = release_values(run.lock, run.held);
-  const auto started = run.watchdog.start(go);
+  // The details are advisory, and the job need not wait for them, nor for the
+  // host name and /proc they are read from: written while the watchdog starts
+  // the job, so that neither waits for the other (BENCHMARKS.md, "Where the
+  // time goes"). A job whose exec fails is released at once, and they with it.
+  const auto record_holder = [&run]() noexcept {
+    try {
+      run.lock.record_holder(lock::describe_holder(
+          run.held.value, getpid(), run.options.holder_command,
+          util::whole_seconds(run.options.acquired_at), run.watchdog.pid()));
+    } catch (...) {
+      // Advisory: a job running without its details beats one stopped for them.
+    }
+  };
+  const auto started = run.watchdog.start(go, record_holder);
   if (started.exec_error != 0) {
     run.watchdog.disarm();  // nothing to watch: the job exited at once
     job.exec_error = started.exec_error;
@@ -89,11 +102,6 @@ Job start_job(LockedRun& run) {
   }
   job.pid = started.pid;
   job.terminal.give(job.pid);
-  // Only now: the details are advisory, and the job need not wait for them,
-  // nor for the host name and /proc they are read from.
-  run.lock.record_holder(lock::describe_holder(run.held.value, getpid(), run.options.holder_command,
-                                               util::whole_seconds(run.options.acquired_at),
-                                               run.watchdog.pid()));
   return job;
 }
 

@@ -66,7 +66,7 @@ void JobWatchdog::prepare(const std::vector<std::string>& command, const sigset_
   setpgid(m_pid, m_pid);  // as the watchdog does: whichever runs first
 }
 
-JobWatchdog::Started JobWatchdog::start(const Go& go) {
+JobWatchdog::Started JobWatchdog::start(const Go& go, const std::function<void()>& meanwhile) {
   const std::string settings = encode_environment(go.environment);
   const std::string values = encode_values(go.values);
   const GoHeader header{go.take_terminal ? 1U : 0U,
@@ -82,8 +82,11 @@ JobWatchdog::Started JobWatchdog::start(const Go& go) {
   std::string word(1, k_go);
   word.append(reinterpret_cast<const char*>(&header), sizeof header).append(settings).append(values);
   Report first{};
-  if (!m_control || !write_exactly(m_control.get(), word) ||
-      !receive_report(m_report.get(), first)) {
+  const bool sent = m_control && write_exactly(m_control.get(), word);
+  if (sent && meanwhile) {
+    meanwhile();
+  }
+  if (!sent || !receive_report(m_report.get(), first)) {
     throw util::Error(util::ErrorKind::internal, "run-locked",
                       "the watchdog died before the job started");
   }

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,8 +79,12 @@ class JobWatchdog {
   // the job's own pid, then execs the job in a process group of its own, taking
   // the terminal's foreground if asked. From then on it enforces the deadline
   // (monotonic) by the schedule, unless it is not enforced (--on-lost ignore).
+  // `meanwhile`, if given, runs after the go is sent and before the job's start
+  // is awaited: work of ours the job need not wait for overlaps its start
+  // instead of following it (BENCHMARKS.md, "Where the time goes"). It must
+  // not throw.
   // Throws util::Error (internal) if the job could not be started.
-  Started start(const Go& go);
+  Started start(const Go& go, const std::function<void()>& meanwhile = {});
 
   // A renewal was confirmed, or is about to write: the lock lasts until
   // `deadline` (monotonic), and holds one of `values` (as `unlock` takes them,

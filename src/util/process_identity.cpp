@@ -76,11 +76,23 @@ std::optional<ProcStat> read_stat(std::int64_t pid) {
 }  // namespace
 
 std::optional<ProcessIdentity> identify_process(std::int64_t pid) {
+  // Our own identity never changes: read once (the lock's owner, then the
+  // holder's details), and again in a fork, which is another process. Per
+  // thread: a quorum asks its stores from threads of its own.
+  thread_local std::optional<ProcessIdentity> self;
+  const bool ours = pid == static_cast<std::int64_t>(::getpid());
+  if (ours && self && self->pid == pid) {
+    return self;
+  }
   const auto stat = pid > 0 ? read_stat(pid) : std::nullopt;
   if (!stat || this_boot().empty()) {
     return std::nullopt;
   }
-  return ProcessIdentity{pid, stat->start, this_boot()};
+  ProcessIdentity identity{pid, stat->start, this_boot()};
+  if (ours) {
+    self = identity;
+  }
+  return identity;
 }
 
 const std::string& this_boot() {
