@@ -108,9 +108,6 @@ class Citations(unittest.TestCase):
         self.assertEqual(found, [])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class TestCode(unittest.TestCase):
     """Test code never imports a test module (test_*.py): what two need (a deployment, a
@@ -157,3 +154,17 @@ class TestCode(unittest.TestCase):
                             found.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number,
                                                         line.strip()))
         self.assertEqual(found, [])
+
+
+class FileSizes(unittest.TestCase):
+    """No file in src/ is over 400 lines (docs/HACKING.md): one that grows past
+    that holds two things, each of which wants a file named for what it is."""
+
+    def test_no_source_file_is_over_400_lines(self):
+        found = ["%s: %d lines" % (path, text.count("\n")) for path, text in sources()
+                 if text.count("\n") > 400]
+        self.assertEqual(found, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
