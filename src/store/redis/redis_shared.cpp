@@ -48,9 +48,10 @@ SharedLeases::Take RedisLeases::take(const Keys& keys, const TakeRequest& reques
        keys.lock},
       taken, [&](const redisReply& r) {
         const std::string id = string_of(*r.element[2], m_core.name()).value_or("");
-        release(keys, {.id = id,
-                       .expiry = request.expiry,
-                       .token = integer_of(*r.element[1], m_core.name())});
+        release(
+            keys,
+            {.id = id, .expiry = request.expiry, .token = integer_of(*r.element[1], m_core.name())},
+            policy);
       });
   if (taken(*reply)) {
     Take result;

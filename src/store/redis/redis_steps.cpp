@@ -51,7 +51,9 @@ SetIfAbsent RedisStore::set_if_absent(std::string_view key, std::string_view val
                                       std::optional<std::string_view> counter, StepPolicy policy) {
   // An unconfirmed set is deleted again. The counter keeps its step: tokens
   // need only grow, never be dense.
-  const auto undo = [&](const redisReply&) { compare_and_delete(key, value); };
+  const auto undo = [&](const redisReply&) {
+    compare_and_delete(key, value, std::nullopt, policy);
+  };
   if (!counter) {
     const auto reply = m_core.write({{"SETNX", key, value}, key}, said_one, undo);
     return {integer_of(*reply, m_core.name()) == 1, std::nullopt};
@@ -78,7 +80,7 @@ Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
     if (old) {
       compare_and_set(key, value, *old, std::nullopt, policy);
     } else {
-      compare_and_delete(key, value);
+      compare_and_delete(key, value, std::nullopt, policy);
     }
   };
   if (!takeover) {
