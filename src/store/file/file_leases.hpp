@@ -1,5 +1,5 @@
 // FileLeases: the embedded store's leased holders (SharedLeases: shared and slots), in
-// shared_leases.cpp.
+// file_leases.cpp.
 #pragma once
 
 #include <cstdint>

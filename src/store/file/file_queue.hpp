@@ -1,5 +1,5 @@
 // FileQueue: the embedded store's waiters' queue (WaitersQueue), an entry of the store
-// per lock and a FIFO per waiter (waiters_queue.cpp; docs/STORE-FORMAT.md, "Operations").
+// per lock and a FIFO per waiter (file_queue.cpp; docs/STORE-FORMAT.md, "Operations").
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // RedisLeases: a Redis server's leased holders (SharedLeases: shared and slots), each step
-// one Lua script over the lock, its counter, the lease set and the queue (redis_shared.cpp).
+// one Lua script over the lock, its counter, the lease set and the queue (redis_leases.cpp).
 #pragma once
 
 #include <cstdint>

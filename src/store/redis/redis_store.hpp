@@ -1,6 +1,6 @@
 // RedisStore: the Store interface over one Redis connection (TCP, unix socket or TLS).
 // redis_store.cpp connects and routes (RedisCore), redis_steps.cpp has the steps,
-// redis_queue.cpp the waiters' queue, redis_shared.cpp the leases, redis_listing.cpp the
+// redis_queue.cpp the waiters' queue, redis_leases.cpp the leases, redis_listing.cpp the
 // listing, scripts.cpp their Lua.
 #pragma once
 

@@ -47,7 +47,7 @@ void FileListing::list(std::string_view pattern, const Wanted& wanted, const Vis
       }
     }
   }
-  // The shared leases' clock, as their steps read it (shared_leases.cpp).
+  // The shared leases' clock, as their steps read it (file_leases.cpp).
   const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
   std::vector<ListedLock> batch;
   for (const auto& [key, entry] : entries) {
