@@ -20,6 +20,7 @@ using redis::k_compare_and_set_script;
 using redis::k_get_and_set_fenced_script;
 using redis::k_set_if_absent_fenced_script;
 using redis::Reply;
+using redis::said_one;
 using redis::string_of;
 using redis::throw_unexpected;
 using redis::wake_channel;
@@ -30,11 +31,6 @@ std::optional<std::int64_t> fence_of(const redisReply& reply, const std::string&
     return std::nullopt;
   }
   return integer_of(reply, name);
-}
-
-// What the write path asks of a reply (RedisCore::write): does it report a write?
-bool said_one(const redisReply& reply) {
-  return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
 }
 
 bool is_token(const redisReply& reply) {
