@@ -11,6 +11,7 @@
 #include "store/keys.hpp"
 #include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
+#include "util/time.hpp"
 
 namespace nxlock::store {
 
@@ -47,7 +48,7 @@ void FileListing::list(std::string_view pattern, const Wanted& wanted, const Vis
     }
   }
   // The shared leases' clock, as their steps read it (file_leases.cpp).
-  const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
+  const std::int64_t now_seconds = util::wall_seconds();
   std::vector<ListedLock> batch;
   for (const auto& [key, entry] : entries) {
     // Details beside a lock carry its expiry (`until`): never a lock themselves.
