@@ -11,7 +11,8 @@ namespace nxlock::cli {
 Runner setnx_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
-    const bool set = ctx.store().set_if_absent(key, args->value).set;
+    const bool set =
+        ctx.store().set_if_absent(key, args->value, std::nullopt, store::k_plain_step).set;
     ctx.out.line(set ? "1" : "0");
     ctx.out.bytes_field("key", key);
     ctx.out.field("set", set);
@@ -37,7 +38,8 @@ Runner get_runner(std::shared_ptr<KeyValueArgs> args) {
 Runner getset_runner(std::shared_ptr<KeyValueArgs> args) {
   return [args](Context& ctx) {
     const auto key = ctx.key(args->key);
-    const auto old = ctx.store().get_and_set(key, args->value).old;
+    const auto old =
+        ctx.store().get_and_set(key, args->value, std::nullopt, store::k_plain_step).old;
     ctx.out.bytes_field("key", key);
     ctx.out.field("found", old.has_value());
     if (!old) {

@@ -17,10 +17,7 @@ using store::etcd::RangeRequest;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
-
-std::int64_t wall_seconds() {
-  return util::wall_now().count() / 1'000'000;
-}
+using util::wall_seconds;
 
 }  // namespace
 

@@ -16,10 +16,7 @@ using store::etcd::PutRequest;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
-
-std::int64_t wall_seconds_now() {
-  return util::wall_now().count() / 1'000'000;
-}
+using util::wall_seconds;
 
 }  // namespace
 
@@ -95,7 +92,7 @@ Kept EtcdMutex::release_after(std::string_view value, Micros not_before) {
   std::string details;
   if (m_holder) {
     Holder finished = *m_holder;
-    finished.finished_at = wall_seconds_now();
+    finished.finished_at = wall_seconds();
     finished.fence = m_fence;
     finished.value = kept;
     details = finished.to_json();
@@ -275,7 +272,7 @@ std::vector<std::pair<std::string, std::string>> EtcdMutex::job_environment() co
 
 Status EtcdMutex::status() {
   Status status;
-  status.now_seconds = wall_seconds_now();
+  status.now_seconds = wall_seconds();
   const auto holder = owner();
   if (!holder || !own_key(m_prefix, holder->kv.key)) {
     // A lock under ours that holds is not our holder, though a taker of ours waits for it.

@@ -17,10 +17,7 @@ using store::etcd::Compare;
 using util::Error;
 using util::ErrorKind;
 using util::Micros;
-
-std::int64_t wall_seconds_in_line() {
-  return util::wall_now().count() / 1'000'000;
-}
+using util::wall_seconds;
 
 }  // namespace
 
@@ -86,8 +83,7 @@ EtcdMutex::WaitEnd EtcdMutex::wait_turn(std::int64_t ttl, const WaitPolicy& poli
         return WaitEnd::first;
       }
       if (policy.on_wait) {
-        policy.on_wait(
-            {wall_seconds_in_line() + m_granted, wall_seconds_in_line(), util::mono_now() - began});
+        policy.on_wait({wall_seconds() + m_granted, wall_seconds(), util::mono_now() - began});
       }
       // Only the key just before ours: its DELETE is our turn to look (no herd).
       const auto watch = m_kv.watch(before->kv.key, before->revision + 1);

@@ -166,7 +166,7 @@ void forget_holder(store::Store& store, std::string_view key, std::string_view v
     const auto holder = Holder::from_json(*text);
     if (holder && holder->value == value) {
       // Compare-and-delete on the exact text we read: a newer holder's record survives.
-      store.compare_and_delete(k, *text);
+      store.compare_and_delete(k, *text, std::nullopt, store::k_plain_step);
     }
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not removed: ") + e.what());
@@ -215,7 +215,8 @@ void HolderBook::forget(std::string_view value) {
   }
   try {
     // Compare-and-delete on the exact record we wrote: a newer holder's survives.
-    m_store.compare_and_delete(store::holder_key(m_key), m_holder->to_json());
+    m_store.compare_and_delete(store::holder_key(m_key), m_holder->to_json(), std::nullopt,
+                               store::k_plain_step);
   } catch (const util::Error& e) {
     util::trace(std::string("holder details not removed: ") + e.what());
   }

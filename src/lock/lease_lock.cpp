@@ -18,10 +18,8 @@ namespace nxlock::lock {
 
 namespace {
 
+using util::k_quoted_bytes;
 using util::Micros;
-
-// A value quoted in a message is cut after this many bytes.
-constexpr std::size_t k_quoted_bytes = 40;
 
 util::Error usage(std::string_view key, std::string why) {
   return util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'", std::move(why));

@@ -17,10 +17,9 @@ namespace nxlock::lock {
 
 namespace {
 
+using util::k_quoted_bytes;
 using util::Micros;
 
-// A value quoted in a message is cut after this many bytes.
-constexpr std::size_t k_quoted_value_bytes = 40;
 // Every key a lock step writes expires this long after the lock's own expiry
 // (store::StepPolicy::lifetime): nothing piles up, and no clock mode can see a live
 // lock vanish. The holder's belief in its lock ends when the server's clock
@@ -33,7 +32,7 @@ constexpr Micros k_expiry_margin{3'600'000'000};
 void refuse_non_timestamp(std::string_view key, std::string_view text) {
   // Never break a key that is not ours to judge: it may be someone's data.
   throw util::Error(util::ErrorKind::data, "lock '" + util::escape(key) + "'",
-                    "holds '" + util::escape(text, k_quoted_value_bytes) +
+                    "holds '" + util::escape(text, k_quoted_bytes) +
                         "', not a lock timestamp; refusing to break it");
 }
 
@@ -58,7 +57,7 @@ std::int64_t parse_user_value(std::string_view key, std::string_view value) {
   const auto parsed = store::parse_lock_timestamp(value);
   if (!parsed) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
-                      "'" + util::escape(value, k_quoted_value_bytes) +
+                      "'" + util::escape(value, k_quoted_bytes) +
                           "' is not a lock value (EXPIRY as `lock` printed it; EXPIRY:ID "
                           "with --shared; SLOT:EXPIRY with --slots)");
   }

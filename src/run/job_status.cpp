@@ -3,12 +3,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "run/stages.hpp"
 
 namespace nxlock::run {
 
-void record_exit_status(RunOutcome& job, int wait_status) {
+RunOutcome with_exit_status(RunOutcome job, int wait_status) {
   if (WIFSIGNALED(wait_status)) {
     job.ending = RunOutcome::Ending::signaled;
     job.status = 128 + WTERMSIG(wait_status);
@@ -16,6 +17,7 @@ void record_exit_status(RunOutcome& job, int wait_status) {
     job.ending = RunOutcome::Ending::exited;
     job.status = WEXITSTATUS(wait_status);
   }
+  return job;
 }
 
 RunOutcome exec_failure(int error) {
@@ -26,13 +28,13 @@ RunOutcome exec_failure(int error) {
   return job;
 }
 
-void collect_exit_status(Supervised& supervised, JobWatchdog& watchdog) {
-  if (supervised.status_pending) {
-    const int wait_status = watchdog.wait_status();
-    watchdog.disarm();
-    record_exit_status(supervised.job, wait_status);
-    supervised.status_pending = false;
+RunOutcome collect_exit_status(Supervised supervised, JobWatchdog& watchdog) {
+  if (!supervised.status_pending) {
+    return std::move(supervised.job);
   }
+  const int wait_status = watchdog.wait_status();
+  watchdog.disarm();
+  return with_exit_status(std::move(supervised.job), wait_status);
 }
 
 }  // namespace nxlock::run

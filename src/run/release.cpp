@@ -11,7 +11,7 @@ namespace nxlock::run {
 
 using util::Micros;
 
-lock::Verdict release_held(HeldLock& held, const ReleaseStep& release_one) {
+lock::Verdict release_held(const HeldLock& held, const ReleaseStep& release_one) {
   return release_with_retries(held.value, held.maybe_ours, held.valid_until, release_one);
 }
 
@@ -30,23 +30,25 @@ std::vector<std::string> release_values(const lock::Lockable& lock, const HeldLo
   return values;
 }
 
-void release(LockedRun& run, bool keep_for_hold, RunLockedOutcome& outcome) {
+Released release(LockedRun& run, bool keep_for_hold) {
+  Released released;
   ReleaseStep release_one = [&](const std::string& value) { return run.lock.release(value); };
   if (keep_for_hold && run.options.hold > Micros(0)) {
     release_one = [&](const std::string& value) {
-      outcome.kept_value.clear();
+      released.kept_value.clear();
       lock::Kept kept = run.lock.release_after(value, run.options.acquired_at + run.options.hold);
-      outcome.kept_value = std::move(kept.value);
+      released.kept_value = std::move(kept.value);
       return kept.verdict;
     };
   }
   try {
-    outcome.released = release_held(run.held, release_one);
+    released.verdict = release_held(run.held, release_one);
   } catch (const util::Error& e) {
     // The child's status is what cron reports: a release that got no answer
     // is for the caller to mention (the lock then simply expires).
-    outcome.release_error = e.what();
+    released.error = e.what();
   }
+  return released;
 }
 
 }  // namespace nxlock::run

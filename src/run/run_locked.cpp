@@ -4,6 +4,7 @@
 #include "run/run_locked.hpp"
 
 #include <exception>
+#include <utility>
 
 #include "run/stages.hpp"
 
@@ -43,11 +44,13 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
   if (failure || !supervised.job.lost) {
     // --hold keeps the lock of a job that ran; one that never started (126,
     // 127), or our own failure, did nothing worth holding for: it goes at once.
-    release(run, !failure && supervised.job.ran(), outcome);
+    Released released = release(run, !failure && supervised.job.ran());
+    outcome.released = released.verdict;
+    outcome.release_error = std::move(released.error);
+    outcome.kept_value = std::move(released.kept_value);
   }
   // After the release: the next holder need not wait for our watchdog.
-  collect_exit_status(supervised, watchdog);
-  outcome.job = supervised.job;
+  outcome.job = collect_exit_status(std::move(supervised), watchdog);
   watchdog.reap();
   if (failure) {
     std::rethrow_exception(failure);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,15 +68,22 @@ Supervised supervise(LockedRun& run, const Job& job);
 
 // --- release.cpp
 
+// How the release at the end went (RunLockedOutcome's released, release_error
+// and kept_value).
+struct Released {
+  std::optional<lock::Verdict> verdict;  // the store's, if an attempt got an answer
+  std::string error;                     // else why not (the lock then expires)
+  std::string kept_value;  // --hold: the value that keeps the lock until the hold ends
+};
+
 // The one release at the end (compare-and-delete of the held value), retried
 // through backend failures while the lock is valid, for a few seconds at
 // most. With `keep_for_hold` (a job that ran, under --hold) the lock stays
-// until the hold's end instead. Fills outcome.released, or
-// outcome.release_error if no attempt got an answer, and outcome.kept_value.
-void release(LockedRun& run, bool keep_for_hold, RunLockedOutcome& outcome);
+// until the hold's end instead.
+Released release(LockedRun& run, bool keep_for_hold);
 
 // release_with_retries() of `held`: its value, or one a renewal may have written.
-lock::Verdict release_held(HeldLock& held, const ReleaseStep& release_one);
+lock::Verdict release_held(const HeldLock& held, const ReleaseStep& release_one);
 
 // The values `held` may have, as `unlock` takes them (a slot's SLOT:EXPIRY),
 // the held one first; and `planned`, a renewal's about to be written, if given:
@@ -85,15 +93,16 @@ std::vector<std::string> release_values(const lock::Lockable& lock, const HeldLo
 
 // --- job_status.cpp: the job's ending and exit status, mapped here alone
 
-// The ending of a job whose wait status is `wait_status`: its exit status, or
-// 128 + the signal that killed it, as flock(1) and the shells report it.
-void record_exit_status(RunOutcome& job, int wait_status);
+// `job`, ended with the wait status `wait_status`: its exit status, or 128 +
+// the signal that killed it, as flock(1) and the shells report it.
+RunOutcome with_exit_status(RunOutcome job, int wait_status);
 
 // The ending of a job whose exec failed with `error`: 127 (not found) or 126.
 RunOutcome exec_failure(int error);
 
-// Waits for a pending status (Supervised::status_pending) from the watchdog,
-// records it and disarms the watchdog.
-void collect_exit_status(Supervised& supervised, JobWatchdog& watchdog);
+// The supervised job's outcome, with its status: a pending one
+// (Supervised::status_pending) is waited for from the watchdog, which is then
+// disarmed.
+RunOutcome collect_exit_status(Supervised supervised, JobWatchdog& watchdog);
 
 }  // namespace nxlock::run

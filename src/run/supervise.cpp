@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "run/renewal.hpp"
 #include "run/stages.hpp"
@@ -136,7 +137,7 @@ Supervised supervise(LockedRun& run, const Job& job) {
         watchdog.kill_all();
       }
       watchdog.disarm();
-      record_exit_status(outcome, *wait_status);
+      outcome = with_exit_status(std::move(outcome), *wait_status);
       return supervised;
     }
     if (fds[2].revents != 0 && !outcome.lost && !outcome.timed_out) {

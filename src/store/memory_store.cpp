@@ -36,6 +36,8 @@ class MemoryWatcher final : public Watcher {
 };
 }  // namespace
 
+// Nothing here expires: every step's StepPolicy is ignored, and the store's
+// own bookkeeping writes (counters, lease sets) are plain steps.
 MemoryStore::MemoryStore(std::function<util::Micros()> clock, Tokens tokens)
     : m_clock(std::move(clock)), m_tokens(tokens) {}
 
@@ -118,7 +120,7 @@ std::int64_t MemoryStore::issue(std::string_view counter, std::optional<std::int
   const std::int64_t floor = m_tokens == Tokens::clock_floor ? m_clock().count() : 0;
   // Never nullopt: token_of() refused a counter at its maximum.
   const std::int64_t next = *next_token(last, floor);
-  set(counter, std::to_string(next));
+  set(counter, std::to_string(next), k_plain_step);
   return next;
 }
 
@@ -134,7 +136,7 @@ bool MemoryStore::holds(const std::optional<Fence>& fence) {
     return false;
   }
   if (!counter) {
-    set(fence->counter, std::to_string(fence->token));
+    set(fence->counter, std::to_string(fence->token), k_plain_step);
   }
   return true;
 }
@@ -198,7 +200,7 @@ bool MemoryLeases::record_details(std::string_view leases, std::string_view id,
   if (!book.record_details(id, details)) {
     return false;
   }
-  m_store.set(leases, book.encode());
+  m_store.set(leases, book.encode(), k_plain_step);
   return true;
 }
 
@@ -218,8 +220,8 @@ void MemoryLeases::store_leases(std::string_view key, std::string_view leases,
     m_store.del({std::string(key), std::string(leases)});
     return;
   }
-  m_store.set(key, std::to_string(book.latest()));
-  m_store.set(leases, book.encode());
+  m_store.set(key, std::to_string(book.latest()), k_plain_step);
+  m_store.set(leases, book.encode(), k_plain_step);
 }
 
 void MemoryListing::list(std::string_view pattern, const Wanted& wanted, const Visit& visit) {

@@ -18,10 +18,10 @@ class MemoryLeases final : public SharedLeases {
  public:
   explicit MemoryLeases(MemoryStore& store) : m_store(store) {}
 
-  Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy = {}) override;
+  Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy) override;
   bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
-             StepPolicy policy = {}) override;
-  bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy = {}) override;
+             StepPolicy policy) override;
+  bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy) override;
   bool record_details(std::string_view leases, std::string_view id,
                       std::string_view details) override;
   LeaseSet read(const Keys& keys) override;
@@ -59,17 +59,16 @@ class MemoryStore final : public Store {
 
   std::string describe() const override { return "memory"; }
   SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                            std::optional<std::string_view> counter = {},
-                            StepPolicy policy = {}) override;
+                            std::optional<std::string_view> counter, StepPolicy policy) override;
   std::optional<std::string> get(std::string_view key) override;
-  Swap get_and_set(std::string_view key, std::string_view value,
-                   std::optional<Takeover> takeover = {}, StepPolicy policy = {}) override;
-  void set(std::string_view key, std::string_view value, StepPolicy policy = {}) override;
+  Swap get_and_set(std::string_view key, std::string_view value, std::optional<Takeover> takeover,
+                   StepPolicy policy) override;
+  void set(std::string_view key, std::string_view value, StepPolicy policy) override;
   std::size_t del(const std::vector<std::string>& keys) override;
   bool compare_and_delete(std::string_view key, std::string_view expected,
-                          std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                          std::optional<Fence> fence, StepPolicy policy) override;
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
-                       std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                       std::optional<Fence> fence, StepPolicy policy) override;
   util::Micros now() override { return m_clock(); }
   std::unique_ptr<Watcher> watch(std::string_view key) override;
   SharedLeases* shared() override { return &m_leases; }

@@ -106,9 +106,11 @@ inline bool is_slot_lease(std::string_view id) {
 
 class LockListing;
 
-// How a lock step treats the keys it writes, passed with the step (the
-// key/value commands pass none: the default). Backends that expire nothing
-// by themselves, or keep no clock of their own, may ignore it.
+// How a lock step treats the keys it writes, passed with the step, always
+// (the key/value commands pass k_plain_step): no default, so that a step that
+// forgot it does not compile rather than write keys that never expire.
+// Backends that expire nothing by themselves, or keep no clock of their own,
+// may ignore it.
 struct StepPolicy {
   // Every key the step writes (the lock, its holder details, its counter) is
   // kept at least this long from the write, and then expires: Redis sets the
@@ -122,6 +124,10 @@ struct StepPolicy {
   // estimate of it.
   bool own_clock = false;
 };
+
+// The key/value commands' policy (setnx, getset, set, ...): the user's keys,
+// written as they are, never given an expiry.
+inline constexpr StepPolicy k_plain_step{};
 
 class Store {
  public:
@@ -144,14 +150,14 @@ class Store {
   // above its successor's. nxlock never resets it. Throws util::Error(data) if
   // the counter holds something else than an integer (nothing is written then).
 
-  // Each step that writes takes a StepPolicy last: the lock layer's, for a
-  // lock's step; none for the key/value commands.
+  // Each step that writes takes a StepPolicy last, and every argument before it
+  // (no defaults): the lock layer's, for a lock's step; k_plain_step for the
+  // key/value commands.
 
   // SETNX: sets key to value if it does not exist. With a `counter`, INCR it,
   // only if that set the key, atomically: `fence` is the token.
   virtual SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                                    std::optional<std::string_view> counter = {},
-                                    StepPolicy policy = {}) = 0;
+                                    std::optional<std::string_view> counter, StepPolicy policy) = 0;
 
   // GET: the value, or nullopt if the key does not exist.
   virtual std::optional<std::string> get(std::string_view key) = 0;
@@ -160,10 +166,10 @@ class Store {
   // the step also takes a token exactly when the caller owns the lock (see
   // Takeover): the caller owns it exactly when `fence` is set.
   virtual Swap get_and_set(std::string_view key, std::string_view value,
-                           std::optional<Takeover> takeover = {}, StepPolicy policy = {}) = 0;
+                           std::optional<Takeover> takeover, StepPolicy policy) = 0;
 
   // SET: sets key to value unconditionally.
-  virtual void set(std::string_view key, std::string_view value, StepPolicy policy = {}) = 0;
+  virtual void set(std::string_view key, std::string_view value, StepPolicy policy) = 0;
 
   // DEL: removes the keys that exist, and wakes each key's watchers; returns
   // how many were removed.
@@ -172,13 +178,13 @@ class Store {
   // Deletes key only if it holds exactly `expected` (and the `fence` holds),
   // and then wakes the key's watchers. True if deleted.
   virtual bool compare_and_delete(std::string_view key, std::string_view expected,
-                                  std::optional<Fence> fence = {}, StepPolicy policy = {}) = 0;
+                                  std::optional<Fence> fence, StepPolicy policy) = 0;
 
   // Sets key to `value` only if it holds exactly `expected` (and the `fence`
   // holds). True if set.
   virtual bool compare_and_set(std::string_view key, std::string_view expected,
-                               std::string_view value, std::optional<Fence> fence = {},
-                               StepPolicy policy = {}) = 0;
+                               std::string_view value, std::optional<Fence> fence,
+                               StepPolicy policy) = 0;
 
   // The waiters' queue, or nullptr if this backend keeps none.
   virtual WaitersQueue* queue() { return nullptr; }
@@ -245,13 +251,13 @@ class WaitersQueue {
   virtual QueuedSet take_or_queue(std::string_view key, std::string_view value,
                                   std::string_view counter, std::string_view queue,
                                   std::string_view ticket, bool waiting, util::Micros lease,
-                                  StepPolicy policy = {}) = 0;
+                                  StepPolicy policy) = 0;
 
   // Releases a lock taken in the queue's order: Store::compare_and_delete()
   // with a fence, waking only the queue's first live waiter (or every watcher
   // of the key, when the queue is empty).
   virtual bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
-                                std::string_view queue, StepPolicy policy = {}) = 0;
+                                std::string_view queue, StepPolicy policy) = 0;
 
   // Takes `ticket` out of the queue; if that leaves a live waiter first while
   // `key` is free, wakes it. An empty ticket only wakes.
@@ -338,7 +344,7 @@ class SharedLeases {
   // comes from the lock's own counter, so it is above every token issued for
   // the key before, whatever the kind. A ticket that took leaves the queue and
   // wakes the next waiter.
-  virtual Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy = {}) = 0;
+  virtual Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy) = 0;
 
   // The lease a renewal or a release is for. A value names its lease by id
   // and expiry; a slot's id ("#N") and expiry are another holder's too once
@@ -354,12 +360,12 @@ class SharedLeases {
   // only while its set still holds the lock key. False otherwise: the lease is
   // no longer ours. A lease of an older nxlock has no token to match.
   virtual bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
-                     StepPolicy policy = {}) = 0;
+                     StepPolicy policy) = 0;
 
   // Removes the lease on the same conditions; the last live one deletes
   // the lock key. A release wakes the first waiter of `queue` (or every
   // watcher) when it frees room: the last lease, or any slot. True if done.
-  virtual bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy = {}) = 0;
+  virtual bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy) = 0;
 
   // Records `details` (one line: who holds it, as the lock layer writes it)
   // beside the live lease `id`, removed with the lease and expiring with it.

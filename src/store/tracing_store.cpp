@@ -12,7 +12,7 @@ namespace nxlock::store {
 namespace {
 
 // Keys and values longer than this are cut in a trace line.
-constexpr std::size_t k_trace_bytes = 120;
+using util::k_trace_bytes;
 
 // "STEP arg1 arg2", every argument escaped.
 std::string step_text(std::string_view step, std::initializer_list<std::string_view> args) {

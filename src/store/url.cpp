@@ -5,6 +5,7 @@
 
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/redact.hpp"
 
 namespace nxlock::store {
 
@@ -13,7 +14,7 @@ namespace {
 using util::Error;
 using util::ErrorKind;
 
-constexpr std::string_view k_redacted = "***";
+using util::k_redacted;
 
 [[noreturn]] void bad_url(const std::string& redacted, const std::string& why) {
   throw Error(ErrorKind::usage, redacted, why);
@@ -300,6 +301,11 @@ Url parse_file(std::string_view rest, const std::string& redacted) {
 }
 
 }  // namespace
+
+std::string host_port_text(const HostPort& address) {
+  const bool ipv6 = address.host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
+}
 
 std::string redact_url(std::string_view text) {
   const auto scheme_end = text.find("://");

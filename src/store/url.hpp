@@ -14,6 +14,9 @@ struct HostPort {
   int port = 0;
 };
 
+// "host:port", "[::1]:port": an address as messages and requests name it.
+std::string host_port_text(const HostPort& address);
+
 struct Url {
   enum class Scheme { redis_tcp, redis_unix, redis_sentinel, file, etcd };
 

@@ -18,4 +18,7 @@ namespace nxlock::util {
 inline constexpr std::size_t k_message_bytes = 256;
 std::string escape(std::string_view bytes, std::size_t max_bytes = k_message_bytes);
 
+// A value quoted in a message (a lock value a user gave) is cut after this many bytes.
+inline constexpr std::size_t k_quoted_bytes = 40;
+
 }  // namespace nxlock::util

@@ -20,6 +20,11 @@ inline std::int64_t whole_seconds(Micros t) {
   return std::chrono::floor<std::chrono::seconds>(t).count();
 }
 
+// The real-time clock's whole seconds since the Unix epoch.
+inline std::int64_t wall_seconds() {
+  return whole_seconds(wall_now());
+}
+
 // Milliseconds for poll() to wait `duration`: rounded up, so that a wait never
 // wakes a little before its deadline and spins; 0 for a duration already past;
 // at most INT_MAX.

@@ -1,6 +1,7 @@
 // Trace: the -v channel. Lower layers describe their steps; the CLI decides where they go.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string_view>
 
@@ -16,5 +17,9 @@ bool tracing();
 
 // Sends one line (without newline) to the sink, if any.
 void trace(std::string_view line);
+
+// Keys, values and replies in traces (and the messages that quote a backend's
+// step) are cut after this many bytes (util::escape's max_bytes).
+inline constexpr std::size_t k_trace_bytes = 120;
 
 }  // namespace nxlock::util

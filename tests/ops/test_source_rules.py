@@ -156,9 +156,6 @@ class Citations(unittest.TestCase):
         self.assertEqual(found, [])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class TestCode(unittest.TestCase):
     """Test code never imports a test module (test_*.py): what two need (a deployment, a
@@ -205,3 +202,52 @@ class TestCode(unittest.TestCase):
                             found.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number,
                                                         line.strip()))
         self.assertEqual(found, [])
+
+
+def code_of(text):
+    """`text` without its comments (// to the end of a line, and /* ... */)."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.DOTALL)
+
+
+class StepPolicies(unittest.TestCase):
+    """A store step that writes takes its StepPolicy from its caller, always: with a
+    default, a step that forgot it would still compile, and write keys that never
+    expire (docs/DESIGN.md: nothing piles up)."""
+
+    FOLDERS = ("src", "tests", "fuzz", "bench")
+
+    def files(self):
+        for top in self.FOLDERS:
+            for folder, _, names in os.walk(os.path.join(ROOT, top)):
+                for name in names:
+                    if name.endswith((".cpp", ".hpp", ".c", ".h")):
+                        path = os.path.join(folder, name)
+                        with open(path, encoding="utf-8") as f:
+                            yield os.path.relpath(path, ROOT), f.read()
+
+    def test_no_step_policy_parameter_has_a_default(self):
+        # The test doubles of tests/unit override the same steps: none has one either.
+        found = []
+        for path, text in self.files():
+            code = code_of(text)
+            # A parameter (after "(" or ","), of type StepPolicy however spelled
+            # (store::, const, &), named or not, followed by "=".
+            pattern = r"[(,]\s*(?:const\s+)?(?:\w+::)*StepPolicy\b\s*(?:const\s*)?&?\s*\w*\s*="
+            for match in re.finditer(pattern, code):
+                number = code.count("\n", 0, match.end()) + 1
+                found.append("%s:%d: %s" % (path, number, " ".join(match.group(0).split())))
+        self.assertEqual(found, [])
+
+
+class FileSizes(unittest.TestCase):
+    """No file in src/ is over 400 lines (docs/HACKING.md): one that grows past
+    that holds two things, each of which wants a file named for what it is."""
+
+    def test_no_source_file_is_over_400_lines(self):
+        found = ["%s: %d lines" % (path, text.count("\n")) for path, text in sources()
+                 if text.count("\n") > 400]
+        self.assertEqual(found, [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -51,8 +51,10 @@ pid_t owner_process(const std::string& path, const std::string& key, const std::
       FileStore::Options options;
       options.record_owner = true;  // as run-locked opens it
       FileStore store(path, options);
-      status = store.set_if_absent(key, value, "{" + key + "}:fence").fence ? 0 : 1;
-      store.set("{" + key + "}:holder", "{\"acquired_at\":1,\"value\":\"" + value + "\"}");
+      status =
+          store.set_if_absent(key, value, "{" + key + "}:fence", store::k_plain_step).fence ? 0 : 1;
+      store.set("{" + key + "}:holder", "{\"acquired_at\":1,\"value\":\"" + value + "\"}",
+                store::k_plain_step);
     } catch (const std::exception& e) {
       child_failed(e);
       status = 98;
@@ -86,13 +88,14 @@ TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
   std::int64_t last = 0;
   for (int i = 0; i < 6; ++i) {
     const std::int64_t before = util::wall_now().count();
-    const auto token = store.set_if_absent("k" + std::to_string(i % 2), "v", "c").fence;
+    const auto token =
+        store.set_if_absent("k" + std::to_string(i % 2), "v", "c", store::k_plain_step).fence;
     ASSERT_TRUE(token.has_value());
     EXPECT_GE(*token, before);
     EXPECT_GT(*token, last);
     last = *token;
-    ASSERT_TRUE(
-        store.compare_and_delete("k" + std::to_string(i % 2), "v", store::Fence("c", *token)));
+    ASSERT_TRUE(store.compare_and_delete("k" + std::to_string(i % 2), "v",
+                                         store::Fence("c", *token), store::k_plain_step));
     if (i == 3) {
       fs::remove(store_path() + "/fence");
     }
@@ -102,7 +105,8 @@ TEST_F(FileStoreTest, TokensComeFromOneCounterAndStayAboveTheClock) {
   EXPECT_EQ(fs::file_size(store_path() + "/fence"), 20u);
   // A counter that is not one is refused, never overwritten.
   write_file(store_path() + "/fence", "garbage");
-  EXPECT_EQ(error_kind([&] { store.set_if_absent("k", "v", "c").fence; }), ErrorKind::data);
+  EXPECT_EQ(error_kind([&] { store.set_if_absent("k", "v", "c", store::k_plain_step).fence; }),
+            ErrorKind::data);
   EXPECT_EQ(store.get("k"), std::nullopt);
   EXPECT_EQ(read_file(store_path() + "/fence"), "garbage");
 }
@@ -115,18 +119,19 @@ TEST_F(FileStoreTest, TheCounterBesideALockReadsAsItsToken) {
   // for a key that holds a '}' but no tag.
   for (const auto& [key, counter] : std::vector<std::pair<std::string, std::string>>{
            {"k", "{k}:fence:k"}, {"{tag}rest", "{tag}:fence:{tag}rest"}, {"a}b", "}fence:a}b"}}) {
-    const auto token = store.set_if_absent(key, "v", counter).fence;
+    const auto token = store.set_if_absent(key, "v", counter, store::k_plain_step).fence;
     ASSERT_TRUE(token.has_value());
     EXPECT_EQ(store.get(counter), std::to_string(*token)) << key;
-    ASSERT_TRUE(store.compare_and_delete(key, "v", store::Fence(counter, *token)));
+    ASSERT_TRUE(
+        store.compare_and_delete(key, "v", store::Fence(counter, *token), store::k_plain_step));
     EXPECT_EQ(store.get(counter), std::nullopt) << key;
   }
   // A key of that name (an older store's counter) shows while no lock is there.
-  store.set("{k}:fence:k", "41");
+  store.set("{k}:fence:k", "41", store::k_plain_step);
   EXPECT_EQ(store.get("{k}:fence:k"), "41");
-  const auto token = store.set_if_absent("k", "v", "{k}:fence:k").fence;
+  const auto token = store.set_if_absent("k", "v", "{k}:fence:k", store::k_plain_step).fence;
   EXPECT_EQ(store.get("{k}:fence:k"), std::to_string(*token));
-  store.set("x", "not a lock");
+  store.set("x", "not a lock", store::k_plain_step);
   EXPECT_EQ(store.get("{x}:fence:x"), std::nullopt);
   // Names of other shapes are plain keys.
   EXPECT_EQ(store.get("{k}:fence"), std::nullopt);
@@ -143,7 +148,8 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
   ASSERT_GT(owner, 0);
   FileStore store(store_path(), {});
   const std::int64_t an_hour_ahead = now + 3600;
-  auto swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead});
+  auto swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead},
+                                store::k_plain_step);
   EXPECT_EQ(swap.fence, std::nullopt);
   EXPECT_EQ(swap.old, std::to_string(an_hour_ahead)) << "held, as of the caller's now";
   EXPECT_EQ(store.get("k"), value) << "nothing written";
@@ -157,7 +163,8 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
         return text.find(") T ") != std::string::npos;
       },
       5000ms));
-  swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead});
+  swap = store.get_and_set("k", "mine", store::Takeover{"{k}:fence", an_hour_ahead},
+                           store::k_plain_step);
   EXPECT_TRUE(swap.fence.has_value());
   EXPECT_EQ(swap.old, value);
   reap(owner);
@@ -165,12 +172,13 @@ TEST_F(FileStoreTest, ALiveOwnersLockIsNotTakenOverBecauseOfAClock) {
   // Gone (a `lock` whose process exited): the timestamp decides.
   const pid_t gone = owner_process(store_path(), "g", value, true);
   reap(gone);
-  swap = store.get_and_set("g", "mine", store::Takeover{"{g}:fence", an_hour_ahead});
+  swap = store.get_and_set("g", "mine", store::Takeover{"{g}:fence", an_hour_ahead},
+                           store::k_plain_step);
   EXPECT_TRUE(swap.fence.has_value());
   // Liveness never ends a lock sooner: a fresh lock of a dead owner is held.
   const pid_t dead = owner_process(store_path(), "d", std::to_string(now + 60), true);
   reap(dead);
-  swap = store.get_and_set("d", "mine", store::Takeover{"{d}:fence", now});
+  swap = store.get_and_set("d", "mine", store::Takeover{"{d}:fence", now}, store::k_plain_step);
   EXPECT_EQ(swap.fence, std::nullopt);
 }
 
@@ -180,15 +188,20 @@ TEST_F(FileStoreTest, ALockTakenWithoutRecordingTheOwnerEndsAtItsTimestamp) {
   create_store();
   const std::int64_t now = util::whole_seconds(util::wall_now());
   FileStore unrecorded(store_path(), {});
-  ASSERT_TRUE(unrecorded.set_if_absent("k", std::to_string(now + 5), "{k}:fence:k").fence);
+  ASSERT_TRUE(
+      unrecorded.set_if_absent("k", std::to_string(now + 5), "{k}:fence:k", store::k_plain_step)
+          .fence);
   // This very process lives on, but is not the lock's recorded owner.
   const pid_t caller = ::fork();
   if (caller == 0) {
     int status = 0;
     try {
       FileStore store(store_path(), {});
-      status =
-          store.get_and_set("k", "mine", store::Takeover{"{k}:fence:k", now + 3600}).fence ? 0 : 1;
+      status = store.get_and_set("k", "mine", store::Takeover{"{k}:fence:k", now + 3600},
+                                 store::k_plain_step)
+                       .fence
+                   ? 0
+                   : 1;
     } catch (const std::exception& e) {
       child_failed(e);
       status = 98;
@@ -213,17 +226,17 @@ TEST_F(FileStoreTest, AnOwningStepRemovesAbandonedExpiredLocksBesideIt) {
   reap(owner_process(store_path(), abandoned, expired, true));
   const pid_t live = owner_process(store_path(), held, expired, false);
   FileStore store(store_path(), {});
-  store.set(plain, expired);
+  store.set(plain, expired, store::k_plain_step);
   const std::string holder = "{" + abandoned + "}:holder";
   ASSERT_TRUE(store.get(holder).has_value());
 
   // An owning step elsewhere in the stripe.
   const std::string later = key_in_stripe(stripe, "later-");
-  ASSERT_TRUE(store.set_if_absent(later, "v", "c").fence.has_value());
+  ASSERT_TRUE(store.set_if_absent(later, "v", "c", store::k_plain_step).fence.has_value());
   // Its own holder record's stripe may differ: sweep that one too.
   const std::string holder_stripe = fnv1a64_hex(holder).substr(0, 2);
   const std::string beside = key_in_stripe(holder_stripe, "beside-");
-  ASSERT_TRUE(store.set_if_absent(beside, "v", "c").fence.has_value());
+  ASSERT_TRUE(store.set_if_absent(beside, "v", "c", store::k_plain_step).fence.has_value());
 
   EXPECT_EQ(store.get(abandoned), std::nullopt);
   EXPECT_EQ(store.get(holder), std::nullopt);
@@ -238,7 +251,7 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   ASSERT_EQ(::mkdir(store_path().c_str(), 0700), 0);
   ASSERT_EQ(::chmod(store_path().c_str(), 02770), 0);
   FileStore holder(store_path(), {});
-  const auto taken = holder.set_if_absent("k", "v", "c").fence;
+  const auto taken = holder.set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(taken.has_value());
   const std::string wait_dir = store_path() + "/wait";
   int ready[2];
@@ -248,7 +261,7 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
     ::close(ready[0]);
     ::umask(077);  // its FIFO still takes the store's bits
     FileStore store(store_path(), {});
-    store.queue()->take_or_queue("k", "w", "c", "q", "qdead", true, 1ms);
+    store.queue()->take_or_queue("k", "w", "c", "q", "qdead", true, 1ms, store::k_plain_step);
     auto watch = store.queue()->watch_turn("k", "qdead");
     watch->wait(1ms, -1);  // the FIFO is made and held
     (void)!::write(ready[1], "x", 1);
@@ -265,7 +278,8 @@ TEST_F(FileStoreTest, ADeadWaitersFifoGoesAtTheNextRelease) {
   reap(waiter);                      // killed: its FIFO stays on disk, open by nobody
   std::this_thread::sleep_for(5ms);  // and its place in line (a 1 ms lease) lapses
   ASSERT_EQ(files_in(wait_dir), 1u);
-  ASSERT_TRUE(holder.queue()->release_and_wake("k", "v", store::Fence("c", *taken), "q"));
+  ASSERT_TRUE(holder.queue()->release_and_wake("k", "v", store::Fence("c", *taken), "q",
+                                               store::k_plain_step));
   EXPECT_EQ(files_in(wait_dir), 0u);
   EXPECT_EQ(holder.get("q"), std::nullopt) << "the line goes with it";
 }
@@ -300,10 +314,10 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
     request.id = "s1";
     request.expiry = expiry;
     request.lease = util::Micros(1'000'000);
-    const auto a = shared.take(keys, request);
+    const auto a = shared.take(keys, request, store::k_plain_step);
     request.id = "s2";
     request.expiry = expiry + 5;
-    const auto b = shared.take(keys, request);
+    const auto b = shared.take(keys, request, store::k_plain_step);
     ASSERT_EQ(a.outcome, store::SharedLeases::Take::Outcome::taken) << key;
     ASSERT_EQ(b.outcome, store::SharedLeases::Take::Outcome::taken) << key;
     EXPECT_GT(*b.fence, *a.fence);
@@ -312,10 +326,12 @@ TEST(FileStoreShared, LeasesWorkWhateverStripesTheTwoKeysShare) {
     EXPECT_EQ(set.leases.size(), 2u);
     EXPECT_TRUE(set.holding);
     EXPECT_EQ(set.lock_value, std::to_string(expiry + 5));
-    EXPECT_TRUE(shared.release(keys, {.id = "s2", .expiry = {}, .token = *b.fence}));
+    EXPECT_TRUE(
+        shared.release(keys, {.id = "s2", .expiry = {}, .token = *b.fence}, store::k_plain_step));
     EXPECT_EQ(file.get(key), std::to_string(expiry));
-    EXPECT_TRUE(shared.release(keys, {.id = "s1", .expiry = {}, .token = {}}));
-    EXPECT_FALSE(shared.release(keys, {.id = "s1", .expiry = {}, .token = {}}));
+    EXPECT_TRUE(shared.release(keys, {.id = "s1", .expiry = {}, .token = {}}, store::k_plain_step));
+    EXPECT_FALSE(
+        shared.release(keys, {.id = "s1", .expiry = {}, .token = {}}, store::k_plain_step));
     EXPECT_EQ(file.get(key), std::nullopt);
     EXPECT_EQ(file.get(leases), std::nullopt);
   }

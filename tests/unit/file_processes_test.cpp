@@ -39,10 +39,12 @@ TEST_F(FileStoreTest, ConcurrentProcessesStayAtomic) {
           const std::string key = "shared:" + std::to_string(k);
           switch (random() % 3) {
             case 0:
-              counts[k][0] += store.set_if_absent(key, me) ? 1 : 0;
+              counts[k][0] +=
+                  store.set_if_absent(key, me, std::nullopt, store::k_plain_step) ? 1 : 0;
               break;
             case 1:
-              counts[k][0] += store.get_and_set(key, me).old ? 0 : 1;
+              counts[k][0] +=
+                  store.get_and_set(key, me, std::nullopt, store::k_plain_step).old ? 0 : 1;
               break;
             default:
               counts[k][1] += static_cast<std::int64_t>(store.del({key}));
@@ -96,7 +98,8 @@ TEST_F(FileStoreTest, KillingAWriterAtAnyInstantLeavesAWholeRecord) {
       FileStore store(store_path(), {});
       for (std::uint64_t i = 0;; ++i) {
         // Large values, so a kill often lands mid-write.
-        store.set("k", std::string(200 * 1024, static_cast<char>('a' + i % 26)));
+        store.set("k", std::string(200 * 1024, static_cast<char>('a' + i % 26)),
+                  store::k_plain_step);
         if (i == 0) {
           (void)!::write(ready[1], "x", 1);
         }
@@ -127,32 +130,39 @@ TEST_F(FileStoreTest, DurableModeWorksTheSameAndSyncsEveryWrite) {
   FileStore::Options options;
   options.durable = true;
   FileStore store(store_path(), options);
-  store.set("other", "x");  // the data directory and the stripes exist from here on
-  store.set("k", "x");
-  EXPECT_TRUE(store.compare_and_delete("k", "x"));
+  store.set("other", "x",
+            store::k_plain_step);  // the data directory and the stripes exist from here on
+  store.set("k", "x", store::k_plain_step);
+  EXPECT_TRUE(store.compare_and_delete("k", "x", std::nullopt, store::k_plain_step));
 
   const auto syncs_of = [](const std::function<void()>& operation) {
     const int before = g_syncs;
     operation();
     return g_syncs - before;
   };
-  int syncs = syncs_of([&] { EXPECT_TRUE(store.set_if_absent("k", "v")); });
+  int syncs = syncs_of(
+      [&] { EXPECT_TRUE(store.set_if_absent("k", "v", std::nullopt, store::k_plain_step)); });
   EXPECT_GE(syncs, 2) << "durable set_if_absent: record and directory";
-  syncs = syncs_of([&] { EXPECT_EQ(store.get_and_set("k", "w").old, "v"); });
+  syncs = syncs_of(
+      [&] { EXPECT_EQ(store.get_and_set("k", "w", std::nullopt, store::k_plain_step).old, "v"); });
   EXPECT_GE(syncs, 2) << "durable get_and_set: record and directory";
-  syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_set("k", "w", "y")); });
+  syncs = syncs_of([&] {
+    EXPECT_TRUE(store.compare_and_set("k", "w", "y", std::nullopt, store::k_plain_step));
+  });
   EXPECT_GE(syncs, 2) << "durable compare_and_set: record and directory";
-  syncs = syncs_of([&] { EXPECT_TRUE(store.compare_and_delete("k", "y")); });
+  syncs = syncs_of(
+      [&] { EXPECT_TRUE(store.compare_and_delete("k", "y", std::nullopt, store::k_plain_step)); });
   EXPECT_GE(syncs, 1) << "durable compare_and_delete: the directory after the unlink";
   syncs = syncs_of([&] { EXPECT_EQ(store.get("k"), std::nullopt); });
   EXPECT_EQ(syncs, 0) << "a read";
-  syncs = syncs_of([&] { EXPECT_FALSE(store.compare_and_delete("k", "y")); });
+  syncs = syncs_of(
+      [&] { EXPECT_FALSE(store.compare_and_delete("k", "y", std::nullopt, store::k_plain_step)); });
   EXPECT_EQ(syncs, 0) << "a write that changed nothing";
 
   FileStore fast(store_path(), {});
   syncs = syncs_of([&] {
-    EXPECT_TRUE(fast.set_if_absent("k", "v"));
-    EXPECT_TRUE(fast.compare_and_delete("k", "v"));
+    EXPECT_TRUE(fast.set_if_absent("k", "v", std::nullopt, store::k_plain_step));
+    EXPECT_TRUE(fast.compare_and_delete("k", "v", std::nullopt, store::k_plain_step));
   });
   EXPECT_EQ(syncs, 0) << "the default mode";
 }
@@ -165,34 +175,46 @@ TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
   const util::Micros lease(5'000'000);
   FileStore holder(store_path(), {});
   FileStore other(store_path(), {});
-  other.set("k", "held");
-  ASSERT_EQ(holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease).outcome,
+  other.set("k", "held", store::k_plain_step);
+  ASSERT_EQ(holder.queue()
+                ->take_or_queue("k", "v", "c", "q", "qa", true, lease, store::k_plain_step)
+                .outcome,
             store::WaitersQueue::QueuedSet::Outcome::held);
-  ASSERT_EQ(other.queue()->take_or_queue("k", "w", "c", "q", "qb", true, lease).outcome,
+  ASSERT_EQ(other.queue()
+                ->take_or_queue("k", "w", "c", "q", "qb", true, lease, store::k_plain_step)
+                .outcome,
             store::WaitersQueue::QueuedSet::Outcome::behind);
   ASSERT_EQ(other.del({"k"}), 1u);
 
-  const auto taken = holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease);
+  const auto taken =
+      holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease, store::k_plain_step);
   ASSERT_EQ(taken.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos) << "not left yet";
-  holder.set("holder-record", "x");
+  holder.set("holder-record", "x", store::k_plain_step);
   EXPECT_EQ(other.get("q").value_or("").find("qa "), std::string::npos) << "left at the write";
   EXPECT_NE(other.get("q").value_or("").find("qb "), std::string::npos);
 
   // Taken again and released at once: the release leaves the line first, so
   // the next waiter is first when it is woken.
-  ASSERT_TRUE(holder.queue()->release_and_wake("k", "v", store::Fence("c", *taken.fence), "q"));
-  ASSERT_EQ(holder.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease).outcome,
+  ASSERT_TRUE(holder.queue()->release_and_wake("k", "v", store::Fence("c", *taken.fence), "q",
+                                               store::k_plain_step));
+  ASSERT_EQ(holder.queue()
+                ->take_or_queue("k", "v", "c", "q", "qa", true, lease, store::k_plain_step)
+                .outcome,
             store::WaitersQueue::QueuedSet::Outcome::behind);
-  const auto b = other.queue()->take_or_queue("k", "w", "c", "q", "qb", true, lease);
+  const auto b =
+      other.queue()->take_or_queue("k", "w", "c", "q", "qb", true, lease, store::k_plain_step);
   ASSERT_EQ(b.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
-  ASSERT_TRUE(other.queue()->release_and_wake("k", "w", store::Fence("c", *b.fence), "q"));
+  ASSERT_TRUE(other.queue()->release_and_wake("k", "w", store::Fence("c", *b.fence), "q",
+                                              store::k_plain_step));
   EXPECT_EQ(holder.get("q").value_or("").find("qb "), std::string::npos);
 
   // A store that closes leaves the line too.
   {
     FileStore short_lived(store_path(), {});
-    ASSERT_EQ(short_lived.queue()->take_or_queue("k", "v", "c", "q", "qa", true, lease).outcome,
+    ASSERT_EQ(short_lived.queue()
+                  ->take_or_queue("k", "v", "c", "q", "qa", true, lease, store::k_plain_step)
+                  .outcome,
               store::WaitersQueue::QueuedSet::Outcome::set);
     EXPECT_NE(other.get("q").value_or("").find("qa "), std::string::npos);
   }
@@ -201,7 +223,7 @@ TEST_F(FileStoreTest, TheWaiterThatTakesTheLockLeavesTheLineAtItsNextWrite) {
 
 TEST_F(FileStoreTest, TheEmptyKeyDoesNotCrash) {
   FileStore store(store_path(), {});
-  EXPECT_TRUE(store.set_if_absent("", "v"));
+  EXPECT_TRUE(store.set_if_absent("", "v", std::nullopt, store::k_plain_step));
   EXPECT_EQ(store.get(""), "v");
   EXPECT_EQ(store.del({""}), 1u);
 }

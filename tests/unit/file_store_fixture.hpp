@@ -191,7 +191,7 @@ class FileStoreTest : public ::testing::Test {
   // Makes the store on disk: a store is created by its first write, not by opening it.
   void create_store(const store::FileStore::Options& options = {}) const {
     store::FileStore store(store_path(), options);
-    store.set("created", "");
+    store.set("created", "", store::k_plain_step);
     store.del({"created"});
   }
 

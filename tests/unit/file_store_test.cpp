@@ -40,26 +40,25 @@ class TempFileStore final : public store::Store {
   TempFileStore() : m_store(m_dir.path() + "/store", {}) {}
   std::string describe() const override { return m_store.describe(); }
   store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
-                                   std::optional<std::string_view> c = {},
-                                   store::StepPolicy p = {}) override {
+                                   std::optional<std::string_view> c,
+                                   store::StepPolicy p) override {
     return m_store.set_if_absent(k, v, c, p);
   }
   std::optional<std::string> get(std::string_view k) override { return m_store.get(k); }
-  store::Swap get_and_set(std::string_view k, std::string_view v,
-                          std::optional<store::Takeover> t = {},
-                          store::StepPolicy p = {}) override {
+  store::Swap get_and_set(std::string_view k, std::string_view v, std::optional<store::Takeover> t,
+                          store::StepPolicy p) override {
     return m_store.get_and_set(k, v, t, p);
   }
-  void set(std::string_view k, std::string_view v, store::StepPolicy p = {}) override {
+  void set(std::string_view k, std::string_view v, store::StepPolicy p) override {
     m_store.set(k, v, p);
   }
   std::size_t del(const std::vector<std::string>& keys) override { return m_store.del(keys); }
-  bool compare_and_delete(std::string_view k, std::string_view e,
-                          std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+  bool compare_and_delete(std::string_view k, std::string_view e, std::optional<store::Fence> f,
+                          store::StepPolicy p) override {
     return m_store.compare_and_delete(k, e, f, p);
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
-                       std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+                       std::optional<store::Fence> f, store::StepPolicy p) override {
     return m_store.compare_and_set(k, e, v, f, p);
   }
   store::WaitersQueue* queue() override { return m_store.queue(); }
@@ -99,7 +98,7 @@ TEST_F(FileStoreTest, CreatesAPrivateStoreWithItsMarker) {
   FileStore::Options options;
   options.require_owner = true;  // the default per-user store
   FileStore store(path, options);
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   ::umask(old_umask);
 
   EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 2\n");
@@ -123,7 +122,7 @@ TEST_F(FileStoreTest, AnExplicitStoreHonoursTheUmaskAndTheParentsGroup) {
   const mode_t old_umask = ::umask(007);
   {
     FileStore store(path, {});
-    EXPECT_TRUE(store.set_if_absent("k", "v", "c").fence.has_value());
+    EXPECT_TRUE(store.set_if_absent("k", "v", "c", store::k_plain_step).fence.has_value());
   }
   ::umask(old_umask);
   EXPECT_EQ(mode_of(path), 02770u);
@@ -140,12 +139,12 @@ TEST_F(FileStoreTest, OpeningAndReadingAMissingStoreCreatesNothing) {
     FileStore store(path, {});
     EXPECT_EQ(store.get("k"), std::nullopt);
     EXPECT_EQ(store.del({"k"}), 0u);
-    EXPECT_FALSE(store.compare_and_delete("k", "v"));
-    EXPECT_FALSE(store.compare_and_set("k", "v", "w"));
+    EXPECT_FALSE(store.compare_and_delete("k", "v", std::nullopt, store::k_plain_step));
+    EXPECT_FALSE(store.compare_and_set("k", "v", "w", std::nullopt, store::k_plain_step));
   }
   EXPECT_FALSE(fs::exists(m_dir.path() + "/not"));
   FileStore store(path, {});
-  EXPECT_TRUE(store.set_if_absent("k", "v"));
+  EXPECT_TRUE(store.set_if_absent("k", "v", std::nullopt, store::k_plain_step));
   EXPECT_EQ(read_file(path + "/nxlock-store"), "nxlock-store 2\n");
 }
 
@@ -155,7 +154,7 @@ TEST_F(FileStoreTest, NewFilesTakeTheStoreDirectorysBits) {
   const mode_t old_umask = ::umask(022);               // would otherwise deny the group
   {
     FileStore store(store_path(), {});
-    store.set("k", "v");
+    store.set("k", "v", store::k_plain_step);
   }
   ::umask(old_umask);
   EXPECT_EQ(mode_of(store_path() + "/nxlock-store"), 0660u);
@@ -166,12 +165,12 @@ TEST_F(FileStoreTest, NewFilesTakeTheStoreDirectorysBits) {
 
 TEST_F(FileStoreTest, RecordsAreExactlyTheDocumentedFormat) {
   FileStore store(store_path(), {});
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   // The example in docs/STORE-FORMAT.md, byte for byte.
   EXPECT_EQ(read_file(bucket_path("k")),
             std::string("NXLR\x01\0\0\0\x01\0\0\0\x01\0\0\0k\x01\0\0\0v\xaa\x49\xba\x08", 26));
   EXPECT_EQ(read_file(bucket_path("k")), documented_record({{"k", "v"}}));
-  EXPECT_TRUE(store.compare_and_delete("k", "v"));
+  EXPECT_TRUE(store.compare_and_delete("k", "v", std::nullopt, store::k_plain_step));
   EXPECT_FALSE(fs::exists(bucket_path("k")));  // an empty bucket is removed, not kept
 }
 
@@ -187,7 +186,7 @@ TEST_F(FileStoreTest, ReopensAnExistingStore) {
   {
     FileStore store(store_path() + "/", {});  // a trailing slash is the same store
     EXPECT_EQ(store.describe(), store_path());
-    store.set("k", "v");
+    store.set("k", "v", store::k_plain_step);
   }
   FileStore store(store_path(), {});
   EXPECT_EQ(store.get("k"), "v");
@@ -219,7 +218,7 @@ TEST_F(FileStoreTest, ManyProcessesInitializeOneDirectoryAtOnce) {
       (void)!::read(gate[0], &byte, 1);  // all start together when the gate closes
       try {
         FileStore store(store_path(), {});
-        store.set("k" + std::to_string(i), "v");
+        store.set("k" + std::to_string(i), "v", store::k_plain_step);
         ::_exit(0);
       } catch (const std::exception& e) {
         child_failed(e);
@@ -296,16 +295,24 @@ TEST_F(FileStoreTest, ACorruptRecordIsReportedByEveryOperationAndNeverTouched) {
   }
   const std::vector<std::pair<const char*, std::function<void(FileStore&)>>> operations = {
       {"get", [](FileStore& s) { s.get("k"); }},
-      {"set_if_absent", [](FileStore& s) { s.set_if_absent("k", "2"); }},
-      {"get_and_set", [](FileStore& s) { s.get_and_set("k", "2"); }},
-      {"set", [](FileStore& s) { s.set("k", "2"); }},
+      {"set_if_absent",
+       [](FileStore& s) { s.set_if_absent("k", "2", std::nullopt, store::k_plain_step); }},
+      {"get_and_set",
+       [](FileStore& s) { s.get_and_set("k", "2", std::nullopt, store::k_plain_step); }},
+      {"set", [](FileStore& s) { s.set("k", "2", store::k_plain_step); }},
       {"del", [](FileStore& s) { s.del({"k"}); }},
-      {"compare_and_delete", [](FileStore& s) { s.compare_and_delete("k", "1732000000"); }},
-      {"compare_and_set", [](FileStore& s) { s.compare_and_set("k", "1732000000", "2"); }},
+      {"compare_and_delete",
+       [](FileStore& s) {
+         s.compare_and_delete("k", "1732000000", std::nullopt, store::k_plain_step);
+       }},
+      {"compare_and_set",
+       [](FileStore& s) {
+         s.compare_and_set("k", "1732000000", "2", std::nullopt, store::k_plain_step);
+       }},
   };
 
   FileStore store(store_path(), {});
-  store.set("k", "1732000000");
+  store.set("k", "1732000000", store::k_plain_step);
   ASSERT_EQ(read_file(bucket_path("k")), good);
   for (std::size_t i = 0; i < damages.size(); ++i) {
     const std::string bad = damages[i].apply(good);
@@ -336,12 +343,14 @@ TEST_F(FileStoreTest, AFailureToCreateTheStoreEndsWithTheHint) {
   options.create_hint = "where it came from";
   std::string subject;
   std::string reason;
-  EXPECT_EQ(error_kind([&] { FileStore(store, options).set("k", "v"); }, &subject, &reason),
+  EXPECT_EQ(error_kind([&] { FileStore(store, options).set("k", "v", store::k_plain_step); },
+                       &subject, &reason),
             ErrorKind::internal);
   EXPECT_EQ(subject, store);
   EXPECT_EQ(reason, "create store directory: No such file or directory (where it came from)");
   // Without a hint (a store named explicitly), as before.
-  EXPECT_EQ(error_kind([&] { FileStore(store, {}).set("k", "v"); }, &subject, &reason),
+  EXPECT_EQ(error_kind([&] { FileStore(store, {}).set("k", "v", store::k_plain_step); }, &subject,
+                       &reason),
             ErrorKind::internal);
   EXPECT_EQ(reason, "create store directory: No such file or directory");
 }
@@ -377,7 +386,7 @@ TEST_F(FileStoreTest, RequireOwnerRefusesSomeoneElsesDirectory) {
 TEST_F(FileStoreTest, AnInaccessibleStoreIsAPermissionError) {
   {
     FileStore store(store_path(), {});
-    store.set("k", "v");
+    store.set("k", "v", store::k_plain_step);
   }
   ASSERT_EQ(::chmod(m_dir.path().c_str(), 0755), 0);  // nobody may look inside the temp dir
   ASSERT_EQ(::chmod(store_path().c_str(), 0), 0);
@@ -400,7 +409,7 @@ TEST_F(FileStoreTest, AnInaccessibleStoreIsAPermissionError) {
 TEST_F(FileStoreTest, AReadOnlyStoreCanBeReadButNotWritten) {
   {
     FileStore store(store_path(), {});
-    store.set("k", "v");
+    store.set("k", "v", store::k_plain_step);
   }
   ASSERT_EQ(::chmod(m_dir.path().c_str(), 0755), 0);
   // Readable by everyone, writable by no one (root aside, hence the child).
@@ -419,7 +428,7 @@ TEST_F(FileStoreTest, AReadOnlyStoreCanBeReadButNotWritten) {
     if (store.get("k") != "v") {
       return 11;
     }
-    if (error_kind([&] { store.set("k", "w"); }) != ErrorKind::permission) {
+    if (error_kind([&] { store.set("k", "w", store::k_plain_step); }) != ErrorKind::permission) {
       return 12;
     }
     // Nothing to delete needs no write access at all.

@@ -23,9 +23,9 @@ TEST_F(FileStoreTest, AWatcherIgnoresOtherKeysInItsStripe) {
     }
   }
   const auto watcher = store.watch("k");
-  store.set(neighbour, "x");
+  store.set(neighbour, "x", store::k_plain_step);
   EXPECT_EQ(watcher->wait(50ms, -1), WaitResult::timed_out);
-  store.set("k", "y");
+  store.set("k", "y", store::k_plain_step);
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
 }
 
@@ -35,7 +35,7 @@ TEST_F(FileStoreTest, AWatcherOutlivesItsDirectory) {
   fs::remove_all(stripe_path("k"));  // someone cleans up under a waiting lock
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
   EXPECT_EQ(watcher->wait(50ms, -1), WaitResult::timed_out);
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);  // now by polling
 }
 
@@ -50,7 +50,7 @@ TEST_F(FileStoreTest, AWatcherWakesForAnotherProcess) {
     char byte;
     (void)!::read(gate[0], &byte, 1);
     FileStore other(store_path(), {});
-    ::_exit(other.set_if_absent("k", "theirs") ? 0 : 1);
+    ::_exit(other.set_if_absent("k", "theirs", std::nullopt, store::k_plain_step) ? 0 : 1);
   }
   ::close(gate[0]);
   ::close(gate[1]);  // lets the child go: the watch is already armed
@@ -97,11 +97,11 @@ TEST_F(FileStoreTest, AWatcherIgnoresAnEarlierWatchersEventsInTheSharedInstance)
     }
   }
   auto first = store.watch("k");
-  store.set("k", "v");  // an event the first watcher never reads
+  store.set("k", "v", store::k_plain_step);  // an event the first watcher never reads
   first.reset();
   const auto second = store.watch(other);
   EXPECT_EQ(second->wait(50ms, -1), WaitResult::timed_out);
-  store.set(other, "w");
+  store.set(other, "w", store::k_plain_step);
   EXPECT_EQ(second->wait(2s, -1), WaitResult::changed);
 }
 
@@ -109,7 +109,7 @@ TEST_F(FileStoreTest, TwoWatchersAtOnceBothWake) {
   FileStore store(store_path(), {});
   const auto one = store.watch("k");
   const auto two = store.watch("k");
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   EXPECT_EQ(one->wait(2s, -1), WaitResult::changed);
   EXPECT_EQ(two->wait(2s, -1), WaitResult::changed);
 }

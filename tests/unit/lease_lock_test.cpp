@@ -131,7 +131,7 @@ TEST_F(LeaseLockTest, RefusesValuesThatNameNoLeaseAndDataItMustNotBreak) {
   EXPECT_FALSE(lock::is_shared_value("1234"));
   EXPECT_FALSE(lock::is_shared_value("1234:sXYZ"));
   EXPECT_TRUE(lock::is_shared_value("1234:s0123456789abcdef"));
-  store.set("k", "not a timestamp");
+  store.set("k", "not a timestamp", store::k_plain_step);
   try {
     shared.acquire(10, once);
     FAIL() << "data was broken";
@@ -209,7 +209,7 @@ TEST_F(LeaseLockTest, ALeaseIsLostWithTheKeyItsSetHeld) {
   const auto a = shared.acquire(10, once);
   ASSERT_EQ(a.outcome, AcquireResult::Outcome::acquired);
   // A page client's GETSET: the key is someone else's now.
-  store.set("k", std::to_string(1'000'000'000LL + 30));
+  store.set("k", std::to_string(1'000'000'000LL + 30), store::k_plain_step);
   EXPECT_EQ(shared.renew(a.value, 10).verdict, Verdict::taken_over);
   EXPECT_EQ(*store.get("k"), std::to_string(1'000'000'000LL + 30));  // never written over
   EXPECT_EQ(shared.release(a.value), Verdict::taken_over);

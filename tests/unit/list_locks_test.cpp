@@ -17,7 +17,10 @@ constexpr std::int64_t k_now = 1'732'000'000;
 class ListLocks : public ::testing::Test {
  protected:
   void hold(const std::string& key, std::int64_t expires_at) {
-    ASSERT_TRUE(m_store.set_if_absent(key, std::to_string(expires_at), store::fence_key(key)).set);
+    ASSERT_TRUE(m_store
+                    .set_if_absent(key, std::to_string(expires_at), store::fence_key(key),
+                                   store::k_plain_step)
+                    .set);
   }
   std::vector<std::string> keys(const std::string& pattern, bool with_expired = false) {
     std::vector<std::string> out;
@@ -32,7 +35,7 @@ class ListLocks : public ::testing::Test {
 TEST_F(ListLocks, HeldLocksSortedWithoutTheKeysBesideThem) {
   hold("b", k_now + 10);
   hold("a", k_now);  // equal to now: still held
-  m_store.set(store::companion_key("a", "holder"), "{}");
+  m_store.set(store::companion_key("a", "holder"), "{}", store::k_plain_step);
   EXPECT_EQ(keys("*"), (std::vector<std::string>{"a", "b"}));
   const auto rows = lock::list_locks(m_store, "b", k_now, false);
   ASSERT_EQ(rows.size(), 1u);
@@ -60,7 +63,7 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
     store::SharedLeases::TakeRequest request;
     request.id = id;
     request.expiry = until;
-    ASSERT_EQ(shared.take({"sh", counter, leases, queue}, request).outcome,
+    ASSERT_EQ(shared.take({"sh", counter, leases, queue}, request, store::k_plain_step).outcome,
               store::SharedLeases::Take::Outcome::taken);
   }
   lock::Holder who;
@@ -91,7 +94,8 @@ TEST_F(ListLocks, EachSharedHolderIsARowWithTheDetailsItRecorded) {
   const std::string leases = store::shared_key("sh");
   const std::string queue = store::queue_key("sh");
   ASSERT_TRUE(shared.release({"sh", counter, leases, queue},
-                             {.id = "s0000000000000002", .expiry = {}, .token = {}}));
+                             {.id = "s0000000000000002", .expiry = {}, .token = {}},
+                             store::k_plain_step));
   const auto left = lock::list_locks(m_store, "sh", k_now, false);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_FALSE(left[0].holder.has_value());
@@ -106,7 +110,9 @@ TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {
   request.slots = 2;
   request.expiry = until;
   for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(m_store.shared()->take({"backup-1", counter, leases, queue}, request).outcome,
+    ASSERT_EQ(m_store.shared()
+                  ->take({"backup-1", counter, leases, queue}, request, store::k_plain_step)
+                  .outcome,
               store::SharedLeases::Take::Outcome::taken);
   }
   hold("deploy", k_now + 5);
@@ -118,9 +124,11 @@ TEST_F(ListLocks, SlotsAreListedUnderTheirLocksKey) {
 TEST_F(ListLocks, HolderRecordOnlyWhenItDescribesTheValue) {
   hold("job", k_now + 5);
   m_store.set(store::holder_key("job"),
-              R"({"value":")" + std::to_string(k_now + 5) + R"(","host":"h","pid":7})");
+              R"({"value":")" + std::to_string(k_now + 5) + R"(","host":"h","pid":7})",
+              store::k_plain_step);
   hold("stale", k_now + 5);
-  m_store.set(store::holder_key("stale"), R"({"value":"1","host":"h","pid":8})");
+  m_store.set(store::holder_key("stale"), R"({"value":"1","host":"h","pid":8})",
+              store::k_plain_step);
   const auto rows = lock::list_locks(m_store, "*", k_now, false);
   ASSERT_EQ(rows.size(), 2u);
   ASSERT_TRUE(rows[0].holder.has_value());

@@ -42,7 +42,7 @@ TEST(LockAlgorithm, FreeKeyIsTakenBySetnxAlone) {
 TEST(LockAlgorithm, HeldLockIsBusyAndNeverWritten) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 + 5));
+  store.inner.set(k_key, std::to_string(k_t0 + 5), store::k_plain_step);
   Lock c4(store, clock, k_key);
   const Attempt a = c4.try_once(k_short_ttl);
   EXPECT_EQ(a.outcome, Attempt::Outcome::busy);
@@ -57,7 +57,7 @@ TEST(LockAlgorithm, HeldLockIsBusyAndNeverWritten) {
 TEST(LockAlgorithm, ValueEqualToNowIsStillHeld) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0));
+  store.inner.set(k_key, std::to_string(k_t0), store::k_plain_step);
   Lock c4(store, clock, k_key);
   const Attempt held = c4.try_once(k_short_ttl);
   EXPECT_EQ(held.outcome, Attempt::Outcome::busy);
@@ -79,10 +79,10 @@ TEST(LockAlgorithm, ValueEqualToNowIsStillHeld) {
 TEST(LockAlgorithm, GetsetReturningAValueEqualToNowIsNotOwned) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  store.inner.set(k_key, std::to_string(k_t0 - 1), store::k_plain_step);
   const std::string other = std::to_string(k_t0);
   store.hook_before = "GETSET";
-  store.hook = [&] { store.inner.set(k_key, other); };
+  store.hook = [&] { store.inner.set(k_key, other, store::k_plain_step); };
   Lock c4(store, clock, k_key);
   const Attempt a = c4.try_once(k_short_ttl);
   EXPECT_EQ(a.outcome, Attempt::Outcome::busy);
@@ -93,9 +93,9 @@ TEST(LockAlgorithm, GetsetReturningAValueEqualToNowIsNotOwned) {
   // One second later the same old value is expired: the GETSET step owns it.
   store.log.clear();
   clock.set(k_t0 + 1);
-  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  store.inner.set(k_key, std::to_string(k_t0 - 1), store::k_plain_step);
   store.hook_before = "GETSET";
-  store.hook = [&] { store.inner.set(k_key, other); };
+  store.hook = [&] { store.inner.set(k_key, other, store::k_plain_step); };
   const Attempt b = c4.try_once(k_short_ttl);
   EXPECT_EQ(b.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(store.log, (std::vector<std::string>{"SETNX", "GET", "GETSET"}));
@@ -108,7 +108,7 @@ TEST(LockAlgorithm, GetsetReturningAValueEqualToNowIsNotOwned) {
 TEST(LockAlgorithm, CrashedHolderIsTakenOverByExactlyOneOfTwo) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 3));  // C3's stale lock
+  store.inner.set(k_key, std::to_string(k_t0 - 3), store::k_plain_step);  // C3's stale lock
   Lock c1(store, clock, k_key);
   Lock c2(store, clock, k_key);
 
@@ -133,7 +133,7 @@ TEST(LockAlgorithm, CrashedHolderIsTakenOverByExactlyOneOfTwo) {
 TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  store.inner.set(k_key, std::to_string(k_t0 - 1), store::k_plain_step);
   Lock c4(store, clock, k_key);
   FakeClock c5_clock(k_t0 + 2);  // C5 a little later: its value differs from C4's
   Lock c5(store, c5_clock, k_key);
@@ -165,13 +165,15 @@ TEST(LockAlgorithm, C4AndC5ExactlyOneOwns) {
 TEST(LockAlgorithm, LoserGivesTheValueBackOnlyWhileTheKeyHoldsItsOwn) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  store.inner.set(k_key, std::to_string(k_t0 - 1), store::k_plain_step);
   const std::string c5_value = std::to_string(k_t0 + 2 + k_short_ttl + 1);
   store.hook_before = "GETSET";
   store.hook = [&] {
-    store.inner.set(k_key, c5_value);  // C5 won the takeover
+    store.inner.set(k_key, c5_value, store::k_plain_step);  // C5 won the takeover
     store.hook_before = "CAS";
-    store.hook = [&] { store.inner.set(k_key, "42"); };  // someone else, before C4's CAS
+    store.hook = [&] {
+      store.inner.set(k_key, "42", store::k_plain_step);
+    };  // someone else, before C4's CAS
   };
   Lock c4(store, clock, k_key);
   EXPECT_EQ(c4.try_once(k_short_ttl).outcome, Attempt::Outcome::busy);
@@ -181,7 +183,7 @@ TEST(LockAlgorithm, LoserGivesTheValueBackOnlyWhileTheKeyHoldsItsOwn) {
 TEST(LockAlgorithm, KeyReleasedBetweenSetnxAndGetMeansRetry) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 + 5));
+  store.inner.set(k_key, std::to_string(k_t0 + 5), store::k_plain_step);
   store.hook_before = "GET";
   store.hook = [&] { store.inner.del({k_key}); };
   Lock c4(store, clock, k_key);
@@ -192,7 +194,7 @@ TEST(LockAlgorithm, KeyReleasedBetweenSetnxAndGetMeansRetry) {
 TEST(LockAlgorithm, KeyDeletedBeforeGetsetIsOwnedByTheGetset) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 5));
+  store.inner.set(k_key, std::to_string(k_t0 - 5), store::k_plain_step);
   store.hook_before = "GETSET";
   store.hook = [&] { store.inner.del({k_key}); };
   Lock c4(store, clock, k_key);
@@ -203,7 +205,7 @@ TEST(LockAlgorithm, GarbageIsNeverBroken) {
   for (const std::string garbage : {"hello", "", "-5", "12abc", " 12", "99999999999999999999"}) {
     ScriptedStore store;
     FakeClock clock(k_t0);
-    store.inner.set(k_key, garbage);
+    store.inner.set(k_key, garbage, store::k_plain_step);
     Lock c4(store, clock, k_key);
     try {
       c4.try_once(k_short_ttl);
@@ -218,9 +220,9 @@ TEST(LockAlgorithm, GarbageIsNeverBroken) {
 TEST(LockAlgorithm, GarbageWrittenBetweenGetAndGetsetIsPutBack) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 5));
+  store.inner.set(k_key, std::to_string(k_t0 - 5), store::k_plain_step);
   store.hook_before = "GETSET";
-  store.hook = [&] { store.inner.set(k_key, "user data"); };
+  store.hook = [&] { store.inner.set(k_key, "user data", store::k_plain_step); };
   Lock c4(store, clock, k_key);
   EXPECT_THROW(c4.try_once(k_short_ttl), util::Error);
   EXPECT_EQ(store.inner.get(k_key), "user data");
@@ -328,7 +330,7 @@ TEST(LockAlgorithm, RenewMovesExpiryOfOwnValueOnly) {
 TEST(LockAlgorithm, AcquireWithoutWaitingReportsTheHolder) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 + 7));
+  store.inner.set(k_key, std::to_string(k_t0 + 7), store::k_plain_step);
   Lock lock(store, clock, k_key);
   lock::WaitPolicy policy;
   policy.wait_for = util::Micros(0);
@@ -434,7 +436,7 @@ TEST(LockHold, NothingIsHeldForALostLock) {
   EXPECT_TRUE(kept.value.empty());
   EXPECT_EQ(store.inner.get(k_key), value);
 
-  store.inner.set(k_key, std::to_string(k_t0 + 50));
+  store.inner.set(k_key, std::to_string(k_t0 + 50), store::k_plain_step);
   clock.set(k_t0 + 1);
   EXPECT_EQ(lock.release_after(value, at(k_t0 + 60)).verdict, Verdict::taken_over);
   EXPECT_EQ(store.inner.get(k_key), std::to_string(k_t0 + 50));

@@ -61,7 +61,7 @@ TEST(LockFencing, EveryAcquisitionGetsAHigherToken) {
 TEST(LockFencing, AcquireReportsTheToken) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_fence_key, "41");
+  store.inner.set(k_fence_key, "41", store::k_plain_step);
   Lock lock(store, clock, k_key);
   lock::WaitPolicy policy;
   policy.wait_for = util::Micros(0);
@@ -73,8 +73,8 @@ TEST(LockFencing, AcquireReportsTheToken) {
 TEST(LockFencing, ATakeoverGetsItsTokenFromTheGetsetStepItself) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 1));  // a crashed holder's
-  store.inner.set(k_fence_key, "7");
+  store.inner.set(k_key, std::to_string(k_t0 - 1), store::k_plain_step);  // a crashed holder's
+  store.inner.set(k_fence_key, "7", store::k_plain_step);
   Lock c4(store, clock, k_key);
   const Attempt a = c4.try_once(k_short_ttl);
   ASSERT_EQ(a.outcome, Attempt::Outcome::acquired);
@@ -87,7 +87,7 @@ TEST(LockFencing, ATakeoverGetsItsTokenFromTheGetsetStepItself) {
 TEST(LockFencing, TheLoserOfATakeoverTakesNoToken) {
   ScriptedStore store;
   FakeClock clock(k_t0);
-  store.inner.set(k_key, std::to_string(k_t0 - 1));
+  store.inner.set(k_key, std::to_string(k_t0 - 1), store::k_plain_step);
   Lock c4(store, clock, k_key);
   FakeClock c5_clock(k_t0 + 2);
   Lock c5(store, c5_clock, k_key);

@@ -78,8 +78,8 @@ class Connection final : public store::Store {
   explicit Connection(FakeServer& server) : m_server(server) {}
   std::string describe() const override { return "fake"; }
   store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
-                                   std::optional<std::string_view> c = {},
-                                   store::StepPolicy p = {}) override {
+                                   std::optional<std::string_view> c,
+                                   store::StepPolicy p) override {
     check();
     return m_server.data.set_if_absent(k, v, c, p);
   }
@@ -87,13 +87,12 @@ class Connection final : public store::Store {
     check();
     return m_server.data.get(k);
   }
-  store::Swap get_and_set(std::string_view k, std::string_view v,
-                          std::optional<store::Takeover> t = {},
-                          store::StepPolicy p = {}) override {
+  store::Swap get_and_set(std::string_view k, std::string_view v, std::optional<store::Takeover> t,
+                          store::StepPolicy p) override {
     check();
     return m_server.data.get_and_set(k, v, t, p);
   }
-  void set(std::string_view k, std::string_view v, store::StepPolicy p = {}) override {
+  void set(std::string_view k, std::string_view v, store::StepPolicy p) override {
     check();
     m_server.data.set(k, v, p);
   }
@@ -101,13 +100,13 @@ class Connection final : public store::Store {
     check();
     return m_server.data.del(keys);
   }
-  bool compare_and_delete(std::string_view k, std::string_view e,
-                          std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+  bool compare_and_delete(std::string_view k, std::string_view e, std::optional<store::Fence> f,
+                          store::StepPolicy p) override {
     check();
     return m_server.data.compare_and_delete(k, e, f, p);
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
-                       std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+                       std::optional<store::Fence> f, store::StepPolicy p) override {
     check();
     if (m_server.refuse_counter_writes && k == store::fence_key("k")) {
       return false;
@@ -215,8 +214,8 @@ TEST_F(QuorumTest, EveryServerGetsTheSameValue) {
 
 TEST_F(QuorumTest, AMajorityHeldElsewhereIsBusyAndOursIsUndone) {
   const std::string other = live_value();
-  servers[0].data.set("k", other);
-  servers[2].data.set("k", other);
+  servers[0].data.set("k", other, store::k_plain_step);
+  servers[2].data.set("k", other, store::k_plain_step);
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
@@ -226,7 +225,7 @@ TEST_F(QuorumTest, AMajorityHeldElsewhereIsBusyAndOursIsUndone) {
 
 TEST_F(QuorumTest, AMinorityHeldElsewhereDoesNotBlock) {
   const std::string other = live_value();
-  servers[1].data.set("k", other);
+  servers[1].data.set("k", other, store::k_plain_step);
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
@@ -236,8 +235,8 @@ TEST_F(QuorumTest, AMinorityHeldElsewhereDoesNotBlock) {
 TEST_F(QuorumTest, ASplitWithNoMajorityHolderIsTriedAgainThenBusyAndLeavesNothing) {
   const std::string first = live_value();
   const std::string second = std::to_string(std::stoll(first) + 1);
-  servers[0].data.set("k", first);
-  servers[2].data.set("k", second);
+  servers[0].data.set("k", first, store::k_plain_step);
+  servers[2].data.set("k", second, store::k_plain_step);
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   EXPECT_EQ(result.outcome, lock::AcquireResult::Outcome::busy);
@@ -278,8 +277,8 @@ TEST_F(QuorumTest, ARenewalThatLosesTheMajorityIsUndoneOnTheMinority) {
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
   const std::string other = std::to_string(std::stoll(result.value) + 7);
-  servers[0].data.set("k", other);
-  servers[1].data.set("k", other);
+  servers[0].data.set("k", other, store::k_plain_step);
+  servers[1].data.set("k", other, store::k_plain_step);
   EXPECT_EQ(quorum->renew(result.value, 60).verdict, Verdict::taken_over);
   EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, std::nullopt}));
 }
@@ -290,7 +289,8 @@ TEST_F(QuorumTest, AServerOurAcquisitionDidNotTakeIsNotOursThoughItHoldsOurValue
   // ttl + 1). Renewed and released by value alone there, its lock was taken for
   // ours and deleted while the waiter's next round could take a majority.
   StoppedClock stopped;
-  servers[2].data.set("k", std::to_string(util::whole_seconds(stopped.now()) + 30));
+  servers[2].data.set("k", std::to_string(util::whole_seconds(stopped.now()) + 30),
+                      store::k_plain_step);
   auto quorum = make_lock(&stopped);
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
@@ -313,7 +313,8 @@ TEST_F(QuorumTest, ALostRenewalLeavesAServerOurAcquisitionDidNotTake) {
   // As above, and the renewal then finds the first two taken over: it neither
   // counts the third as renewed nor undoes the waiter's lock there.
   StoppedClock stopped;
-  servers[2].data.set("k", std::to_string(util::whole_seconds(stopped.now()) + 30));
+  servers[2].data.set("k", std::to_string(util::whole_seconds(stopped.now()) + 30),
+                      store::k_plain_step);
   auto quorum = make_lock(&stopped);
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
@@ -322,8 +323,8 @@ TEST_F(QuorumTest, ALostRenewalLeavesAServerOurAcquisitionDidNotTake) {
   lock::Lock waiter(connection, stopped, "k");
   ASSERT_EQ(waiter.try_once(60).value, result.value);
   const std::string other = std::to_string(std::stoll(result.value) + 7);
-  servers[0].data.set("k", other);
-  servers[1].data.set("k", other);
+  servers[0].data.set("k", other, store::k_plain_step);
+  servers[1].data.set("k", other, store::k_plain_step);
   EXPECT_EQ(quorum->renew(result.value, 60).verdict, Verdict::taken_over);
   EXPECT_EQ(values(), (std::vector<std::optional<std::string>>{other, other, result.value}));
 }
@@ -332,7 +333,7 @@ TEST_F(QuorumTest, AReleaseTheMissingServersCouldDecideIsUnavailable) {
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
   ASSERT_EQ(result.outcome, lock::AcquireResult::Outcome::acquired);
-  servers[0].data.set("k", std::to_string(std::stoll(result.value) + 7));
+  servers[0].data.set("k", std::to_string(std::stoll(result.value) + 7), store::k_plain_step);
   servers[1].down = true;
   // Released on 1, taken over on 1, 1 silent: it may or may not have been ours.
   EXPECT_THROW(quorum->release(result.value), util::Error);
@@ -374,8 +375,8 @@ TEST_F(QuorumTest, AnAcquisitionSlowerThanTheWindowIsNotHeldAndIsUndone) {
 TEST_F(QuorumTest, TheTokenIsTheHighestOfTheDecidingServersAndIsRaisedOnTheOthers) {
   // The third server is stopped: the first two decide, and their counters differ.
   const std::string counter = store::fence_key("k");
-  servers[0].data.set(counter, "3");
-  servers[1].data.set(counter, "40");
+  servers[0].data.set(counter, "3", store::k_plain_step);
+  servers[1].data.set(counter, "40", store::k_plain_step);
   servers[2].stopped = true;
   auto quorum = make_lock();
   const auto result = try_once(*quorum);
@@ -417,7 +418,7 @@ TEST_F(QuorumTest, AMajorityOfCountersThatCannotBeRaisedFailsTheAcquisition) {
   // The third server is stopped, so the first two decide; the second lags behind
   // the first and refuses the raise (as if another acquisition had moved its
   // counter): the token is held on one of three.
-  servers[0].data.set(store::fence_key("k"), "50");
+  servers[0].data.set(store::fence_key("k"), "50", store::k_plain_step);
   servers[1].refuse_counter_writes = true;
   servers[2].stopped = true;
   auto quorum = make_lock();
@@ -445,7 +446,7 @@ TEST_F(QuorumTest, ARaiseAfterAnotherAcquisitionThereIsRefused) {
   EXPECT_TRUE(ours.raise_fence(5));
   EXPECT_EQ(ours.fence(), 5);
   EXPECT_EQ(server.data.get(store::fence_key("k")), "5");
-  server.data.set(store::fence_key("k"), "6");  // another acquisition came
+  server.data.set(store::fence_key("k"), "6", store::k_plain_step);  // another acquisition came
   EXPECT_FALSE(ours.raise_fence(9));
   EXPECT_EQ(server.data.get(store::fence_key("k")), "6");
   EXPECT_EQ(ours.fence(), 5);

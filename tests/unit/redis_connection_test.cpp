@@ -57,24 +57,24 @@ std::thread stall(RedisServer& server, double seconds) {
 TEST(RedisConnection, ReconnectsAfterTheServerKilledTheIdleConnection) {
   RedisServer server;
   RedisStore store(tcp_url(server.port()), ConnectOptions{});
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   // Our connection is the only normal client besides the one command() opens
   // (SKIPME yes by default): the server closes it, as an idle-client timeout would.
   EXPECT_EQ(server.command({"CLIENT", "KILL", "TYPE", "normal"}), "1");
   // The idle connection is found dead before anything is written into it, so
   // this first operation already works: nothing is retried after a failure.
   EXPECT_EQ(store.get("k"), "v");
-  EXPECT_TRUE(store.set_if_absent("k2", "v"));
+  EXPECT_TRUE(store.set_if_absent("k2", "v", std::nullopt, store::k_plain_step));
 }
 
 TEST(RedisConnection, ReconnectsAfterARestartOnTheSamePort) {
   RedisServer server;
   RedisStore store(tcp_url(server.port()), ConnectOptions{});
   auto watcher = store.watch("k");
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   server.restart();  // no persistence: the key is gone, the server is back
   EXPECT_EQ(store.get("k"), std::nullopt);
-  EXPECT_TRUE(store.set_if_absent("k", "w"));
+  EXPECT_TRUE(store.set_if_absent("k", "w", std::nullopt, store::k_plain_step));
 
   // The watcher saw its connection break: look again (no exception).
   EXPECT_EQ(watcher->wait(10s, -1), WaitResult::changed);
@@ -91,7 +91,7 @@ TEST(RedisConnection, ReconnectsAfterARestartOnTheSamePort) {
 TEST(RedisConnection, AStallLongerThanTheTimeoutFailsWithinItAndTheNextOperationWorks) {
   RedisServer& server = debug_redis();
   RedisStore store(tcp_url(server.port()), with_timeout(0.5));
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   auto sleeper = stall(server, 2);
   const auto started = util::mono_now();
   const auto error = error_from([&] { store.get("k"); });
@@ -101,14 +101,14 @@ TEST(RedisConnection, AStallLongerThanTheTimeoutFailsWithinItAndTheNextOperation
   sleeper.join();
   // The late reply to the timed-out GET must not be taken for the next
   // command's: the connection was dropped, and this one is fresh.
-  EXPECT_TRUE(store.set_if_absent("k2", "x"));
+  EXPECT_TRUE(store.set_if_absent("k2", "x", std::nullopt, store::k_plain_step));
   EXPECT_EQ(store.get("k"), "v");
 }
 
 TEST(RedisConnection, SetDeadlineCapsAWaitBelowTheTimeout) {
   RedisServer& server = debug_redis();
   RedisStore store(tcp_url(server.port()), with_timeout(10));
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   auto sleeper = stall(server, 2);
   store.set_deadline(util::mono_now() + util::Micros(300ms));
   const auto started = util::mono_now();
@@ -154,7 +154,7 @@ TEST(RedisConnection, AResetInTheMiddleOfAWriteIsUnavailable) {
   // Far more than the socket buffers hold: the write is still going on when
   // the reset comes, and the next send gets EPIPE.
   const std::string value(64 << 20, 'x');
-  const auto error = error_from([&] { store.set("k", value); });
+  const auto error = error_from([&] { store.set("k", value, store::k_plain_step); });
   server.join();
   EXPECT_EQ(error.kind(), ErrorKind::unavailable) << error.what();
 }

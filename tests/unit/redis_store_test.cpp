@@ -136,7 +136,7 @@ TEST_F(RedisStoreTest, WrongPasswordIsPermissionAndNotShown) {
 
 TEST_F(RedisStoreTest, RightPasswordWorks) {
   RedisStore store(tcp_url(auth_redis().port()), with_password(k_password));
-  store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
   EXPECT_EQ(store.get("k"), "v");
 }
 
@@ -145,7 +145,7 @@ TEST_F(RedisStoreTest, PasswordFromUrlWorksAndOptionOverridesIt) {
   url.password = k_password;
   {
     RedisStore store(url, ConnectOptions{});
-    store.set("k", "v");
+    store.set("k", "v", store::k_plain_step);
   }
   url.password = "not-the-password";
   RedisStore store(url, with_password(k_password));
@@ -166,7 +166,7 @@ TEST_F(RedisStoreTest, AclUserWithRightAndWrongPassword) {
   url.password = k_user_password;
   {
     RedisStore store(url, ConnectOptions{});
-    store.set("acl", "yes");
+    store.set("acl", "yes", store::k_plain_step);
     EXPECT_EQ(store.get("acl"), "yes");
   }
   url.password = "wrong-for-alice";
@@ -188,7 +188,7 @@ TEST_F(RedisStoreTest, TraceRedactsAuth) {
   util::set_trace_sink([&](std::string_view line) { lines.emplace_back(line); });
   {
     RedisStore store(tcp_url(auth_redis().port()), with_password(k_password));
-    store.set_if_absent("lock.foo", "1732000061");
+    store.set_if_absent("lock.foo", "1732000061", std::nullopt, store::k_plain_step);
   }
   util::set_trace_sink({});
   // The connection's setup is the backend's own to trace; the SETNX step is
@@ -205,23 +205,26 @@ TEST_F(RedisStoreTest, TraceRedactsAuth) {
 // the processes of the waiters behind it do not even wake to read it.
 TEST_F(RedisStoreTest, AQueuedReleaseWakesNoProcessButTheFirstWaiters) {
   const auto store = open();
-  const auto holder =
-      store->queue()->take_or_queue("k", "v-qh", "c", "q", "qh", false, util::Micros(30'000'000));
+  const auto holder = store->queue()->take_or_queue("k", "v-qh", "c", "q", "qh", false,
+                                                    util::Micros(30'000'000), store::k_plain_step);
   ASSERT_EQ(holder.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   ASSERT_EQ(store->queue()
-                ->take_or_queue("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000))
+                ->take_or_queue("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000),
+                                store::k_plain_step)
                 .outcome,
             store::WaitersQueue::QueuedSet::Outcome::held);
   const auto first = store->queue()->watch_turn("k", "qa");
   const auto key_channel = store->watch("k");  // hears every message on the key's channel
-  EXPECT_TRUE(store->queue()->release_and_wake("k", "v-qh", store::Fence("c", *holder.fence), "q"));
+  EXPECT_TRUE(store->queue()->release_and_wake("k", "v-qh", store::Fence("c", *holder.fence), "q",
+                                               store::k_plain_step));
   EXPECT_EQ(first->wait(5s, -1), WaitResult::changed);
   EXPECT_EQ(key_channel->wait(300ms, -1), WaitResult::timed_out);
   // With nobody in line, a release still wakes every watcher.
-  const auto again =
-      store->queue()->take_or_queue("k", "v-qa", "c", "q", "qa", true, util::Micros(30'000'000));
+  const auto again = store->queue()->take_or_queue("k", "v-qa", "c", "q", "qa", true,
+                                                   util::Micros(30'000'000), store::k_plain_step);
   ASSERT_EQ(again.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
-  EXPECT_TRUE(store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *again.fence), "q"));
+  EXPECT_TRUE(store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *again.fence), "q",
+                                               store::k_plain_step));
   EXPECT_EQ(key_channel->wait(5s, -1), WaitResult::changed);
 }
 
@@ -250,7 +253,8 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
     return writes;
   };
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  const auto alone = store->queue()->take_or_queue("k", "v-qa", "c", "q", "qa", true, lease);
+  const auto alone =
+      store->queue()->take_or_queue("k", "v-qa", "c", "q", "qa", true, lease, store::k_plain_step);
   ASSERT_EQ(alone.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   const std::string stats = shared_redis().command({"INFO", "commandstats"});
   EXPECT_EQ(writes_of(stats), 0) << stats;
@@ -259,11 +263,16 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
 
   // Behind it, qb joins; once it is free, qb sets and leaves, with no ZADD or
   // PEXPIRE on the way (its ZREMs only).
-  ASSERT_EQ(store->queue()->take_or_queue("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+  ASSERT_EQ(store->queue()
+                ->take_or_queue("k", "v-qb", "c", "q", "qb", true, lease, store::k_plain_step)
+                .outcome,
             store::WaitersQueue::QueuedSet::Outcome::held);
-  ASSERT_TRUE(store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *alone.fence), "q"));
+  ASSERT_TRUE(store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *alone.fence), "q",
+                                               store::k_plain_step));
   shared_redis().command({"CONFIG", "RESETSTAT"});
-  ASSERT_EQ(store->queue()->take_or_queue("k", "v-qb", "c", "q", "qb", true, lease).outcome,
+  ASSERT_EQ(store->queue()
+                ->take_or_queue("k", "v-qb", "c", "q", "qb", true, lease, store::k_plain_step)
+                .outcome,
             store::WaitersQueue::QueuedSet::Outcome::set);
   const std::string woken = shared_redis().command({"INFO", "commandstats"});
   EXPECT_EQ(woken.find("cmdstat_zadd:"), std::string::npos) << woken;
@@ -277,36 +286,37 @@ TEST_F(RedisStoreTest, AQueuedSetnxThatSetsDoesNotWriteTheQueue) {
 TEST_F(RedisStoreTest, TokensRiseWhenTheCounterIsLost) {
   const auto store = open();
   const util::Micros before = store->now();
-  const auto first = store->set_if_absent("k", "v", "c").fence;
+  const auto first = store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(first);
   EXPECT_GE(*first, before.count());  // the clock, not 1
-  ASSERT_TRUE(store->compare_and_delete("k", "v", store::Fence("c", *first)));
+  ASSERT_TRUE(store->compare_and_delete("k", "v", store::Fence("c", *first), store::k_plain_step));
   shared_redis().flushall();
-  const auto second = store->set_if_absent("k", "v", "c").fence;
+  const auto second = store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(second);
   EXPECT_GT(*second, *first);
   shared_redis().command({"DEL", "c"});
   shared_redis().command({"DEL", "k"});
-  const auto third = store->set_if_absent("k", "v", "c").fence;
+  const auto third = store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(third);
   EXPECT_GT(*third, *second);
   // Back to back, within one microsecond of the clock: still one more.
-  ASSERT_TRUE(store->compare_and_delete("k", "v", store::Fence("c", *third)));
+  ASSERT_TRUE(store->compare_and_delete("k", "v", store::Fence("c", *third), store::k_plain_step));
   shared_redis().command({"SET", "c", std::to_string(*third + 1'000'000'000)});
-  EXPECT_EQ(store->set_if_absent("k", "v", "c").fence, *third + 1'000'000'001);
+  EXPECT_EQ(store->set_if_absent("k", "v", "c", store::k_plain_step).fence, *third + 1'000'000'001);
 }
 
 // A holder whose counter was deleted still owns its lock (no acquisition can
 // have happened without writing the counter), and the step writes it back.
 TEST_F(RedisStoreTest, AnAbsentCounterCountsAsTheHoldersAndIsWrittenBack) {
   const auto store = open();
-  const auto token = store->set_if_absent("k", "v", "c").fence;
+  const auto token = store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(token);
   shared_redis().command({"DEL", "c"});
-  EXPECT_TRUE(store->compare_and_set("k", "v", "w", store::Fence("c", *token)));
+  EXPECT_TRUE(
+      store->compare_and_set("k", "v", "w", store::Fence("c", *token), store::k_plain_step));
   EXPECT_EQ(store->get("c"), std::to_string(*token));
   shared_redis().command({"DEL", "c"});
-  EXPECT_TRUE(store->compare_and_delete("k", "w", store::Fence("c", *token)));
+  EXPECT_TRUE(store->compare_and_delete("k", "w", store::Fence("c", *token), store::k_plain_step));
   EXPECT_EQ(store->get("c"), std::to_string(*token));
   EXPECT_GT(std::stoll(shared_redis().command({"PTTL", "c"})), 0);
 }
@@ -375,10 +385,10 @@ TEST_F(RedisStoreTest, OnItsOwnClockTheServerDecidesATakeover) {
 TEST_F(RedisStoreTest, SelectedDbIsolatesKeys) {
   auto db3 = open(3);
   auto db0 = open(0);
-  db3->set("k", "three");
+  db3->set("k", "three", store::k_plain_step);
   EXPECT_EQ(db3->get("k"), "three");
   EXPECT_EQ(db0->get("k"), std::nullopt);
-  db0->set("k", "zero");
+  db0->set("k", "zero", store::k_plain_step);
   EXPECT_EQ(db3->get("k"), "three");
 }
 
@@ -387,9 +397,9 @@ TEST_F(RedisStoreTest, WrongTypeIsDataErrorNamingKeyAndUrl) {
   auto store = open();
   for (const auto& attempt : std::vector<std::function<void()>>{
            [&] { store->get("a list"); },
-           [&] { store->get_and_set("a list", "1"); },
-           [&] { store->compare_and_delete("a list", "1"); },
-           [&] { store->compare_and_set("a list", "1", "2"); },
+           [&] { store->get_and_set("a list", "1", std::nullopt, store::k_plain_step); },
+           [&] { store->compare_and_delete("a list", "1", std::nullopt, store::k_plain_step); },
+           [&] { store->compare_and_set("a list", "1", "2", std::nullopt, store::k_plain_step); },
        }) {
     const auto error = error_from(attempt);
     EXPECT_EQ(error.kind(), ErrorKind::data) << error.what();
@@ -403,39 +413,42 @@ TEST_F(RedisStoreTest, BinarySafeKeysAndValues) {
   auto store = open();
   const std::string key("k\0ey\n with spaces é", 21);
   const std::string value("v\0al\r\nue", 8);
-  EXPECT_TRUE(store->set_if_absent(key, value));
+  EXPECT_TRUE(store->set_if_absent(key, value, std::nullopt, store::k_plain_step));
   EXPECT_EQ(store->get(key), value);
   EXPECT_EQ(store->get(std::string("k")), std::nullopt);
-  EXPECT_TRUE(store->compare_and_set(key, value, std::string("\0", 1)));
-  EXPECT_TRUE(store->compare_and_delete(key, std::string("\0", 1)));
+  EXPECT_TRUE(
+      store->compare_and_set(key, value, std::string("\0", 1), std::nullopt, store::k_plain_step));
+  EXPECT_TRUE(
+      store->compare_and_delete(key, std::string("\0", 1), std::nullopt, store::k_plain_step));
 }
 
 TEST_F(RedisStoreTest, CompareAndDeleteOnlyOnExactValue) {
   auto store = open();
-  EXPECT_FALSE(store->compare_and_delete("k", "1"));  // absent
-  store->set("k", "100");
-  EXPECT_FALSE(store->compare_and_delete("k", "10"));
-  EXPECT_FALSE(store->compare_and_delete("k", "1000"));
+  EXPECT_FALSE(store->compare_and_delete("k", "1", std::nullopt, store::k_plain_step));  // absent
+  store->set("k", "100", store::k_plain_step);
+  EXPECT_FALSE(store->compare_and_delete("k", "10", std::nullopt, store::k_plain_step));
+  EXPECT_FALSE(store->compare_and_delete("k", "1000", std::nullopt, store::k_plain_step));
   EXPECT_EQ(store->get("k"), "100");
-  EXPECT_TRUE(store->compare_and_delete("k", "100"));
+  EXPECT_TRUE(store->compare_and_delete("k", "100", std::nullopt, store::k_plain_step));
   EXPECT_EQ(store->get("k"), std::nullopt);
 }
 
 TEST_F(RedisStoreTest, CompareAndSetOnlyOnExactValue) {
   auto store = open();
-  EXPECT_FALSE(store->compare_and_set("k", "1", "2"));  // absent: not created
+  EXPECT_FALSE(store->compare_and_set("k", "1", "2", std::nullopt,
+                                      store::k_plain_step));  // absent: not created
   EXPECT_EQ(store->get("k"), std::nullopt);
-  store->set("k", "1");
-  EXPECT_FALSE(store->compare_and_set("k", "2", "3"));
+  store->set("k", "1", store::k_plain_step);
+  EXPECT_FALSE(store->compare_and_set("k", "2", "3", std::nullopt, store::k_plain_step));
   EXPECT_EQ(store->get("k"), "1");
-  EXPECT_TRUE(store->compare_and_set("k", "1", "3"));
+  EXPECT_TRUE(store->compare_and_set("k", "1", "3", std::nullopt, store::k_plain_step));
   EXPECT_EQ(store->get("k"), "3");
 }
 
 TEST_F(RedisStoreTest, DelRemovesSeveralKeysAtOnce) {
   auto store = open();
-  store->set("a", "1");
-  store->set("c", "1");
+  store->set("a", "1", store::k_plain_step);
+  store->set("c", "1", store::k_plain_step);
   EXPECT_EQ(store->del({"a", "b", "c"}), 2u);
   EXPECT_EQ(store->del({}), 0u);
 }
@@ -450,7 +463,7 @@ TEST_F(RedisStoreTest, DelWakesWatcher) {
   auto waiter = open();
   auto releaser = open();
   const auto watcher = waiter->watch("lock.k");
-  releaser->set("lock.k", "1");
+  releaser->set("lock.k", "1", store::k_plain_step);
   EXPECT_EQ(releaser->del({"lock.k"}), 1u);
   const auto start = util::mono_now();
   EXPECT_EQ(watcher->wait(10s, -1), WaitResult::changed);
@@ -472,7 +485,7 @@ TEST_F(RedisStoreTest, WaitWithoutADeletionTimesOut) {
   auto waiter = open();
   auto other = open();
   const auto watcher = waiter->watch("lock.k");
-  other->set("lock.k", "2");   // a write, not a deletion
+  other->set("lock.k", "2", store::k_plain_step);  // a write, not a deletion
   other->del({"lock.other"});  // another key's channel
   const auto start = util::mono_now();
   EXPECT_EQ(watcher->wait(150ms, -1), WaitResult::timed_out);
@@ -500,8 +513,8 @@ TEST(RedisStoreServerGone, CommandsFailAsUnavailableWaitersLookAgain) {
   RedisServer server;
   RedisStore store(tcp_url(server.port()), ConnectOptions{});
   RedisStore unix_store(unix_url(server), ConnectOptions{});
-  store.set("k", "v");
-  unix_store.set("k", "v");
+  store.set("k", "v", store::k_plain_step);
+  unix_store.set("k", "v", store::k_plain_step);
   const auto watcher = store.watch("k");
   server.stop();
   EXPECT_EQ(error_from([&] { store.get("k"); }).kind(), ErrorKind::unavailable);

@@ -22,8 +22,8 @@ class ScriptedStore final : public store::Store {
 
   std::string describe() const override { return "scripted"; }
   store::SetIfAbsent set_if_absent(std::string_view k, std::string_view v,
-                                   std::optional<std::string_view> c = {},
-                                   store::StepPolicy p = {}) override {
+                                   std::optional<std::string_view> c,
+                                   store::StepPolicy p) override {
     step("SETNX");
     return inner.set_if_absent(k, v, c, p);
   }
@@ -31,13 +31,12 @@ class ScriptedStore final : public store::Store {
     step("GET");
     return inner.get(k);
   }
-  store::Swap get_and_set(std::string_view k, std::string_view v,
-                          std::optional<store::Takeover> t = {},
-                          store::StepPolicy p = {}) override {
+  store::Swap get_and_set(std::string_view k, std::string_view v, std::optional<store::Takeover> t,
+                          store::StepPolicy p) override {
     step("GETSET");
     return inner.get_and_set(k, v, t, p);
   }
-  void set(std::string_view k, std::string_view v, store::StepPolicy p = {}) override {
+  void set(std::string_view k, std::string_view v, store::StepPolicy p) override {
     step("SET");
     inner.set(k, v, p);
   }
@@ -46,13 +45,13 @@ class ScriptedStore final : public store::Store {
     return inner.del(keys);
   }
   // The fenced steps log as the page's steps they are.
-  bool compare_and_delete(std::string_view k, std::string_view e,
-                          std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+  bool compare_and_delete(std::string_view k, std::string_view e, std::optional<store::Fence> f,
+                          store::StepPolicy p) override {
     step("CAD");
     return inner.compare_and_delete(k, e, f, p);
   }
   bool compare_and_set(std::string_view k, std::string_view e, std::string_view v,
-                       std::optional<store::Fence> f = {}, store::StepPolicy p = {}) override {
+                       std::optional<store::Fence> f, store::StepPolicy p) override {
     step("CAS");
     return inner.compare_and_set(k, e, v, f, p);
   }

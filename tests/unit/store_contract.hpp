@@ -39,7 +39,8 @@ class QueueContract : public StoreContract {
   // The queued step under test, for ticket `ticket` on lock "k", counter "c", queue "q".
   store::WaitersQueue::QueuedSet attempt(const std::string& ticket, bool waiting = true,
                                          util::Micros lease = k_long_lease) {
-    return m_store->queue()->take_or_queue("k", "v-" + ticket, "c", "q", ticket, waiting, lease);
+    return m_store->queue()->take_or_queue("k", "v-" + ticket, "c", "q", ticket, waiting, lease,
+                                           store::k_plain_step);
   }
 };
 

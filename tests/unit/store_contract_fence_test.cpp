@@ -34,15 +34,15 @@ bool keeps_one_counter(const store::Store& store) {
 }
 
 TEST_P(StoreContract, FencedSetIfAbsentTakesATokenOnlyWhenItSets) {
-  const auto first = m_store->set_if_absent("k", "v1", "c").fence;
+  const auto first = m_store->set_if_absent("k", "v1", "c", store::k_plain_step).fence;
   ASSERT_TRUE(first.has_value());
   EXPECT_GT(*first, 0);
   // Not set: no token.
-  EXPECT_EQ(m_store->set_if_absent("k", "v2", "c").fence, std::nullopt);
+  EXPECT_EQ(m_store->set_if_absent("k", "v2", "c", store::k_plain_step).fence, std::nullopt);
   EXPECT_EQ(m_store->get("k"), "v1");
   // A deleted key is set again, with a higher token: the counter is never reset.
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  const auto second = m_store->set_if_absent("k", "v3", "c").fence;
+  const auto second = m_store->set_if_absent("k", "v3", "c", store::k_plain_step).fence;
   ASSERT_TRUE(second.has_value());
   EXPECT_GT(*second, *first);
   EXPECT_EQ(m_store->get("k"), "v3");
@@ -53,23 +53,25 @@ TEST_P(StoreContract, FencedSetIfAbsentTakesATokenOnlyWhenItSets) {
 TEST_P(StoreContract, TokensStayAboveEveryEarlierOneWhenTheCounterIsDeleted) {
   std::int64_t highest = 0;
   for (int i = 0; i < 5; ++i) {
-    const auto token = m_store->set_if_absent("k", "v", "c").fence;
+    const auto token = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
     ASSERT_TRUE(token.has_value()) << i;
     EXPECT_GT(*token, highest) << i;
     highest = *token;
-    ASSERT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *token))) << i;
+    ASSERT_TRUE(
+        m_store->compare_and_delete("k", "v", store::Fence("c", *token), store::k_plain_step))
+        << i;
     m_store->del({"c"});
   }
   // A counter set low by hand (a restored backup) does not either.
-  m_store->set("c", "1");
-  const auto token = m_store->set_if_absent("k", "v", "c").fence;
+  m_store->set("c", "1", store::k_plain_step);
+  const auto token = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(token.has_value());
   EXPECT_GT(*token, highest);
 }
 
 TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
   // Absent: the write creates the lock, and owns it.
-  auto swap = m_store->get_and_set("k", k_fresh, store::Takeover{"c", k_now});
+  auto swap = m_store->get_and_set("k", k_fresh, store::Takeover{"c", k_now}, store::k_plain_step);
   EXPECT_EQ(swap.old, std::nullopt);
   ASSERT_TRUE(swap.fence.has_value());
   std::int64_t highest = *swap.fence;
@@ -77,8 +79,8 @@ TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
   // A fresh timestamp (and one equal to now: still held) is another's lock: the
   // value is set either way (GETSET), and no token is issued.
   for (const std::string& held : {k_fresh, std::to_string(k_now)}) {
-    m_store->set("k", held);
-    swap = m_store->get_and_set("k", "mine", store::Takeover{"c", k_now});
+    m_store->set("k", held, store::k_plain_step);
+    swap = m_store->get_and_set("k", "mine", store::Takeover{"c", k_now}, store::k_plain_step);
     EXPECT_EQ(swap.old, held);
     EXPECT_EQ(swap.fence, std::nullopt) << held;
     EXPECT_EQ(m_store->get("k"), swap.written ? "mine" : held);
@@ -86,16 +88,16 @@ TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
 
   // Not a timestamp: never owned (the lock layer puts it back and refuses).
   for (const std::string data : {"data", "", "-5", "+5", "1e3", " 5", "1234567890123456789"}) {
-    m_store->set("k", data);
-    swap = m_store->get_and_set("k", "mine", store::Takeover{"c", k_now});
+    m_store->set("k", data, store::k_plain_step);
+    swap = m_store->get_and_set("k", "mine", store::Takeover{"c", k_now}, store::k_plain_step);
     EXPECT_EQ(swap.old, data);
     EXPECT_EQ(swap.fence, std::nullopt) << "'" << data << "'";
   }
 
   // An expired timestamp (leading zeros and 18 digits too, as the lock layer parses them).
   for (const std::string& expired : {k_expired, std::string("0"), std::string("0000000001")}) {
-    m_store->set("k", expired);
-    swap = m_store->get_and_set("k", k_fresh, store::Takeover{"c", k_now});
+    m_store->set("k", expired, store::k_plain_step);
+    swap = m_store->get_and_set("k", k_fresh, store::Takeover{"c", k_now}, store::k_plain_step);
     EXPECT_EQ(swap.old, expired);
     ASSERT_TRUE(swap.fence.has_value()) << expired;
     EXPECT_GT(*swap.fence, highest) << expired;
@@ -108,65 +110,77 @@ TEST_P(StoreContract, FencedGetAndSetTakesATokenOnlyWhenTheOldValueSaysItOwns) {
 }
 
 TEST_P(StoreContract, AFencedStepOnACounterThatIsNoIntegerFailsAndWritesNothing) {
-  m_store->set("c", "not a number");
+  m_store->set("c", "not a number", store::k_plain_step);
   if (keeps_one_counter(*m_store)) {
     // Not its counter: the step goes on, and leaves the key alone.
-    EXPECT_TRUE(m_store->set_if_absent("k", "v", "c").fence.has_value());
+    EXPECT_TRUE(m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence.has_value());
     EXPECT_EQ(m_store->get("c"), "not a number");
     return;
   }
   try {
-    m_store->set_if_absent("k", "v", "c").fence;
+    m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
     ADD_FAILURE() << "no error for a counter that is no integer";
   } catch (const util::Error& e) {
     EXPECT_EQ(e.kind(), util::ErrorKind::data) << e.what();
   }
   EXPECT_EQ(m_store->get("k"), std::nullopt);
 
-  m_store->set("k", k_expired);
-  EXPECT_THROW(m_store->get_and_set("k", k_fresh, store::Takeover("c", k_now)), util::Error);
+  m_store->set("k", k_expired, store::k_plain_step);
+  EXPECT_THROW(m_store->get_and_set("k", k_fresh, store::Takeover("c", k_now), store::k_plain_step),
+               util::Error);
   EXPECT_EQ(m_store->get("k"), k_expired);
   EXPECT_EQ(m_store->get("c"), "not a number");
 }
 
 TEST_P(StoreContract, FencedCompareAndSetNeedsTheValueAndTheToken) {
-  const auto first = m_store->set_if_absent("k", "v", "c").fence;
+  const auto first = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(first.has_value());
-  EXPECT_FALSE(m_store->compare_and_set("k", "other", "new", store::Fence("c", *first)));
-  EXPECT_FALSE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first + 1)));
-  EXPECT_FALSE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first - 1)));
+  EXPECT_FALSE(m_store->compare_and_set("k", "other", "new", store::Fence("c", *first),
+                                        store::k_plain_step));
+  EXPECT_FALSE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first + 1),
+                                        store::k_plain_step));
+  EXPECT_FALSE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first - 1),
+                                        store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "v");
-  EXPECT_TRUE(m_store->compare_and_set("k", "v", "new", store::Fence("c", *first)));
+  EXPECT_TRUE(
+      m_store->compare_and_set("k", "v", "new", store::Fence("c", *first), store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "new");
   // A renewal keeps the token: the next one still works with it.
-  EXPECT_TRUE(m_store->compare_and_set("k", "new", "newer", store::Fence("c", *first)));
-  EXPECT_TRUE(m_store->compare_and_set("k", "newer", "new", store::Fence("c", *first)));
+  EXPECT_TRUE(m_store->compare_and_set("k", "new", "newer", store::Fence("c", *first),
+                                       store::k_plain_step));
+  EXPECT_TRUE(m_store->compare_and_set("k", "newer", "new", store::Fence("c", *first),
+                                       store::k_plain_step));
 
   // Deleted and taken again with the same value: the same bytes, another owner.
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  const auto second = m_store->set_if_absent("k", "new", "c").fence;
+  const auto second = m_store->set_if_absent("k", "new", "c", store::k_plain_step).fence;
   ASSERT_TRUE(second.has_value());
-  EXPECT_FALSE(m_store->compare_and_set("k", "new", "newer", store::Fence("c", *first)));
+  EXPECT_FALSE(m_store->compare_and_set("k", "new", "newer", store::Fence("c", *first),
+                                        store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "new");
-  EXPECT_FALSE(m_store->compare_and_set("absent", "", "x", store::Fence("c", *second)));
+  EXPECT_FALSE(
+      m_store->compare_and_set("absent", "", "x", store::Fence("c", *second), store::k_plain_step));
   EXPECT_EQ(m_store->get("absent"), std::nullopt);
 }
 
 TEST_P(StoreContract, FencedCompareAndDeleteNeedsTheValueAndTheToken) {
-  const auto first = m_store->set_if_absent("k", "v", "c").fence;
+  const auto first = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  const auto second = m_store->set_if_absent("k", "v", "c").fence;
+  const auto second = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(second.has_value());
+  EXPECT_FALSE(m_store->compare_and_delete("k", "v", store::Fence("c", *first),
+                                           store::k_plain_step));  // the first owner's
   EXPECT_FALSE(
-      m_store->compare_and_delete("k", "v", store::Fence("c", *first)));  // the first owner's
-  EXPECT_FALSE(m_store->compare_and_delete("k", "w", store::Fence("c", *second)));
+      m_store->compare_and_delete("k", "w", store::Fence("c", *second), store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "v");
-  EXPECT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *second)));
+  EXPECT_TRUE(
+      m_store->compare_and_delete("k", "v", store::Fence("c", *second), store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), std::nullopt);
-  EXPECT_FALSE(m_store->compare_and_delete("k", "v", store::Fence("c", *second)));
+  EXPECT_FALSE(
+      m_store->compare_and_delete("k", "v", store::Fence("c", *second), store::k_plain_step));
   // Never reset: the next token is higher still.
-  const auto third = m_store->set_if_absent("k", "v", "c").fence;
+  const auto third = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(third.has_value());
   EXPECT_GT(*third, *second);
 }
@@ -174,11 +188,13 @@ TEST_P(StoreContract, FencedCompareAndDeleteNeedsTheValueAndTheToken) {
 // A compare-and-set by value alone (`renew KEY VALUE`, the page's clients) is
 // the same acquisition going on: the holder's fenced steps still work after it.
 TEST_P(StoreContract, APlainCompareAndSetKeepsTheLocksToken) {
-  const auto token = m_store->set_if_absent("k", "v", "c").fence;
+  const auto token = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(token.has_value());
-  EXPECT_TRUE(m_store->compare_and_set("k", "v", "w"));
-  EXPECT_TRUE(m_store->compare_and_set("k", "w", "x", store::Fence("c", *token)));
-  EXPECT_TRUE(m_store->compare_and_delete("k", "x", store::Fence("c", *token)));
+  EXPECT_TRUE(m_store->compare_and_set("k", "v", "w", std::nullopt, store::k_plain_step));
+  EXPECT_TRUE(
+      m_store->compare_and_set("k", "w", "x", store::Fence("c", *token), store::k_plain_step));
+  EXPECT_TRUE(
+      m_store->compare_and_delete("k", "x", store::Fence("c", *token), store::k_plain_step));
 }
 
 // A counter that went (evicted, deleted by hand) counts as the holder's: every
@@ -187,21 +203,24 @@ TEST_P(StoreContract, APlainCompareAndSetKeepsTheLocksToken) {
 // store answers it from the lock's own entry.
 TEST_P(StoreContract, AnAbsentCounterIsTheHoldersAndIsWrittenBack) {
   const std::string counter = store::fence_key("k");
-  const auto token = m_store->set_if_absent("k", "v", counter).fence;
+  const auto token = m_store->set_if_absent("k", "v", counter, store::k_plain_step).fence;
   ASSERT_TRUE(token.has_value());
   m_store->del({counter});
-  EXPECT_TRUE(m_store->compare_and_set("k", "v", "w", store::Fence(counter, *token)));
+  EXPECT_TRUE(
+      m_store->compare_and_set("k", "v", "w", store::Fence(counter, *token), store::k_plain_step));
   EXPECT_EQ(m_store->get(counter), std::to_string(*token));
   m_store->del({counter});
-  EXPECT_TRUE(m_store->compare_and_delete("k", "w", store::Fence(counter, *token)));
+  EXPECT_TRUE(
+      m_store->compare_and_delete("k", "w", store::Fence(counter, *token), store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), std::nullopt);
 }
 
 TEST_P(StoreContract, AFencedDeleteWakesWatchers) {
-  const auto token = m_store->set_if_absent("k", "v", "c").fence;
+  const auto token = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(token.has_value());
   const auto watcher = m_store->watch("k");
-  EXPECT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *token)));
+  EXPECT_TRUE(
+      m_store->compare_and_delete("k", "v", store::Fence("c", *token), store::k_plain_step));
   EXPECT_EQ(watcher->wait(2s, -1), store::WaitResult::changed);
 }
 
@@ -211,13 +230,18 @@ TEST_P(StoreContract, FencedStepsOnManyPairsOfKeys) {
   for (int i = 0; i < 300; ++i) {
     const std::string key = "key\n" + std::to_string(i);
     const std::string counter = std::string("counter\0", 8) + std::to_string(i * 7);
-    const auto first = m_store->set_if_absent(key, "v", counter).fence;
+    const auto first = m_store->set_if_absent(key, "v", counter, store::k_plain_step).fence;
     ASSERT_TRUE(first.has_value()) << i;
-    ASSERT_TRUE(m_store->compare_and_set(key, "v", k_expired, store::Fence(counter, *first))) << i;
-    const auto swap = m_store->get_and_set(key, "w", store::Takeover{counter, k_now});
+    ASSERT_TRUE(m_store->compare_and_set(key, "v", k_expired, store::Fence(counter, *first),
+                                         store::k_plain_step))
+        << i;
+    const auto swap =
+        m_store->get_and_set(key, "w", store::Takeover{counter, k_now}, store::k_plain_step);
     ASSERT_TRUE(swap.fence.has_value()) << i;
     ASSERT_GT(*swap.fence, *first) << i;
-    ASSERT_TRUE(m_store->compare_and_delete(key, "w", store::Fence(counter, *swap.fence))) << i;
+    ASSERT_TRUE(m_store->compare_and_delete(key, "w", store::Fence(counter, *swap.fence),
+                                            store::k_plain_step))
+        << i;
     ASSERT_EQ(m_store->get(key), std::nullopt) << i;
   }
 }
@@ -240,10 +264,12 @@ TEST_P(StoreContract, RacingFencedAcquisitionsGetDistinctTokens) {
           store::parse_url(name.front() == '/' ? "file://" + name : name), options);
       const std::string value = "client" + std::to_string(c);
       for (int round = 0; round < k_rounds;) {
-        if (const auto token = client->set_if_absent("race", value, "race:fence").fence) {
+        if (const auto token =
+                client->set_if_absent("race", value, "race:fence", store::k_plain_step).fence) {
           tokens[static_cast<std::size_t>(c)].push_back(*token);
           // Only the owner deletes, and only with its own token.
-          if (!client->compare_and_delete("race", value, store::Fence{"race:fence", *token})) {
+          if (!client->compare_and_delete("race", value, store::Fence{"race:fence", *token},
+                                          store::k_plain_step)) {
             tokens[static_cast<std::size_t>(c)].push_back(-1);
           }
           ++round;
@@ -273,13 +299,14 @@ TEST_P(StoreContract, TheCounterOutlivesTheHandle) {
   if (name == "memory") {
     return;  // it lives in this process only
   }
-  const auto first = m_store->set_if_absent("k", "v", "c").fence;
+  const auto first = m_store->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(first.has_value());
-  EXPECT_TRUE(m_store->compare_and_delete("k", "v", store::Fence("c", *first)));
+  EXPECT_TRUE(
+      m_store->compare_and_delete("k", "v", store::Fence("c", *first), store::k_plain_step));
   store::ConnectOptions options;
   const auto reopened =
       store::make_store(store::parse_url(name.front() == '/' ? "file://" + name : name), options);
-  const auto second = reopened->set_if_absent("k", "v", "c").fence;
+  const auto second = reopened->set_if_absent("k", "v", "c", store::k_plain_step).fence;
   ASSERT_TRUE(second.has_value());
   EXPECT_GT(*second, *first);
 }

@@ -41,10 +41,10 @@ std::set<std::string> keys_of(const std::vector<ListedLock>& locks) {
 TEST_P(StoreContract, ListingFindsLockValuesOnly) {
   ASSERT_NE(m_store->listing(), nullptr);
   EXPECT_TRUE(listed(*m_store, "*").empty());
-  m_store->set("backup-a", "1732000000");
-  m_store->set("backup-b", "1732000001");
-  m_store->set("deploy", "1732000002");
-  m_store->set("name", "not a timestamp");
+  m_store->set("backup-a", "1732000000", store::k_plain_step);
+  m_store->set("backup-b", "1732000001", store::k_plain_step);
+  m_store->set("deploy", "1732000002", store::k_plain_step);
+  m_store->set("name", "not a timestamp", store::k_plain_step);
   EXPECT_EQ(keys_of(listed(*m_store, "*")),
             (std::set<std::string>{"backup-a", "backup-b", "deploy"}));
   EXPECT_EQ(keys_of(listed(*m_store, "backup-*")), (std::set<std::string>{"backup-a", "backup-b"}));
@@ -57,9 +57,12 @@ TEST_P(StoreContract, ListingFindsLockValuesOnly) {
 }
 
 TEST_P(StoreContract, ListingReadsTheValueTokenAndHolderRecord) {
-  const auto fence = m_store->set_if_absent("job", "1732000000", store::fence_key("job")).fence;
+  const auto fence =
+      m_store->set_if_absent("job", "1732000000", store::fence_key("job"), store::k_plain_step)
+          .fence;
   ASSERT_TRUE(fence.has_value());
-  m_store->set(store::companion_key("job", "holder"), R"({"value":"1732000000"})");
+  m_store->set(store::companion_key("job", "holder"), R"({"value":"1732000000"})",
+               store::k_plain_step);
   const auto locks =
       listed(*m_store, "*", [](std::string_view key) { return !store::is_companion_key(key); });
   ASSERT_EQ(locks.size(), 1u);
@@ -78,18 +81,19 @@ TEST_P(StoreContract, ListingReadsTheValueTokenAndHolderRecord) {
 TEST_P(StoreContract, ListingGoesThroughEveryBatch) {
   // More than one SCAN step of the Redis backend (COUNT 1000).
   for (int i = 0; i < 2500; ++i) {
-    m_store->set("many-" + std::to_string(i), std::to_string(1732000000 + i));
+    m_store->set("many-" + std::to_string(i), std::to_string(1732000000 + i), store::k_plain_step);
   }
   EXPECT_EQ(listed(*m_store, "many-*").size(), 2500u);
 }
 
 TEST_P(QueueContract, ListingCountsLiveWaiters) {
-  ASSERT_TRUE(m_store->set_if_absent("k", "1732000000", store::fence_key("k")).set);
+  ASSERT_TRUE(
+      m_store->set_if_absent("k", "1732000000", store::fence_key("k"), store::k_plain_step).set);
   // Two waiters queue behind the holder, in the queue named after the lock.
   for (const std::string ticket : {"qa", "qb"}) {
-    const auto queued =
-        m_store->queue()->take_or_queue("k", "1732000001", store::fence_key("k"),
-                                        store::queue_key("k"), ticket, true, k_long_lease);
+    const auto queued = m_store->queue()->take_or_queue("k", "1732000001", store::fence_key("k"),
+                                                        store::queue_key("k"), ticket, true,
+                                                        k_long_lease, store::k_plain_step);
     ASSERT_NE(queued.outcome, store::WaitersQueue::QueuedSet::Outcome::set);
   }
   const auto locks = listed(*m_store, "k");

@@ -23,7 +23,7 @@ TEST_P(QueueContract, QueueWithNobodyQueuedTheSetnxIsTriedAsUsual) {
 }
 
 TEST_P(QueueContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder) {
-  m_store->set("k", "held");
+  m_store->set("k", "held", store::k_plain_step);
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);  // first: it tried, and found the key
   const auto b = attempt("qb");
   EXPECT_EQ(b.outcome, Outcome::behind);
@@ -40,12 +40,13 @@ TEST_P(QueueContract, QueueOnlyTheFirstLiveWaiterTriesAndWaitersGoInArrivalOrder
   // qa takes it, and leaves the queue in the same step: qb is first now.
   const auto a = attempt("qa");
   ASSERT_EQ(a.outcome, Outcome::set);
-  EXPECT_TRUE(m_store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *a.fence), "q"));
+  EXPECT_TRUE(m_store->queue()->release_and_wake("k", "v-qa", store::Fence("c", *a.fence), "q",
+                                                 store::k_plain_step));
   EXPECT_EQ(attempt("qb").outcome, Outcome::set);
 }
 
 TEST_P(QueueContract, QueueAWaiterWhoseLeaseLapsedIsPassedOver) {
-  m_store->set("k", "held");
+  m_store->set("k", "held", store::k_plain_step);
   EXPECT_EQ(attempt("qa", true, util::Micros(1'000'000)).outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
   // qa died: it renews no more. A second lets its lease lapse under any load,
@@ -57,7 +58,7 @@ TEST_P(QueueContract, QueueAWaiterWhoseLeaseLapsedIsPassedOver) {
 }
 
 TEST_P(QueueContract, QueueAWaiterThatLeavesLetsTheNextOneGoFirst) {
-  m_store->set("k", "held");
+  m_store->set("k", "held", store::k_plain_step);
   EXPECT_EQ(attempt("qa").outcome, Outcome::held);
   EXPECT_EQ(attempt("qb").outcome, Outcome::behind);
   m_store->queue()->leave("k", "q", "qa");
@@ -76,8 +77,8 @@ TEST_P(QueueContract, QueueAReleaseWakesTheFirstWaiterOnly) {
   first->first(true);
   auto behind = m_store->queue()->watch_turn("k", "qb");
   behind->first(false);
-  EXPECT_TRUE(
-      m_store->queue()->release_and_wake("k", "v-qh", store::Fence("c", *holder.fence), "q"));
+  EXPECT_TRUE(m_store->queue()->release_and_wake("k", "v-qh", store::Fence("c", *holder.fence), "q",
+                                                 store::k_plain_step));
   EXPECT_EQ(first->wait(util::Micros(5'000'000), -1), store::WaitResult::changed);
   EXPECT_EQ(behind->wait(util::Micros(300'000), -1), store::WaitResult::timed_out);
   // Its turn handed on when it leaves without taking the lock.

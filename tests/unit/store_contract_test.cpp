@@ -55,7 +55,7 @@ TEST_P(StoreContract, DescribesItself) {
   }
   const auto reopened = store::make_store(
       store::parse_url(name.front() == '/' ? "file://" + name : name), store::ConnectOptions{});
-  m_store->set("described", "here");
+  m_store->set("described", "here", store::k_plain_step);
   EXPECT_EQ(reopened->get("described"), "here") << name << " names another backend";
 }
 
@@ -64,35 +64,35 @@ TEST_P(StoreContract, GetOfAMissingKeyIsAbsent) {
 }
 
 TEST_P(StoreContract, SetIfAbsentSetsOnlyOnce) {
-  EXPECT_TRUE(m_store->set_if_absent("k", "first"));
-  EXPECT_FALSE(m_store->set_if_absent("k", "second"));
+  EXPECT_TRUE(m_store->set_if_absent("k", "first", std::nullopt, store::k_plain_step));
+  EXPECT_FALSE(m_store->set_if_absent("k", "second", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "first");
 }
 
 TEST_P(StoreContract, AnEmptyValueIsAValueNotAbsence) {
-  EXPECT_TRUE(m_store->set_if_absent("k", ""));
+  EXPECT_TRUE(m_store->set_if_absent("k", "", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "");
-  EXPECT_FALSE(m_store->set_if_absent("k", "x"));
+  EXPECT_FALSE(m_store->set_if_absent("k", "x", std::nullopt, store::k_plain_step));
 }
 
 TEST_P(StoreContract, GetAndSetReturnsTheOldValueAndSetsEitherWay) {
-  EXPECT_EQ(m_store->get_and_set("k", "one").old, std::nullopt);
+  EXPECT_EQ(m_store->get_and_set("k", "one", std::nullopt, store::k_plain_step).old, std::nullopt);
   EXPECT_EQ(m_store->get("k"), "one");
-  EXPECT_EQ(m_store->get_and_set("k", "two").old, "one");
+  EXPECT_EQ(m_store->get_and_set("k", "two", std::nullopt, store::k_plain_step).old, "one");
   EXPECT_EQ(m_store->get("k"), "two");
 }
 
 TEST_P(StoreContract, SetOverwritesOrCreates) {
-  m_store->set("k", "one");
+  m_store->set("k", "one", store::k_plain_step);
   EXPECT_EQ(m_store->get("k"), "one");
-  m_store->set("k", "two");
+  m_store->set("k", "two", store::k_plain_step);
   EXPECT_EQ(m_store->get("k"), "two");
 }
 
 TEST_P(StoreContract, DelCountsOnlyTheKeysItRemoved) {
-  m_store->set("a", "1");
-  m_store->set("b", "2");
-  m_store->set("c", "3");
+  m_store->set("a", "1", store::k_plain_step);
+  m_store->set("b", "2", store::k_plain_step);
+  m_store->set("c", "3", store::k_plain_step);
   EXPECT_EQ(m_store->del({"a", "missing", "b", "a"}), 2u);  // like DEL: a counted once
   EXPECT_EQ(m_store->get("a"), std::nullopt);
   EXPECT_EQ(m_store->get("b"), std::nullopt);
@@ -102,32 +102,34 @@ TEST_P(StoreContract, DelCountsOnlyTheKeysItRemoved) {
 }
 
 TEST_P(StoreContract, ADeletedKeyCanBeSetAgain) {
-  EXPECT_TRUE(m_store->set_if_absent("k", "1"));
+  EXPECT_TRUE(m_store->set_if_absent("k", "1", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->del({"k"}), 1u);
-  EXPECT_TRUE(m_store->set_if_absent("k", "2"));
+  EXPECT_TRUE(m_store->set_if_absent("k", "2", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "2");
 }
 
 TEST_P(StoreContract, CompareAndDeleteOnlyOnAnExactMatch) {
-  m_store->set("k", "mine");
-  EXPECT_FALSE(m_store->compare_and_delete("k", "theirs"));
-  EXPECT_FALSE(m_store->compare_and_delete("k", "min"));
-  EXPECT_FALSE(m_store->compare_and_delete("k", "mine "));
+  m_store->set("k", "mine", store::k_plain_step);
+  EXPECT_FALSE(m_store->compare_and_delete("k", "theirs", std::nullopt, store::k_plain_step));
+  EXPECT_FALSE(m_store->compare_and_delete("k", "min", std::nullopt, store::k_plain_step));
+  EXPECT_FALSE(m_store->compare_and_delete("k", "mine ", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "mine");
-  EXPECT_TRUE(m_store->compare_and_delete("k", "mine"));
+  EXPECT_TRUE(m_store->compare_and_delete("k", "mine", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), std::nullopt);
-  EXPECT_FALSE(m_store->compare_and_delete("k", "mine"));  // absent
+  EXPECT_FALSE(
+      m_store->compare_and_delete("k", "mine", std::nullopt, store::k_plain_step));  // absent
 }
 
 TEST_P(StoreContract, CompareAndSetOnlyOnAnExactMatch) {
-  EXPECT_FALSE(m_store->compare_and_set("k", "", "new"));  // absent is not ""
+  EXPECT_FALSE(m_store->compare_and_set("k", "", "new", std::nullopt,
+                                        store::k_plain_step));  // absent is not ""
   EXPECT_EQ(m_store->get("k"), std::nullopt);
-  m_store->set("k", "old");
-  EXPECT_FALSE(m_store->compare_and_set("k", "other", "new"));
+  m_store->set("k", "old", store::k_plain_step);
+  EXPECT_FALSE(m_store->compare_and_set("k", "other", "new", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "old");
-  EXPECT_TRUE(m_store->compare_and_set("k", "old", "new"));
+  EXPECT_TRUE(m_store->compare_and_set("k", "old", "new", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "new");
-  EXPECT_FALSE(m_store->compare_and_set("k", "old", "newer"));
+  EXPECT_FALSE(m_store->compare_and_set("k", "old", "newer", std::nullopt, store::k_plain_step));
   EXPECT_EQ(m_store->get("k"), "new");
 }
 
@@ -136,13 +138,18 @@ TEST_P(StoreContract, KeysAndValuesAreBinarySafe) {
   for (std::size_t i = 0; i < strings.size(); ++i) {
     // Each key holds the next string as its value, so a mix-up shows.
     const std::string& value = strings[(i + 1) % strings.size()];
-    EXPECT_TRUE(m_store->set_if_absent(strings[i], value)) << "key #" << i;
+    EXPECT_TRUE(m_store->set_if_absent(strings[i], value, std::nullopt, store::k_plain_step))
+        << "key #" << i;
   }
   for (std::size_t i = 0; i < strings.size(); ++i) {
     EXPECT_EQ(m_store->get(strings[i]), strings[(i + 1) % strings.size()]) << "key #" << i;
-    EXPECT_EQ(m_store->get_and_set(strings[i], strings[i]).old, strings[(i + 1) % strings.size()]);
-    EXPECT_TRUE(m_store->compare_and_set(strings[i], strings[i], strings[i] + "!"));
-    EXPECT_TRUE(m_store->compare_and_delete(strings[i], strings[i] + "!")) << "key #" << i;
+    EXPECT_EQ(m_store->get_and_set(strings[i], strings[i], std::nullopt, store::k_plain_step).old,
+              strings[(i + 1) % strings.size()]);
+    EXPECT_TRUE(m_store->compare_and_set(strings[i], strings[i], strings[i] + "!", std::nullopt,
+                                         store::k_plain_step));
+    EXPECT_TRUE(m_store->compare_and_delete(strings[i], strings[i] + "!", std::nullopt,
+                                            store::k_plain_step))
+        << "key #" << i;
   }
   EXPECT_EQ(m_store->del(strings), 0u);
 }
@@ -152,9 +159,9 @@ TEST_P(StoreContract, HoldsALargeValue) {
   for (std::size_t i = 0; i < value.size(); ++i) {
     value[i] = static_cast<char>((i * 7 + i / 256) % 256);
   }
-  m_store->set("big", value);
+  m_store->set("big", value, store::k_plain_step);
   EXPECT_EQ(m_store->get("big"), value);
-  EXPECT_TRUE(m_store->compare_and_delete("big", value));
+  EXPECT_TRUE(m_store->compare_and_delete("big", value, std::nullopt, store::k_plain_step));
 }
 
 TEST_P(StoreContract, ManyDistinctKeys) {
@@ -162,7 +169,8 @@ TEST_P(StoreContract, ManyDistinctKeys) {
   std::vector<std::string> keys;
   for (int i = 0; i < k_count; ++i) {
     keys.push_back("key:" + std::to_string(i));
-    EXPECT_TRUE(m_store->set_if_absent(keys.back(), std::to_string(i * i)));
+    EXPECT_TRUE(m_store->set_if_absent(keys.back(), std::to_string(i * i), std::nullopt,
+                                       store::k_plain_step));
   }
   for (int i = 0; i < k_count; ++i) {
     ASSERT_EQ(m_store->get(keys[static_cast<std::size_t>(i)]), std::to_string(i * i));
@@ -178,22 +186,23 @@ TEST_P(StoreContract, NowIsTheWallClock) {
 }
 
 TEST_P(StoreContract, WaitSeesADelMadeAfterWatch) {
-  m_store->set("k", "1");
+  m_store->set("k", "1", store::k_plain_step);
   const auto watcher = m_store->watch("k");
   EXPECT_EQ(m_store->del({"k"}), 1u);  // wakes watchers by itself
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
 }
 
 TEST_P(StoreContract, WaitSeesADeletion) {
-  m_store->set("k", "1");
+  m_store->set("k", "1", store::k_plain_step);
   const auto watcher = m_store->watch("k");
-  EXPECT_TRUE(m_store->compare_and_delete("k", "1"));  // wakes watchers by itself
+  EXPECT_TRUE(m_store->compare_and_delete("k", "1", std::nullopt,
+                                          store::k_plain_step));  // wakes watchers by itself
   EXPECT_EQ(watcher->wait(2s, -1), WaitResult::changed);
 }
 
 TEST_P(StoreContract, AMultiKeyDelWakesTheWatchersOfEachKey) {
-  m_store->set("a", "1");
-  m_store->set("b", "2");
+  m_store->set("a", "1", store::k_plain_step);
+  m_store->set("b", "2", store::k_plain_step);
   const auto watch_a = m_store->watch("a");
   const auto watch_b = m_store->watch("b");
   EXPECT_EQ(m_store->del({"a", "b", "absent"}), 2u);
@@ -202,7 +211,7 @@ TEST_P(StoreContract, AMultiKeyDelWakesTheWatchersOfEachKey) {
 }
 
 TEST_P(StoreContract, WaitWithoutAChangeTimesOut) {
-  m_store->set("k", "1");
+  m_store->set("k", "1", store::k_plain_step);
   const auto watcher = m_store->watch("k");
   EXPECT_EQ(watcher->wait(50ms, -1), WaitResult::timed_out);
 }

@@ -192,7 +192,8 @@ class RedisRace : public ::testing::Test {
     m_redis.command({"DEL", m_key});
     m_store = store::make_store(
         store::parse_url("redis://127.0.0.1:" + std::to_string(m_proxy.port())), {});
-    m_store->set(m_key, k_mine);  // connects through the proxy before the race is armed
+    m_store->set(m_key, k_mine,
+                 store::k_plain_step);  // connects through the proxy before the race is armed
     ASSERT_EQ(m_redis.command({"GET", m_key}), k_mine);
   }
 
@@ -215,13 +216,13 @@ class RedisRace : public ::testing::Test {
 };
 
 TEST_F(RedisRace, CompareAndDeleteNeverDeletesATakeover) {
-  race([&] { m_store->compare_and_delete(m_key, k_mine); });
+  race([&] { m_store->compare_and_delete(m_key, k_mine, std::nullopt, store::k_plain_step); });
   EXPECT_EQ(m_redis.command({"GET", m_key}), k_thief)
       << "a takeover between the compare and the delete was deleted: not atomic";
 }
 
 TEST_F(RedisRace, CompareAndSetNeverOverwritesATakeover) {
-  race([&] { m_store->compare_and_set(m_key, k_mine, k_next); });
+  race([&] { m_store->compare_and_set(m_key, k_mine, k_next, std::nullopt, store::k_plain_step); });
   EXPECT_EQ(m_redis.command({"GET", m_key}), k_thief)
       << "a takeover between the compare and the set was overwritten: not atomic";
 }
@@ -231,7 +232,7 @@ TEST_F(RedisRace, TheProxyInterleavesBetweenTwoCommands) {
   bool equal = false;
   race([&] {
     equal = m_store->get(m_key) == k_mine;
-    m_store->set(m_key, k_next);
+    m_store->set(m_key, k_next, store::k_plain_step);
   });
   EXPECT_TRUE(equal);
   EXPECT_EQ(m_redis.command({"GET", m_key}), k_next);  // the takeover came before the SET
@@ -281,13 +282,13 @@ class FileRace : public ::testing::Test {
   void race(const std::function<void(store::FileStore&)>& operation) {
     const std::string key = "k";
     store::FileStore store(m_dir + "/store", {});
-    store.set(key, k_mine);
+    store.set(key, k_mine, store::k_plain_step);
     const fs::path data = fs::path(m_dir) / "store" / "data";
     const fs::path stripe = data / single_entry(data, true);
     const std::string bucket = single_entry(stripe, false);
     {  // the thief's bucket, from a store of its own (same key: same stripe and name)
       store::FileStore other(m_dir + "/other", {});
-      other.set(key, k_thief);
+      other.set(key, k_thief, store::k_plain_step);
     }
     const fs::path thief_bucket = fs::path(m_dir) / "other" / "data" / stripe.filename() / bucket;
     ASSERT_TRUE(fs::exists(thief_bucket));
@@ -322,14 +323,18 @@ class FileRace : public ::testing::Test {
 
 TEST_F(FileRace, CompareAndDeleteNeverDeletesATakeover) {
   bool deleted = true;
-  race([&](store::FileStore& store) { deleted = store.compare_and_delete("k", k_mine); });
+  race([&](store::FileStore& store) {
+    deleted = store.compare_and_delete("k", k_mine, std::nullopt, store::k_plain_step);
+  });
   EXPECT_FALSE(deleted);
   EXPECT_EQ(m_after, k_thief) << "a takeover between the compare and the delete was deleted";
 }
 
 TEST_F(FileRace, CompareAndSetNeverOverwritesATakeover) {
   bool replaced = true;
-  race([&](store::FileStore& store) { replaced = store.compare_and_set("k", k_mine, k_next); });
+  race([&](store::FileStore& store) {
+    replaced = store.compare_and_set("k", k_mine, k_next, std::nullopt, store::k_plain_step);
+  });
   EXPECT_FALSE(replaced);
   EXPECT_EQ(m_after, k_thief) << "a takeover between the compare and the set was overwritten";
 }

@@ -33,23 +33,25 @@ TEST(TracingStore, EachOperationIsOneLine) {
   TracingStore store(std::make_unique<MemoryStore>([] { return util::Micros(1732000000'000042); }));
   using V = std::vector<std::string>;
 
-  EXPECT_TRUE(store.set_if_absent("k", "1732000061"));
+  EXPECT_TRUE(store.set_if_absent("k", "1732000061", std::nullopt, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"SETNX k 1732000061 → 1"});
-  EXPECT_FALSE(store.set_if_absent("k", "1732000062"));
+  EXPECT_FALSE(store.set_if_absent("k", "1732000062", std::nullopt, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"SETNX k 1732000062 → 0"});
   EXPECT_EQ(store.get("k"), "1732000061");
   EXPECT_EQ(trace.take(), V{"GET k → 1732000061"});
   EXPECT_EQ(store.get("none"), std::nullopt);
   EXPECT_EQ(trace.take(), V{"GET none → (nil)"});
-  EXPECT_EQ(store.get_and_set("k", "1732000070").old, "1732000061");
+  EXPECT_EQ(store.get_and_set("k", "1732000070", std::nullopt, store::k_plain_step).old,
+            "1732000061");
   EXPECT_EQ(trace.take(), V{"GETSET k 1732000070 → 1732000061"});
-  store.set("h", "x");
+  store.set("h", "x", store::k_plain_step);
   EXPECT_EQ(trace.take(), V{"SET h x → OK"});
-  EXPECT_TRUE(store.compare_and_set("k", "1732000070", "1732000080"));
+  EXPECT_TRUE(
+      store.compare_and_set("k", "1732000070", "1732000080", std::nullopt, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"SET-IF-EQUAL k 1732000070 1732000080 → 1"});
-  EXPECT_FALSE(store.compare_and_delete("k", "1732000070"));
+  EXPECT_FALSE(store.compare_and_delete("k", "1732000070", std::nullopt, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 1732000070 → 0"});
-  EXPECT_TRUE(store.compare_and_delete("k", "1732000080"));
+  EXPECT_TRUE(store.compare_and_delete("k", "1732000080", std::nullopt, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 1732000080 → 1"});
   EXPECT_EQ(store.del({"h", "none"}), 1u);
   EXPECT_EQ(trace.take(), V{"DEL h none → 1"});
@@ -64,7 +66,7 @@ TEST(TracingStore, EachOperationIsOneLine) {
 TEST(TracingStore, KeysAndValuesAreEscapedOntoOneLine) {
   TraceLines trace;
   TracingStore store(std::make_unique<MemoryStore>());
-  store.set("a\nb", "v\r\n\xff");
+  store.set("a\nb", "v\r\n\xff", store::k_plain_step);
   EXPECT_EQ(trace.take(), std::vector<std::string>{"SET a\\x0ab v\\x0d\\x0a\\xff → OK"});
   EXPECT_EQ(store.get("a\nb"), "v\r\n\xff");
   EXPECT_EQ(trace.take(), std::vector<std::string>{"GET a\\x0ab → v\\x0d\\x0a\\xff"});
@@ -75,13 +77,13 @@ TEST(TracingStore, AGuardedStepIsTracedWithItsCounter) {
   TracingStore store(std::make_unique<MemoryStore>());
   using V = std::vector<std::string>;
 
-  EXPECT_EQ(store.set_if_absent("k", "10", "c").fence, 1);
+  EXPECT_EQ(store.set_if_absent("k", "10", "c", store::k_plain_step).fence, 1);
   EXPECT_EQ(trace.take(), V{"SETNX k 10 → 1, INCR c → 1"});
-  EXPECT_TRUE(store.compare_and_set("k", "10", "5", Fence{"c", 1}));
+  EXPECT_TRUE(store.compare_and_set("k", "10", "5", Fence{"c", 1}, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"SET-IF-EQUAL k 10 5 if c = 1 → 1"});
-  EXPECT_EQ(store.get_and_set("k", "20", Takeover{"c", 6}).fence, 2);
+  EXPECT_EQ(store.get_and_set("k", "20", Takeover{"c", 6}, store::k_plain_step).fence, 2);
   EXPECT_EQ(trace.take(), V{"GETSET k 20 → 5, INCR c → 2"});
-  EXPECT_TRUE(store.compare_and_delete("k", "20", Fence{"c", 2}));
+  EXPECT_TRUE(store.compare_and_delete("k", "20", Fence{"c", 2}, store::k_plain_step));
   EXPECT_EQ(trace.take(), V{"DEL-IF-EQUAL k 20 if c = 2 → 1"});
   EXPECT_EQ(store.queue(), nullptr);  // as the memory store: no queue
 }
@@ -132,7 +134,7 @@ class BrokenStore final : public Store, public WaitersQueue {
 TEST(TracingStore, AFailureIsTracedAndRethrown) {
   TraceLines trace;
   TracingStore store(std::make_unique<BrokenStore>());
-  EXPECT_THROW(store.set_if_absent("k", "1"), util::Error);
+  EXPECT_THROW(store.set_if_absent("k", "1", std::nullopt, store::k_plain_step), util::Error);
   EXPECT_EQ(trace.take(), std::vector<std::string>{"SETNX k 1 → failed: timed out after 2s"});
   // The queue's steps too, through the inner store's queue.
   ASSERT_NE(store.queue(), nullptr);
@@ -143,7 +145,8 @@ TEST(TracingStore, AFailureIsTracedAndRethrown) {
 TEST(TracingStore, SilentWithoutASink) {
   TracingStore store(std::make_unique<MemoryStore>());
   util::set_trace_sink({});
-  EXPECT_TRUE(store.set_if_absent("k", "1"));  // nothing to trace into, and no crash
+  EXPECT_TRUE(store.set_if_absent("k", "1", std::nullopt,
+                                  store::k_plain_step));  // nothing to trace into, and no crash
   EXPECT_EQ(store.get("k"), "1");
 }
 

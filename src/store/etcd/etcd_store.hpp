@@ -30,19 +30,19 @@ class EtcdStore final : public Store {
   // A txn: put if the key's create revision is 0. With a counter, `fence` is
   // the new key's create revision (etcd's own monotonic counter; `counter` is not written).
   SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                            std::optional<std::string_view> counter = {},
-                            StepPolicy policy = {}) override;
+                            std::optional<std::string_view> counter,
+                            StepPolicy policy) override;
   std::optional<std::string> get(std::string_view key) override;
   // A put with prev_kv; a Takeover is refused (usage): etcd's lock is not the page's.
   Swap get_and_set(std::string_view key, std::string_view value,
-                   std::optional<Takeover> takeover = {}, StepPolicy policy = {}) override;
-  void set(std::string_view key, std::string_view value, StepPolicy policy = {}) override;
+                   std::optional<Takeover> takeover, StepPolicy policy) override;
+  void set(std::string_view key, std::string_view value, StepPolicy policy) override;
   std::size_t del(const std::vector<std::string>& keys) override;
   // Txns comparing the value; a Fence is refused (usage).
   bool compare_and_delete(std::string_view key, std::string_view expected,
-                          std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                          std::optional<Fence> fence, StepPolicy policy) override;
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
-                       std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                       std::optional<Fence> fence, StepPolicy policy) override;
   // etcd keeps no clock: the local one.
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override;

@@ -24,8 +24,6 @@ namespace {
 using posix::fail;
 using record::Entry;
 
-constexpr const char* k_data_name = "data";
-
 // A corrupt record, named with the key it was read for, and what removing it
 // costs: a bucket holds the keys of one 64-bit hash, in practice that key alone.
 [[noreturn]] void corrupt(const Stripe& stripe, const std::string& why) {
@@ -115,7 +113,7 @@ const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key)
 
 Stripe Buckets::open(std::string_view key, bool create) {
   Stripe stripe{record::bucket_of(key), {}, {}, {}, std::string(key)};
-  stripe.path = m_directory.path() + "/" + k_data_name + "/" + stripe.bucket.stripe;
+  stripe.path = m_directory.path() + "/" + StoreDirectory::k_data_name + "/" + stripe.bucket.stripe;
   stripe.record_path = stripe.path + "/" + stripe.bucket.name;
   const int data = m_directory.data_dir(create);
   if (data >= 0) {

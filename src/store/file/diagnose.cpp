@@ -15,6 +15,7 @@
 
 #include "store/diagnosis.hpp"
 #include "store/file/access_advice.hpp"
+#include "store/file/store_directory.hpp"
 #include "util/escape.hpp"
 
 namespace nxlock::store {
@@ -22,7 +23,6 @@ namespace nxlock::store {
 namespace {
 
 // docs/STORE-FORMAT.md, "Layout".
-constexpr const char* k_marker_name = "nxlock-store";
 constexpr std::string_view k_marker_prefix = "nxlock-store ";
 constexpr int k_format = 2;
 
@@ -62,7 +62,7 @@ std::string size_text(unsigned long long bytes) {
 
 // What the store's marker says: the path check of a store that exists.
 Check marker_check(const std::string& path, const std::string& shown) {
-  std::ifstream file(path + "/" + k_marker_name, std::ios::binary);
+  std::ifstream file(path + "/" + StoreDirectory::k_marker_name, std::ios::binary);
   if (!file) {
     DIR* dir = opendir(path.c_str());
     bool empty = true;
@@ -77,7 +77,7 @@ Check marker_check(const std::string& path, const std::string& shown) {
       return Check::ok("path", shown + ": an empty directory; the first lock makes it a store");
     }
     return Check::fail(
-        "path", shown + ": not an nxlock store (no " + k_marker_name + " marker)",
+        "path", shown + ": not an nxlock store (no " + StoreDirectory::k_marker_name + " marker)",
         "point the URL at an empty or new directory: nxlock never writes into a foreign one");
   }
   const std::string content((std::istreambuf_iterator<char>(file)),

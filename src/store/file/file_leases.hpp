@@ -1,5 +1,5 @@
 // FileLeases: the embedded store's leased holders (SharedLeases: shared and slots), in
-// shared_leases.cpp.
+// file_leases.cpp.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,10 @@ class FileLeases final : public SharedLeases {
   FileLeases(FileCore& core, Store& steps, FileQueue& queue)
       : m_core(core), m_steps(steps), m_queue(queue) {}
 
-  Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy = {}) override;
+  Take take(const Keys& keys, const TakeRequest& request, StepPolicy policy) override;
   bool renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
-             StepPolicy policy = {}) override;
-  bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy = {}) override;
+             StepPolicy policy) override;
+  bool release(const Keys& keys, const LeaseMatch& lease, StepPolicy policy) override;
   bool record_details(std::string_view leases, std::string_view id,
                       std::string_view details) override;
   LeaseSet read(const Keys& keys) override;

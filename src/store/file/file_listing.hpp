@@ -1,4 +1,4 @@
-// FileListing: the embedded store's listing (LockListing), in listing.cpp.
+// FileListing: the embedded store's listing (LockListing), in file_listing.cpp.
 #pragma once
 
 #include <string_view>

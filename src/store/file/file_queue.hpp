@@ -1,5 +1,5 @@
 // FileQueue: the embedded store's waiters' queue (WaitersQueue), an entry of the store
-// per lock and a FIFO per waiter (waiters_queue.cpp; docs/STORE-FORMAT.md, "Operations").
+// per lock and a FIFO per waiter (file_queue.cpp; docs/STORE-FORMAT.md, "Operations").
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,9 @@ class FileQueue final : public WaitersQueue {
 
   QueuedSet take_or_queue(std::string_view key, std::string_view value, std::string_view counter,
                           std::string_view queue, std::string_view ticket, bool waiting,
-                          util::Micros lease, StepPolicy policy = {}) override;
+                          util::Micros lease, StepPolicy policy) override;
   bool release_and_wake(std::string_view key, std::string_view expected, const Fence& fence,
-                        std::string_view queue, StepPolicy policy = {}) override;
+                        std::string_view queue, StepPolicy policy) override;
   void leave(std::string_view key, std::string_view queue, std::string_view ticket) override;
   std::unique_ptr<Watcher> watch_turn(std::string_view key, std::string ticket) override;
 

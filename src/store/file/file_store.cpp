@@ -1,7 +1,7 @@
 // FileStore: the embedded store's Store operations, each one bucket transaction (or one
 // unlocked read) decided by the lock rules (the format and the safety argument:
 // docs/STORE-FORMAT.md), and the core its parts share (FileCore). The directory is
-// store_directory.cpp's, the transaction bucket.cpp's, the waiters' queue waiters_queue.cpp's.
+// store_directory.cpp's, the transaction bucket.cpp's, the waiters' queue file_queue.cpp's.
 #include "store/keys.hpp"
 #include "store/file/file_store.hpp"
 

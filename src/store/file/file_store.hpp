@@ -47,17 +47,16 @@ class FileStore final : public Store {
 
   std::string describe() const override;  // the path, escaped
   SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                            std::optional<std::string_view> counter = {},
-                            StepPolicy policy = {}) override;
+                            std::optional<std::string_view> counter, StepPolicy policy) override;
   std::optional<std::string> get(std::string_view key) override;
-  Swap get_and_set(std::string_view key, std::string_view value,
-                   std::optional<Takeover> takeover = {}, StepPolicy policy = {}) override;
-  void set(std::string_view key, std::string_view value, StepPolicy policy = {}) override;
+  Swap get_and_set(std::string_view key, std::string_view value, std::optional<Takeover> takeover,
+                   StepPolicy policy) override;
+  void set(std::string_view key, std::string_view value, StepPolicy policy) override;
   std::size_t del(const std::vector<std::string>& keys) override;
   bool compare_and_delete(std::string_view key, std::string_view expected,
-                          std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                          std::optional<Fence> fence, StepPolicy policy) override;
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
-                       std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                       std::optional<Fence> fence, StepPolicy policy) override;
   WaitersQueue* queue() override { return &m_queue; }
   SharedLeases* shared() override { return &m_leases; }
   LockListing* listing() override { return &m_listing; }

@@ -22,15 +22,12 @@ namespace {
 using posix::fail;
 using util::ErrorKind;
 
-constexpr const char* k_marker_file_name = "nxlock-store";
 // Format 2: lock records carry their token and owner, and tokens come from one
 // store-wide counter. A format 1 store is read as it is, and marked 2 before its
 // first token of the new kind, so that an older nxlock refuses it from then on
 // (its per-key counters would issue tokens below ours).
 constexpr std::string_view k_marker_content = "nxlock-store 2\n";
 constexpr std::string_view k_marker_v1 = "nxlock-store 1\n";
-constexpr const char* k_data_dir_name = "data";
-constexpr const char* k_wait_name = "wait";
 
 }  // namespace
 
@@ -65,7 +62,7 @@ bool StoreDirectory::open(bool create) {
 
   try {
     check_marker();
-    m_data = posix::open_subdir(m_root.get(), k_data_dir_name, m_path + "/" + k_data_dir_name, false,
+    m_data = posix::open_subdir(m_root.get(), k_data_name, m_path + "/" + k_data_name, false,
                                 m_dir_mode, false);
   } catch (...) {
     m_root.reset();  // never used unchecked
@@ -79,7 +76,7 @@ int StoreDirectory::data_dir(bool create) {
     return -1;
   }
   if (!m_data) {
-    m_data = posix::open_subdir(m_root.get(), k_data_dir_name, m_path + "/" + k_data_dir_name, create,
+    m_data = posix::open_subdir(m_root.get(), k_data_name, m_path + "/" + k_data_name, create,
                                 m_dir_mode, m_options.durable);
   }
   return m_data.get();
@@ -177,15 +174,15 @@ void StoreDirectory::check_marker() {
   // another process initializes the same empty directory.
   for (int attempt = 0;; ++attempt) {
     const int fd =
-        ::openat(m_root.get(), k_marker_file_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        ::openat(m_root.get(), k_marker_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd >= 0) {
       util::UniqueFd file(fd);
       struct stat st {};
       if (::fstat(fd, &st) != 0) {
-        fail(errno, m_path + "/" + k_marker_file_name, "stat");
+        fail(errno, m_path + "/" + k_marker_name, "stat");
       }
       const std::string content = S_ISREG(st.st_mode) && st.st_size <= 64
-                                      ? posix::read_all(fd, m_path + "/" + k_marker_file_name)
+                                      ? posix::read_all(fd, m_path + "/" + k_marker_name)
                                       : std::string();
       if (content == k_marker_content) {
         return;
@@ -208,7 +205,7 @@ void StoreDirectory::check_marker() {
                         "not an nxlock store (nxlock-store is a symbolic link)");
     }
     if (errno != ENOENT) {
-      fail(errno, m_path + "/" + k_marker_file_name, "open");
+      fail(errno, m_path + "/" + k_marker_name, "open");
     }
     if (directory_is_empty()) {
       write_marker();
@@ -268,10 +265,10 @@ void StoreDirectory::write_marker() {
   // the whole store look foreign. It is written once per store.
   posix::sync_fd(file.get(), temp_path);
   posix::close_written(std::move(file), temp_path);
-  if (::renameat(m_root.get(), temp.c_str(), m_root.get(), k_marker_file_name) != 0) {
+  if (::renameat(m_root.get(), temp.c_str(), m_root.get(), k_marker_name) != 0) {
     const int err = errno;
     ::unlinkat(m_root.get(), temp.c_str(), 0);
-    fail(err, m_path + "/" + k_marker_file_name, "rename");
+    fail(err, m_path + "/" + k_marker_name, "rename");
   }
   posix::sync_fd(m_root.get(), m_path);
 }

@@ -13,6 +13,12 @@ namespace nxlock::store {
 
 class StoreDirectory {
  public:
+  // The names in the store directory (docs/STORE-FORMAT.md, "Layout"): the
+  // format marker, the lock records' stripes, the waiters' FIFOs.
+  static constexpr const char* k_marker_name = "nxlock-store";
+  static constexpr const char* k_data_name = "data";
+  static constexpr const char* k_wait_name = "wait";
+
   struct Options {
     bool create = true;          // make the directory at the first write if it is missing
     bool durable = false;        // sync new directories' parents

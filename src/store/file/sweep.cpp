@@ -38,7 +38,7 @@ void sweep_abandoned(Buckets& buckets, const Stripe& stripe) {
     std::rotate(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(start), names.end());
     names.resize(k_budget);
   }
-  const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
+  const std::int64_t now_seconds = util::wall_seconds();
   for (const auto& name : names) {
     Stripe other{record::Bucket{stripe.bucket.stripe, name},
                  stripe.path,

@@ -12,6 +12,7 @@
 #include "util/error.hpp"
 #include "util/escape.hpp"
 #include "util/poll.hpp"
+#include "util/redact.hpp"
 #include "util/trace.hpp"
 
 namespace nxlock::store::redis {
@@ -25,9 +26,6 @@ using util::Error;
 using util::ErrorKind;
 using util::Micros;
 
-// Shown instead of AUTH's arguments in traces (ccache's k_redacted_secret).
-constexpr std::string_view k_redacted_secret = "***";
-
 constexpr std::size_t k_read_chunk = 16 * 1024;
 // The bytes of a reply kept to quote, should they not be RESP (parsed_reply).
 constexpr std::size_t k_first_bytes_kept = 80;
@@ -40,7 +38,7 @@ struct ReaderDeleter {
 std::string argument_text(const Command& command, std::size_t i) {
   const std::string_view name = command.args.front();
   if (i > 0 && (name == "AUTH" || name == "auth")) {
-    return std::string(k_redacted_secret);
+    return std::string(util::k_redacted);  // AUTH's arguments: never in a trace
   }
   if (i == 1 && name == "EVAL") {
     return "<script>";

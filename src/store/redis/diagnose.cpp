@@ -48,11 +48,6 @@ std::optional<Error> reply_error(const redisReply& reply, const Command& command
   return std::nullopt;  // not reached: throw_reply_error throws
 }
 
-std::string address_text(const HostPort& address) {
-  const bool ipv6 = address.host.find(':') != std::string::npos;
-  return (ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
-}
-
 }  // namespace redis::doctor
 
 namespace {
@@ -63,7 +58,6 @@ using redis::Connection;
 using redis::info_field;
 using redis::Reply;
 using redis::Setup;
-using redis::doctor::address_text;
 using redis::doctor::reply_error;
 using redis::doctor::text_of;
 using util::Error;
@@ -135,7 +129,7 @@ class ServerDiagnosis {
   const std::string& name() const { return m_endpoint.name; }
 
   std::string where() const {
-    return m_endpoint.unix_path.empty() ? address_text({m_endpoint.host, m_endpoint.port})
+    return m_endpoint.unix_path.empty() ? host_port_text({m_endpoint.host, m_endpoint.port})
                                         : util::escape(m_endpoint.unix_path);
   }
 
@@ -357,7 +351,7 @@ Diagnosis diagnose_redis(const Url& url, const ConnectOptions& options) {
     // The master the Sentinels named, diagnosed as a server of its own.
     endpoint.host = master->host;
     endpoint.port = master->port;
-    endpoint.name = url.redacted + " (master " + address_text(*master) + ")";
+    endpoint.name = url.redacted + " (master " + host_port_text(*master) + ")";
   }
   ServerDiagnosis(std::move(endpoint), url, options, diagnosis.checks).run();
   return diagnosis;

@@ -21,9 +21,6 @@ std::string_view text_of(const redisReply& reply);
 std::optional<util::Error> reply_error(const redisReply& reply, const Command& command,
                                        const std::string& name);
 
-// "host:port", "[::1]:port".
-std::string address_text(const HostPort& address);
-
 // Asks every Sentinel of a redis+sentinel:// URL about its master, a check
 // each (and one that stops the diagnosis when none answered); returns where
 // the first that knows the master says it is.

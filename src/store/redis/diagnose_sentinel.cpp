@@ -35,12 +35,12 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
   const Command command{{"SENTINEL", "MASTER", url.master}, {}};
   for (const HostPort& sentinel : url.sentinels) {
     net::Endpoint endpoint;
-    endpoint.name = url.redacted + " (Sentinel " + address_text(sentinel) + ")";
+    endpoint.name = url.redacted + " (Sentinel " + host_port_text(sentinel) + ")";
     endpoint.host = sentinel.host;
     endpoint.port = sentinel.port;
     endpoint.timeout_seconds = options.timeout_seconds;
     endpoint.tls = tls;
-    const std::string name = "Sentinel " + address_text(sentinel);
+    const std::string name = "Sentinel " + host_port_text(sentinel);
     std::optional<Error> failed;
     Reply reply;
     try {
@@ -74,7 +74,7 @@ std::optional<HostPort> ask_sentinels(const Url& url, const ConnectOptions& opti
     const long sentinels = std::strtol(field("num-other-sentinels").c_str(), nullptr, 10) + 1;
     const std::string flags = field("flags");
     const std::string detail = "master '" + util::escape(url.master) + "' at " +
-                               address_text(address) + " (" + util::escape(flags, 40) + "), " +
+                               host_port_text(address) + " (" + util::escape(flags, 40) + "), " +
                                field("num-slaves") +
                                (field("num-slaves") == "1" ? " replica, " : " replicas, ") +
                                std::to_string(sentinels) + " Sentinels, quorum " + field("quorum");

@@ -65,7 +65,7 @@ WaitersQueue::QueuedSet RedisQueue::take_or_queue(std::string_view key, std::str
           return is_pair(r) && r.element[0]->type == REDIS_REPLY_INTEGER &&
                  r.element[0]->integer == 2;
         },
-        [&](const redisReply&) { m_steps.compare_and_delete(key, value); });
+        [&](const redisReply&) { m_steps.compare_and_delete(key, value, std::nullopt, policy); });
   } catch (const Error& e) {
     if (queue_forbidden(e)) {
       if (!m_forbidden && util::tracing()) {
@@ -117,7 +117,8 @@ bool RedisQueue::release_and_wake(std::string_view key, std::string_view expecte
     if (!migrating(e) && !queue_forbidden(e)) {
       throw;
     }
-    return m_steps.compare_and_delete(key, expected, std::optional(fence));  // wakes every waiter
+    return m_steps.compare_and_delete(key, expected, std::optional(fence),
+                                      policy);  // wakes every waiter
   }
 }
 

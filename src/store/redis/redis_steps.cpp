@@ -20,6 +20,7 @@ using redis::k_compare_and_set_script;
 using redis::k_get_and_set_fenced_script;
 using redis::k_set_if_absent_fenced_script;
 using redis::Reply;
+using redis::said_one;
 using redis::string_of;
 using redis::throw_unexpected;
 using redis::wake_channel;
@@ -30,11 +31,6 @@ std::optional<std::int64_t> fence_of(const redisReply& reply, const std::string&
     return std::nullopt;
   }
   return integer_of(reply, name);
-}
-
-// What the write path asks of a reply (RedisCore::write): does it report a write?
-bool said_one(const redisReply& reply) {
-  return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
 }
 
 bool is_token(const redisReply& reply) {
@@ -51,7 +47,9 @@ SetIfAbsent RedisStore::set_if_absent(std::string_view key, std::string_view val
                                       std::optional<std::string_view> counter, StepPolicy policy) {
   // An unconfirmed set is deleted again. The counter keeps its step: tokens
   // need only grow, never be dense.
-  const auto undo = [&](const redisReply&) { compare_and_delete(key, value); };
+  const auto undo = [&](const redisReply&) {
+    compare_and_delete(key, value, std::nullopt, policy);
+  };
   if (!counter) {
     const auto reply = m_core.write({{"SETNX", key, value}, key}, said_one, undo);
     return {integer_of(*reply, m_core.name()) == 1, std::nullopt};
@@ -78,7 +76,7 @@ Swap RedisStore::get_and_set(std::string_view key, std::string_view value,
     if (old) {
       compare_and_set(key, value, *old, std::nullopt, policy);
     } else {
-      compare_and_delete(key, value);
+      compare_and_delete(key, value, std::nullopt, policy);
     }
   };
   if (!takeover) {

@@ -1,6 +1,6 @@
 // RedisStore: the Store interface over one Redis connection (TCP, unix socket or TLS).
 // redis_store.cpp connects and routes (RedisCore), redis_steps.cpp has the steps,
-// redis_queue.cpp the waiters' queue, redis_shared.cpp the leases, redis_listing.cpp the
+// redis_queue.cpp the waiters' queue, redis_leases.cpp the leases, redis_listing.cpp the
 // listing, scripts.cpp their Lua.
 #pragma once
 
@@ -31,17 +31,16 @@ class RedisStore final : public Store {
 
   std::string describe() const override { return m_core.name(); }
   SetIfAbsent set_if_absent(std::string_view key, std::string_view value,
-                            std::optional<std::string_view> counter = {},
-                            StepPolicy policy = {}) override;
+                            std::optional<std::string_view> counter, StepPolicy policy) override;
   std::optional<std::string> get(std::string_view key) override;
-  Swap get_and_set(std::string_view key, std::string_view value,
-                   std::optional<Takeover> takeover = {}, StepPolicy policy = {}) override;
-  void set(std::string_view key, std::string_view value, StepPolicy policy = {}) override;
+  Swap get_and_set(std::string_view key, std::string_view value, std::optional<Takeover> takeover,
+                   StepPolicy policy) override;
+  void set(std::string_view key, std::string_view value, StepPolicy policy) override;
   std::size_t del(const std::vector<std::string>& keys) override;  // and PUBLISH, in one trip
   bool compare_and_delete(std::string_view key, std::string_view expected,
-                          std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                          std::optional<Fence> fence, StepPolicy policy) override;
   bool compare_and_set(std::string_view key, std::string_view expected, std::string_view value,
-                       std::optional<Fence> fence = {}, StepPolicy policy = {}) override;
+                       std::optional<Fence> fence, StepPolicy policy) override;
   WaitersQueue* queue() override { return &m_queue; }
   SharedLeases* shared() override { return &m_leases; }
   LockListing* listing() override { return &m_listing; }

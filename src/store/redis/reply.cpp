@@ -217,6 +217,10 @@ bool is_pair(const redisReply& reply) {
   return reply.type == REDIS_REPLY_ARRAY && reply.elements == 2;
 }
 
+bool said_one(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
+}
+
 long long integer_of(const redisReply& reply, const std::string& name) {
   if (reply.type != REDIS_REPLY_INTEGER) {
     throw_unexpected(reply, name);

@@ -12,6 +12,7 @@
 #include "store/url.hpp"
 #include "util/error.hpp"
 #include "util/time.hpp"
+#include "util/trace.hpp"
 
 // hiredis's types; only .cpp files include its header (reply.cpp and the code
 // that reads replies need their fields), so that what uses a store never
@@ -102,12 +103,15 @@ std::optional<std::string> string_of(const redisReply& reply, const std::string&
 // An array of two elements: what the scripts that return a pair answer.
 bool is_pair(const redisReply& reply);
 
+// The integer 1: what a step that wrote answers, as the write path
+// (RedisCore::write) asks of a reply.
+bool said_one(const redisReply& reply);
+
 // TIME's [seconds, microseconds] as microseconds since the epoch.
 util::Micros time_of(const redisReply& reply, const std::string& name);
 
-// Keys, values and replies in traces and messages are cut after this many bytes
-// (util::escape's max_bytes).
-constexpr std::size_t k_trace_bytes = 120;
+// Keys, values and replies in traces and messages are cut as every trace cuts them.
+using util::k_trace_bytes;
 
 // A reply on one line, for traces and messages.
 std::string describe_reply(const redisReply& reply);

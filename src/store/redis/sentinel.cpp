@@ -18,11 +18,6 @@ namespace {
 using util::Error;
 using util::ErrorKind;
 
-std::string host_port_text(const HostPort& address) {
-  const bool ipv6 = address.host.find(':') != std::string::npos;
-  return (ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
-}
-
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& part : parts) {

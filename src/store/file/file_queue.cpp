@@ -325,7 +325,7 @@ WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::stri
   {
     bool in_line = false;
     if (may_go_first(queue, ticket, in_line)) {
-      if (const auto fence = m_steps.set_if_absent(key, value, counter).fence) {
+      if (const auto fence = m_steps.set_if_absent(key, value, counter, policy).fence) {
         if (in_line) {
           m_leaving = Leaving{std::string(queue), std::string(ticket)};
         }
@@ -361,9 +361,8 @@ WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::stri
 }
 
 bool FileQueue::release_and_wake(std::string_view key, std::string_view expected,
-                                 const Fence& fence, std::string_view queue,
-                                 StepPolicy /*policy*/) {
-  const bool deleted = m_steps.compare_and_delete(key, expected, std::optional(fence));
+                                 const Fence& fence, std::string_view queue, StepPolicy policy) {
+  const bool deleted = m_steps.compare_and_delete(key, expected, std::optional(fence), policy);
   if (deleted) {
     wake_first(queue);
   }

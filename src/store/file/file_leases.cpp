@@ -4,6 +4,7 @@
 #include "store/file/file_leases.hpp"
 #include "store/file/owner.hpp"
 #include "store/lease_book.hpp"
+#include "util/time.hpp"
 
 namespace nxlock::store {
 
@@ -13,10 +14,6 @@ using record::Entry;
 
 std::optional<std::string> value_of(const Entry* entry) {
   return entry == nullptr ? std::nullopt : std::optional(entry->value);
-}
-
-std::int64_t now_seconds() {
-  return util::whole_seconds(util::wall_now());
 }
 
 // The lease set as written: details beside the lock (its token, and its expiry
@@ -36,7 +33,7 @@ Change lease_change(const std::string& encoded, const LeaseBook& book, std::int6
 
 SharedLeases::Take FileLeases::take_lease(const Keys& keys, const TakeRequest& request) {
   Take result;
-  const std::int64_t now = now_seconds();
+  const std::int64_t now = util::wall_seconds();
   std::string lock_value;
   std::string encoded;
   // The lock's entry is written first: a crash between the two writes leaves
@@ -115,7 +112,7 @@ SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request
 
 bool FileLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t expiry,
                        StepPolicy /*policy*/) {
-  const std::int64_t now = now_seconds();
+  const std::int64_t now = util::wall_seconds();
   bool renewed = false;
   std::string lock_value;
   std::string encoded;
@@ -141,7 +138,7 @@ bool FileLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t e
 }
 
 bool FileLeases::release(const Keys& keys, const LeaseMatch& lease, StepPolicy /*policy*/) {
-  const std::int64_t now = now_seconds();
+  const std::int64_t now = util::wall_seconds();
   bool released = false;
   bool room = false;
   std::string lock_value;
@@ -177,7 +174,7 @@ bool FileLeases::release(const Keys& keys, const LeaseMatch& lease, StepPolicy /
 
 bool FileLeases::record_details(std::string_view leases, std::string_view id,
                                 std::string_view details) {
-  const std::int64_t now = now_seconds();
+  const std::int64_t now = util::wall_seconds();
   bool described = false;
   std::string encoded;
   m_core.buckets().update(leases, false, [&](const Entry* current) {
@@ -207,7 +204,7 @@ LeaseSet FileLeases::read(const Keys& keys) {
   };
   const Entry* lock = find(lock_bucket, keys.lock);
   LeaseBook book(value_of(find(leases_bucket, keys.leases)));
-  book.prune(now_seconds());
+  book.prune(util::wall_seconds());
   LeaseSet set;
   set.lock_value = value_of(lock);
   set.leases = book.holders();

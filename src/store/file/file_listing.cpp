@@ -7,17 +7,17 @@
 #include "store/file/file_queue.hpp"
 #include "store/file/owner.hpp"
 #include "store/file/posix.hpp"
+#include "store/file/store_directory.hpp"
 #include "store/keys.hpp"
 #include "store/lease_book.hpp"
 #include "store/lock_value.hpp"
+#include "util/time.hpp"
 
 namespace nxlock::store {
 
 namespace {
 
 using record::Entry;
-
-constexpr const char* k_listed_data_name = "data";
 
 }  // namespace
 
@@ -30,7 +30,7 @@ void FileListing::list(std::string_view pattern, const Wanted& wanted, const Vis
   // buckets, anywhere in the store. No stripe lock is taken: each bucket is
   // replaced whole by rename, so this reads an old or a new one, never a mix.
   std::map<std::string, Entry, std::less<>> entries;
-  const std::string data_path = m_core.directory().path() + "/" + k_listed_data_name;
+  const std::string data_path = m_core.directory().path() + "/" + StoreDirectory::k_data_name;
   for (const auto& stripe_name : posix::hex_names(data, 2)) {
     Stripe stripe;
     stripe.path = data_path + "/" + stripe_name;
@@ -47,8 +47,8 @@ void FileListing::list(std::string_view pattern, const Wanted& wanted, const Vis
       }
     }
   }
-  // The shared leases' clock, as their steps read it (shared_leases.cpp).
-  const std::int64_t now_seconds = util::whole_seconds(util::wall_now());
+  // The shared leases' clock, as their steps read it (file_leases.cpp).
+  const std::int64_t now_seconds = util::wall_seconds();
   std::vector<ListedLock> batch;
   for (const auto& [key, entry] : entries) {
     // Details beside a lock carry its expiry (`until`): never a lock themselves.

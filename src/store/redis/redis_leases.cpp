@@ -15,12 +15,9 @@ namespace {
 using redis::integer_of;
 using redis::is_pair;
 using redis::Reply;
+using redis::said_one;
 using redis::string_of;
 using redis::throw_unexpected;
-
-bool said_one_added(const redisReply& reply) {
-  return reply.type == REDIS_REPLY_INTEGER && reply.integer == 1;
-}
 
 }  // namespace
 
@@ -48,9 +45,10 @@ SharedLeases::Take RedisLeases::take(const Keys& keys, const TakeRequest& reques
        keys.lock},
       taken, [&](const redisReply& r) {
         const std::string id = string_of(*r.element[2], m_core.name()).value_or("");
-        release(keys, {.id = id,
-                       .expiry = request.expiry,
-                       .token = integer_of(*r.element[1], m_core.name())});
+        release(
+            keys,
+            {.id = id, .expiry = request.expiry, .token = integer_of(*r.element[1], m_core.name())},
+            policy);
       });
   if (taken(*reply)) {
     Take result;
@@ -81,7 +79,7 @@ bool RedisLeases::renew(const Keys& keys, const LeaseMatch& lease, std::int64_t 
       m_core.write({{"EVAL", redis::k_renew_shared_script, "4", keys.lock, keys.counter,
                      keys.leases, details, lease.id, expiry_text, lock_keep, if_text, token_text},
                     keys.lock},
-                   said_one_added, [](const redisReply&) {});
+                   said_one, [](const redisReply&) {});
   return integer_of(*reply, m_core.name()) == 1;
 }
 
@@ -104,7 +102,7 @@ bool RedisLeases::record_details(std::string_view leases, std::string_view id,
   const std::string details_key = store::details_key(leases);
   const Reply reply = m_core.run(
       {{"EVAL", redis::k_record_details_script, "2", leases, details_key, id, details}, leases});
-  return said_one_added(*reply);
+  return said_one(*reply);
 }
 
 LeaseSet RedisLeases::read(const Keys& keys) {
