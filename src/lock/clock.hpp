@@ -1,6 +1,7 @@
 // Clock: where "now" comes from in every lock decision (server TIME, or this host's clock).
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "store/store.hpp"
@@ -63,5 +64,14 @@ class StoreClock final : public Clock {
   std::optional<util::Micros> m_read_at;  // ...at this monotonic time at the latest (none yet)
   util::Micros m_lag{0};                  // the exchange that read it took this long
 };
+
+// The clock lock decisions on `store` use: the store's own, or this host's
+// when `local` (--clock local).
+inline std::unique_ptr<Clock> clock_of(store::Store& store, bool local) {
+  if (local) {
+    return std::make_unique<LocalClock>();
+  }
+  return std::make_unique<StoreClock>(store);
+}
 
 }  // namespace nxlock::lock

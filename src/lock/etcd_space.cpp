@@ -17,12 +17,7 @@ class EtcdSpace final : public LockSpace {
   explicit EtcdSpace(std::unique_ptr<store::EtcdStore> store) : m_store(std::move(store)) {}
 
   // etcd keeps no clock: the store's is this host's.
-  std::unique_ptr<Clock> clock(bool local) override {
-    if (local) {
-      return std::make_unique<LocalClock>();
-    }
-    return std::make_unique<StoreClock>(*m_store);
-  }
+  std::unique_ptr<Clock> clock(bool local) override { return clock_of(*m_store, local); }
 
   LockList list(std::string_view pattern, bool) override {
     LockList list;

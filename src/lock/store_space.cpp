@@ -16,12 +16,7 @@ class StoreSpace final : public LockSpace {
  public:
   explicit StoreSpace(std::unique_ptr<store::Store> store) : m_store(std::move(store)) {}
 
-  std::unique_ptr<Clock> clock(bool local) override {
-    if (local) {
-      return std::make_unique<LocalClock>();
-    }
-    return std::make_unique<StoreClock>(*m_store);
-  }
+  std::unique_ptr<Clock> clock(bool local) override { return clock_of(*m_store, local); }
 
   LockList list(std::string_view pattern, bool with_expired) override {
     LockList list;

@@ -14,7 +14,7 @@ import subprocess
 import time
 import unittest
 
-from harness import NxlockTestCase, smoke, wait_for
+from harness import NxlockTestCase, read, smoke, wait_for
 from deployments import WithCluster
 
 KEY = "dump"
@@ -259,9 +259,13 @@ class TestSlots(SlotsTestCase):
                     self.assertIsNone(p.poll(), "waiter %s ended before it queued" % name)
                     waiters.append(p)
                 # Slot 2 frees first, then slot 1: each goes to the first in line.
-                for printed in reversed(held):
+                # Slot 1 frees once slot 2 was granted: a first waiter woken for
+                # slot 2 but scheduled late would otherwise find both free.
+                for freed, printed in enumerate(reversed(held)):
                     r = self.nx(*backend.args(), "unlock", "--slots", "2", KEY, printed)
                     self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertTrue(wait_for(lambda: len(read(grants).splitlines()) > freed, 30),
+                                    "no waiter took the slot freed")
                 for p in waiters:
                     _, err = p.communicate(timeout=60)
                     self.assertEqual(p.returncode, 0, err)
