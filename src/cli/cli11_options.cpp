@@ -22,12 +22,6 @@ bool left_out(const OptionSpec& spec) {
   return s_only_named != nullptr && !s_only_named->names(spec);
 }
 
-// An option of no app: what add_table_option() returns for one the words do
-// not name. Never parsed, so never given.
-struct UnboundOption final : CLI::Option {
-  explicit UnboundOption(CLI::App& app) : CLI::Option("", "", nullptr, &app) {}
-};
-
 // "0.001", "1000000": readable, never hundreds of digits.
 std::string seconds_text(double seconds) {
   return util::decimal_seconds(util::Micros(static_cast<std::int64_t>(seconds * 1e6)));
@@ -229,6 +223,12 @@ CLI::Option* add_valued(CLI::App& app, std::string_view command, std::string_vie
 }
 
 }  // namespace
+
+// An option of no app: what add_table_option() returns for one the words do
+// not name. Never parsed, so never given.
+struct OnlyNamedOptions::UnboundOption final : CLI::Option {
+  explicit UnboundOption(CLI::App& app) : CLI::Option("", "", nullptr, &app) {}
+};
 
 OnlyNamedOptions::OnlyNamedOptions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

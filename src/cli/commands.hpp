@@ -46,9 +46,10 @@ class OnlyNamedOptions {
  private:
   std::vector<std::string_view> m_long_names;
   std::string m_short_names;
+  struct UnboundOption;  // cli11_options.cpp
   struct Unbound {
     const CLI::App* app;
-    std::unique_ptr<CLI::Option> option;
+    std::unique_ptr<UnboundOption> option;  // CLI::Option has no virtual destructor
   };
   std::vector<Unbound> m_unbound;  // kept while the apps may point to them
   CLI::Option* m_last_unbound = nullptr;
