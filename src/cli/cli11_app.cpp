@@ -1,5 +1,6 @@
 // The CLI11 app: the global options and the named command's (or, for help,
-// every command's), built from the option and command tables, then the parse.
+// every command's), built from the option and command tables, then the parse;
+// first with only the options the words name, then, for help or an error, all.
 #include <fcntl.h>
 
 #include <algorithm>
