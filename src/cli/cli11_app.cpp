@@ -1,5 +1,6 @@
 // The CLI11 app: the global options and the named command's (or, for help,
-// every command's), built from the option and command tables, then the parse.
+// every command's), built from the option and command tables, then the parse;
+// first with only the options the words name, then, for help or an error, all.
 #include <fcntl.h>
 
 #include <algorithm>
@@ -182,17 +183,28 @@ std::optional<int> several_helps(char* program, std::span<char*> topics, Context
   return 0;
 }
 
-}  // namespace
+// Whether the option `name` of `app` was given: false if it was not set up
+// (OnlyNamedOptions).
+bool given(const CLI::App& app, const std::string& name) {
+  const CLI::Option* option = app.get_option_no_throw(name);
+  return option != nullptr && option->count() > 0;
+}
 
-std::optional<int> parse_command_line(int argc, char** argv, Context& context, Runner& runner) {
+// parse_command_line(), with every option set up, or (`only_named`) only those
+// the words name: then it prints nothing, and returns a status or throws a
+// CLI::Error where the words are to be parsed again with every option.
+std::optional<int> parse_words(int argc, char** argv, Context& context, Runner& runner,
+                               const OnlyNamedOptions* only_named) {
   GlobalOptions& g = context.globals;
   CLI::App app{
       "nxlock: deadlock-safe locks for cron jobs and scripts, on one host or many "
       "(Redis, etcd or an embedded store)",
       "nxlock"};
-  app.set_help_all_flag("--help-all", "Show help for every command");
-  app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
-  add_dump_options_flag(app);
+  if (only_named == nullptr) {  // else none of them is named
+    app.set_help_all_flag("--help-all", "Show help for every command");
+    app.set_version_flag("--version", version_text(), "Print the version and built-in backends");
+    add_dump_options_flag(app);
+  }
   app.require_subcommand(1);
   app.get_formatter()->label("SUBCOMMAND", "COMMAND");
   app.get_formatter()->label("Subcommands", "Commands");
@@ -202,6 +214,10 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
   // could not be used, and help for one command lists only its own.
   const auto global_takes_value = [&](const std::string& name) { return takes_value(app, name); };
   int command_index = find_command(argc, argv, global_takes_value);
+  if (only_named != nullptr &&
+      (command_index >= argc || !is_command(argv[command_index]))) {
+    return k_exit_usage;  // help, or a usage error: parsed again
+  }
   // `nxlock help [COMMAND]`, as git's: the same as `nxlock [COMMAND] --help`.
   static char help_flag[] = "--help";
   std::vector<char*> help_argv;
@@ -269,7 +285,9 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
     if (known) {
       named_sub = sub;
     }
-    sub->footer(global_options_footer() + "\n\nExample:\n  " + command.example);
+    if (only_named == nullptr) {  // for --help only
+      sub->footer(global_options_footer() + "\n\nExample:\n  " + command.example);
+    }
     // The callback runs for the command parsed only (with no command named,
     // every one is set up, for --help).
     sub->callback([&runner, setup_runner = command.setup(*sub)] { runner = setup_runner; });
@@ -294,8 +312,14 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
       apply_environment(*named_sub, named);
     }
   } catch (const CLI::Success& e) {
+    if (only_named != nullptr) {
+      throw;
+    }
     return app.exit(e);  // --help, --version: printed, exit 0
   } catch (const CLI::ParseError& e) {
+    if (only_named != nullptr) {
+      throw;
+    }
     // CLI11 may fail on an option before it has stored --json's flag.
     context.out.json = g.json || g.json_fd >= 0 || names_json(argc, argv);
     if (g.json_fd >= 0 && fcntl(g.json_fd, F_GETFD) >= 0) {
@@ -330,17 +354,39 @@ std::optional<int> parse_command_line(int argc, char** argv, Context& context, R
     context.out.flush(k_exit_usage);
     return k_exit_usage;
   }
-  if (app.get_option("--timeout")->count() > 0) {
+  if (given(app, "--timeout")) {
     // Its old name, before the command (man page, GLOBAL OPTIONS): -q does not
     // silence this, so that a cron job's owner hears of it before it goes.
     context.out.warn(
         "warning: --timeout is deprecated and goes in the next release: it is the backend's "
         "I/O timeout, now --io-timeout (the wait for a lock is -w)");
-    if (app.get_option("--io-timeout")->count() == 0) {
+    if (!given(app, "--io-timeout")) {
       g.io_timeout = g.deprecated_timeout;  // the new name wins
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> parse_command_line(int argc, char** argv, Context& context, Runner& runner) {
+  // Most command lines name few options: only those are set up, unless the
+  // parse fails (BENCHMARKS.md, "The guard against its floor").
+  {
+    OnlyNamedOptions only_named(argc, argv);
+    if (!only_named.asks_for_help()) {
+      try {
+        if (!parse_words(argc, argv, context, runner, &only_named)) {
+          return std::nullopt;
+        }
+      } catch (const CLI::Error&) {
+      }
+      context.globals = GlobalOptions{};
+      context.child_command.clear();
+      runner = nullptr;
+    }
+  }
+  return parse_words(argc, argv, context, runner, nullptr);
 }
 
 }  // namespace nxlock::cli

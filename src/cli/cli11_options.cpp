@@ -1,5 +1,7 @@
 // The table's options as CLI11 options: names, help, checks, environment
 // variables and defaults come from option_table.cpp; here they meet CLI11.
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +13,14 @@
 namespace nxlock::cli {
 
 namespace {
+
+// The OnlyNamedOptions that lives, if one does.
+OnlyNamedOptions* s_only_named = nullptr;
+
+// Whether an OnlyNamedOptions lives and leaves `spec` out.
+bool left_out(const OptionSpec& spec) {
+  return s_only_named != nullptr && !s_only_named->names(spec);
+}
 
 // "0.001", "1000000": readable, never hundreds of digits.
 std::string seconds_text(double seconds) {
@@ -201,6 +211,9 @@ template <class T>
 CLI::Option* add_valued(CLI::App& app, std::string_view command, std::string_view name,
                         T& target) {
   const OptionSpec& spec = option_spec(command, name);
+  if (left_out(spec)) {
+    return s_only_named->unbound(app);
+  }
   CLI::Option* option =
       finish(app.add_option(std::string(spec.names), target, std::string(spec.help)), spec);
   if (spec.show_default) {
@@ -211,9 +224,81 @@ CLI::Option* add_valued(CLI::App& app, std::string_view command, std::string_vie
 
 }  // namespace
 
+// An option of no app: what add_table_option() returns for one the words do
+// not name. Never parsed, so never given.
+struct OnlyNamedOptions::UnboundOption final : CLI::Option {
+  explicit UnboundOption(CLI::App& app) : CLI::Option("", "", nullptr, &app) {}
+};
+
+OnlyNamedOptions::OnlyNamedOptions(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word.starts_with("--")) {
+      m_long_names.push_back(word.substr(0, word.find('=')));
+    } else if (word.starts_with("-")) {
+      m_short_names.append(word.substr(1));  // -nq: -n and -q; -w5: -w (and a -5)
+    }
+  }
+  s_only_named = this;
+}
+
+OnlyNamedOptions::~OnlyNamedOptions() {
+  s_only_named = nullptr;
+}
+
+bool OnlyNamedOptions::asks_for_help() const {
+  for (const std::string_view name : {"--help", "--help-all", "--version", "--dump-options"}) {
+    if (std::find(m_long_names.begin(), m_long_names.end(), name) != m_long_names.end()) {
+      return true;
+    }
+  }
+  return m_short_names.find('h') != std::string::npos;
+}
+
+bool OnlyNamedOptions::names(const OptionSpec& spec) const {
+  if (!spec.env.empty() && std::getenv(std::string(spec.env).c_str()) != nullptr) {
+    return true;
+  }
+  std::string_view names = spec.names;
+  while (!names.empty()) {
+    const std::size_t comma = names.find(',');
+    const std::string_view one = names.substr(0, comma);
+    if (one.starts_with("--")
+            ? std::find(m_long_names.begin(), m_long_names.end(), one) != m_long_names.end()
+            : one.size() == 2 && m_short_names.find(one[1]) != std::string::npos) {
+      return true;
+    }
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+  }
+  return false;
+}
+
+CLI::Option* OnlyNamedOptions::unbound(CLI::App& app) {
+  // Two per app, taken in turn, are enough for the setups' relations, each
+  // between options set up one after the other (a relation between two
+  // returns of the same one throws: parsed again, with every option).
+  std::array<CLI::Option*, 2> apps{};
+  std::size_t count = 0;
+  for (const Unbound& unbound : m_unbound) {
+    if (unbound.app == &app && count < apps.size()) {
+      apps[count++] = unbound.option.get();
+    }
+  }
+  if (count < apps.size()) {
+    m_unbound.push_back({&app, std::make_unique<UnboundOption>(app)});
+    m_last_unbound = m_unbound.back().option.get();
+  } else {
+    m_last_unbound = apps[0] == m_last_unbound ? apps[1] : apps[0];
+  }
+  return m_last_unbound;
+}
+
 CLI::Option* add_table_option(CLI::App& app, std::string_view command, std::string_view name,
                               bool& target) {
   const OptionSpec& spec = option_spec(command, name);
+  if (left_out(spec)) {
+    return s_only_named->unbound(app);
+  }
   return finish(app.add_flag(std::string(spec.names), target, std::string(spec.help)), spec);
 }
 

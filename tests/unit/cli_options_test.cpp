@@ -9,6 +9,7 @@
 
 #include "cli/app.hpp"
 #include "cli/command_table.hpp"
+#include "cli/commands.hpp"
 #include "support/test_helpers.hpp"
 
 namespace nxlock {
@@ -87,6 +88,46 @@ TEST_F(CliOptions, RunLockedStopsParsingAtKey) {
   // Global options between run-locked and KEY, their values not taken for KEY.
   EXPECT_EQ(run({"run-locked", "-u", m_url, "--io-timeout", "1", "-n", "k", "sh", "-c", "exit 4"}), 4);
   EXPECT_EQ(run({"run-locked", "--prefix", "p:", "-q", "--url=" + m_url, "k", "true"}), 0);
+}
+
+// A parse sets up only the options its words name or the environment sets
+// (OnlyNamedOptions); help and any failure set up all of them.
+TEST_F(CliOptions, OnlyTheNamedOptionsAreSetUp) {
+  unsetenv("NXLOCK_TTL");
+  std::vector<std::string> words = {"nxlock", "lock", "-nq", "--wait=5", "--", "-x"};
+  std::vector<char*> argv;
+  for (auto& word : words) {
+    argv.push_back(word.data());
+  }
+  {
+    const cli::OnlyNamedOptions named(static_cast<int>(argv.size()), argv.data());
+    EXPECT_FALSE(named.asks_for_help());
+    EXPECT_TRUE(named.names(cli::option_spec("lock", "--nonblock")));  // in a cluster
+    EXPECT_TRUE(named.names(cli::option_spec("", "--quiet")));
+    EXPECT_TRUE(named.names(cli::option_spec("lock", "--wait")));     // --wait=5
+    EXPECT_TRUE(named.names(cli::option_spec("lock", "--exclusive")));  // a key's word: set up too
+    EXPECT_FALSE(named.names(cli::option_spec("lock", "--ttl")));
+    EXPECT_FALSE(named.names(cli::option_spec("", "--url")));
+    setenv("NXLOCK_TTL", "7", 1);
+    EXPECT_TRUE(named.names(cli::option_spec("lock", "--ttl")));
+    unsetenv("NXLOCK_TTL");
+  }
+  for (std::vector<std::string> help : {std::vector<std::string>{"nxlock", "lock", "-nh", "k"},
+                                        {"nxlock", "--version"},
+                                        {"nxlock", "--dump-options"},
+                                        {"nxlock", "get", "--help-all"}}) {
+    std::vector<char*> help_argv;
+    for (auto& word : help) {
+      help_argv.push_back(word.data());
+    }
+    EXPECT_TRUE(cli::OnlyNamedOptions(static_cast<int>(help_argv.size()), help_argv.data())
+                    .asks_for_help())
+        << help[1];
+  }
+  // Relations hold between named options, and with those left out.
+  EXPECT_EQ(run({"-u", m_url, "lock", "-s", "-x", "k"}), 64);
+  EXPECT_EQ(run({"-u", m_url, "lock", "-x", "-n", "k"}), 0);
+  EXPECT_EQ(run({"-u", m_url, "--cert", m_dir + "/c.pem", "get", "k"}), 64);  // needs --key
 }
 
 TEST_F(CliOptions, CommandTableIsComplete) {
