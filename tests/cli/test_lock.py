@@ -24,9 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # A critical section, logged; one stopped by SIGTERM (a dead nxlock's watchdog stops
 # its job so, then releases the lock) logs its true end too: the time the test sent
 # its SIGKILL to nxlock can be recorded late on a loaded machine, after the next
-# holder's entry.
-SECTION = ('echo "enter $(date +%s%N) $PPID" >> "$0"; '
-           'trap \'echo "exit $(date +%s%N) $PPID" >> "$0"; exit 143\' TERM; '
+# holder's entry. The trap comes first: a SIGTERM just after the entry was logged
+# (the killer strikes as soon as it reads it) would otherwise end the section
+# unlogged. One that ends it before its entry logs an exit alone: no section.
+SECTION = ('trap \'echo "exit $(date +%s%N) $PPID" >> "$0"; exit 143\' TERM; '
+           'echo "enter $(date +%s%N) $PPID" >> "$0"; '
            'sleep "$1"; trap - TERM; echo "exit $(date +%s%N) $PPID" >> "$0"')
 
 
@@ -38,7 +40,7 @@ def parse_sections(log_path, kills=()):
             kind, stamp, who = line.split()
             if kind == "enter":
                 open_sections[who] = int(stamp)
-            else:
+            elif who in open_sections:  # else stopped before its entry: no section
                 intervals.append((open_sections.pop(who), int(stamp), who))
     kill_times = dict(kills)
     for who, start in open_sections.items():
