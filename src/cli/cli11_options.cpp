@@ -263,6 +263,7 @@ void add_lock_options(CLI::App& sub, std::string_view command, LockArgs& args) {
   add_table_option(sub, command, "--clock", args.clock);
   add_table_option(sub, command, "--slots", args.slots);
   add_table_option(sub, command, "--syslog", args.syslog);
+  add_table_option(sub, command, "--jitter", args.jitter);
 }
 
 void add_global_options(CLI::App& app, GlobalOptions& g) {
