@@ -228,8 +228,9 @@ class WaitersQueue {
     Outcome outcome = Outcome::behind;
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
-    // behind: how many waiters are ahead of the ticket, live or not (0 where
-    // the store does not say), so that one far back may look less often.
+    // behind: how many live waiters are ahead of the ticket, counted in the
+    // step that queued it (0 where the store does not say), so that one far
+    // back may look less often, and --max-waiters may refuse to wait.
     std::int64_t ahead = 0;
   };
   // A waiter handed its turn (by a release, or a leave, or a dropped dead

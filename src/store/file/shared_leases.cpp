@@ -96,8 +96,9 @@ SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request
     }
   }
   bool pruned = false;
-  const std::string head =
-      m_queue.keep_in_line(keys.queue, request.ticket, request.waiting, request.lease, pruned);
+  std::int64_t ahead = 0;  // not told: a lease's take is not counted (--max-waiters)
+  const std::string head = m_queue.keep_in_line(keys.queue, request.ticket, request.waiting,
+                                                request.lease, pruned, ahead);
   if (!head.empty() && head != request.ticket) {
     Take behind;
     behind.current = m_steps.get(keys.lock);

@@ -164,7 +164,8 @@ const std::string_view k_compare_and_delete_fenced_script =
 // head tries nothing; one that may go first does the SETNX (and token) of
 // k_set_if_absent_fenced_script, and leaves the queue when it sets. A waiter
 // that did not set joins (ZADD NX keeps its place) and renews its lease, and
-// one behind learns how many waiters are ahead of it; one that sets never
+// one behind learns how many live waiters are ahead of it (the lapsed ones
+// are dropped first, in the same step: --max-waiters counts them); one that sets never
 // writes the queue it leaves. If it dropped a dead head while
 // the lock is free, the new head (when it is another) is woken: it may be
 // waiting for a wake-up that the dead one took with it.
@@ -180,6 +181,8 @@ const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE
     "join() "
     "local current = redis.call('GET', KEYS[1]) "
     "if pruned and not current then turn(h) end "
+    "for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. now_text)) do "
+    "if w ~= ticket then redis.call('ZREM', KEYS[3], w) redis.call('ZREM', KEYS[4], w) end end "
     "return {0, current, redis.call('ZRANK', KEYS[3], ticket) or 0} end "
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then "
     "join() return {1, redis.call('GET', KEYS[1])} end "
