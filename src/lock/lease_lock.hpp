@@ -128,6 +128,10 @@ class LeaseLock final : public SlotLock {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
+  // A lease's take does not say how many wait ahead of it (SharedLeases::Take).
+  std::string waiters_uncounted() const override {
+    return "with --shared or --slots: their take does not count the line";
+  }
 
  private:
   // The lease a value names: its id, and the expiry it must still have (a
