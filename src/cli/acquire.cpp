@@ -78,6 +78,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, lock::SlotLock* s
     policy.wait_for = util::Micros(static_cast<std::int64_t>(args.wait * 1e6));
   }
   policy.interrupt_fd = signals.fd();
+  policy.max_waiters = args.max_waiters;
   WaitStatusLine status_line(ctx, lock);
   if (status_line.enabled()) {
     policy.on_wait = [&status_line](const lock::WaitProgress& p) { status_line.show(p); };
@@ -96,6 +97,16 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, lock::SlotLock* s
       ctx.out.field("acquired", false);
       ctx.out.field("interrupted_by", util::signal_name(signo));
       return {std::nullopt, 128 + signo, {}, 0, {}};
+    }
+    case lock::AcquireResult::Outcome::crowded: {
+      const auto ahead = result.waiters_ahead;
+      ctx.out.note("lock '" + util::escape(lock.key()) + "': not waiting: " +
+                   std::to_string(ahead) + (ahead == 1 ? " run already waits" : " runs already wait") +
+                   " (--max-waiters " + std::to_string(args.max_waiters) + ")");
+      ctx.out.bytes_field("key", lock.key());
+      ctx.out.field("acquired", false);
+      ctx.out.field("waiters_ahead", ahead);
+      return {std::nullopt, args.conflict_exit, {}, 0, {}};
     }
     case lock::AcquireResult::Outcome::busy:
       break;
@@ -170,6 +181,12 @@ CliLock::CliLock(Context& ctx, const std::string& key, const LockArgs& args)
   } else {
     m_lock = ctx.locks().lock(*m_clock, ctx.key(key),
                               args.shared ? lock::LockKind::shared : lock::LockKind::exclusive);
+  }
+  // -n never joins the line: --max-waiters has nothing to count then.
+  if (args.max_waiters > 0 && !args.nonblock) {
+    if (const std::string why = m_lock->waiters_uncounted(); !why.empty()) {
+      throw util::Error(util::ErrorKind::usage, "--max-waiters", "not available " + why);
+    }
   }
 }
 

@@ -27,6 +27,7 @@ struct LockArgs {
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
   bool syslog = false;  // --syslog (NXLOCK_SYSLOG): events to the system log (cli/event_log.hpp)
   double jitter = 0;    // --jitter SECONDS: a random 0..SECONDS before the first try
+  int max_waiters = 0;  // --max-waiters N: do not wait behind N live waiters; zero: no bound
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.

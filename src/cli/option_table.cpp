@@ -81,6 +81,10 @@ constexpr OptionSpec k_options[] = {
      "Wait a random 0..SECONDS before the first try, so that a fleet's same tick spreads "
      "out (-w counts from the first try)",
      {}, {}, 0, k_max_duration_seconds},
+    {k_locking, "--max-waiters", K::whole, "N",
+     "Do not wait if N or more live waiters are ahead in line: exit 75 at once (1: missed "
+     "ticks fold into one catch-up run)",
+     {}, {}, 1, k_max_waiters},
     // Every command that names a lock.
     {k_lock_commands, "--clock", K::choice, "TEXT",
      "Whose clock decides expiry: server (Redis TIME) or local (this host)", {}, "server local", 0,
