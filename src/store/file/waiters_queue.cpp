@@ -292,10 +292,9 @@ std::string FileQueue::keep_in_line(std::string_view queue, std::string_view tic
     if (!waiters.empty()) {
       first = waiters.front().ticket;
     }
-    // The lapsed ones are gone: every waiter before ours is live.
-    const auto ours = std::find_if(waiters.begin(), waiters.end(),
-                                   [&](const QueuedWaiter& w) { return w.ticket == ticket; });
-    ahead = static_cast<std::int64_t>(ours - waiters.begin());
+    ahead = std::find_if(waiters.begin(), waiters.end(),  // live ones: the lapsed are gone
+                         [&](const QueuedWaiter& w) { return w.ticket == ticket; }) -
+            waiters.begin();
     if (!changed) {
       return Change{};
     }
