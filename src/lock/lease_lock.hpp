@@ -128,9 +128,9 @@ class LeaseLock final : public SlotLock {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
-  // A lease's take does not say how many wait ahead of it (SharedLeases::Take).
+  // Counted by the take that queues the taker (SharedLeases::Take::ahead).
   std::string waiters_uncounted() const override {
-    return "with --shared or --slots: their take does not count the line";
+    return m_store.queue() != nullptr ? "" : "this backend keeps no line of waiters";
   }
 
  private:

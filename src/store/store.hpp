@@ -323,6 +323,7 @@ class SharedLeases {
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
     std::string id;  // taken: the lease's id (a slot's, as the store chose it)
+    std::int64_t ahead = 0;  // behind: the live waiters ahead, as QueuedSet::ahead
   };
   struct TakeRequest {
     std::string_view id;   // a shared holder's id; empty for a slot ("#N", chosen by the store)

@@ -1,8 +1,8 @@
 """--max-waiters N (lock, run-locked): a taker that would wait leaves at once
 (75) when N or more live waiters are ahead of it in line, counted in the step
-that queues it; a dead waiter does not count; -n has nothing to count; a quorum
-and leased takers refuse it (64) (man page, "WAITING IN LINE"); on every backend
-with locks."""
+that queues it, of every kind (exclusive, --shared, --slots); a dead waiter does
+not count; -n has nothing to count; a quorum refuses it (64) (man page, lock,
+"WAITING IN LINE"); on every backend with locks."""
 import json
 import os
 import signal
@@ -132,8 +132,30 @@ class MaxWaiters(NxlockTestCase):
                 w.kill()
                 w.wait()
 
+    def test_waiters_of_every_kind_count_and_leased_takers_count_them(self):
+        for backend in self.backends(offering=("queue", "shared", "slots")):
+            with self.subTest(backend=backend.name):
+                self.hold(backend)
+                first = self.waiter(backend, "-w", "60")
+                self.assertTrue(wait_for(lambda: self.waiters(backend) == 1, 20))
+                for kind in (("--shared",), ("--slots", "2")):
+                    r = self.nx(*backend.args(), "lock", *kind, "-w", "60", "--max-waiters",
+                                "1", KEY)
+                    self.assertEqual(r.returncode, 75, r.stderr)
+                    self.assertIn(b"not waiting: 1 run already waits (--max-waiters 1)",
+                                  r.stderr)
+                shared = self.waiter(backend, "--shared", "-w", "60")
+                self.assertTrue(wait_for(lambda: self.waiters(backend) == 2, 20))
+                r = self.nx(*backend.args(), "lock", "--max-waiters", "2", KEY)
+                self.assertEqual(r.returncode, 75, r.stderr)
+                self.assertIn(b"not waiting: 2 runs already wait", r.stderr)
+                for p in (first, shared):
+                    self.assertIsNone(p.poll())
+                    p.kill()
+                    p.wait()
+
     @smoke
-    def test_a_quorum_and_leased_takers_refuse_it(self):
+    def test_a_quorum_refuses_it(self):
         for backend in self.backends(offering="lock"):
             with self.subTest(backend=backend.name):
                 r = self.nx(*backend.args(), "run-locked", "--max-waiters", "1", KEY, "true")
@@ -141,12 +163,6 @@ class MaxWaiters(NxlockTestCase):
                     self.assertEqual(r.returncode, 0, r.stderr)
                     continue
                 self.assertOneLineError(r, 64, "--max-waiters: not available with a quorum")
-        for backend in self.backends(offering="shared"):
-            with self.subTest(backend=backend.name, kind="shared"):
-                r = self.nx(*backend.args(), "lock", "--shared", "--max-waiters", "1", KEY)
-                self.assertOneLineError(r, 64, "--max-waiters: not available with --shared")
-                r = self.nx(*backend.args(), "lock", "--slots", "2", "--max-waiters", "1", KEY)
-                self.assertOneLineError(r, 64, "--max-waiters: not available with --shared")
 
     def test_zero_is_refused(self):
         r = self.nx("lock", "--max-waiters", "0", KEY)
