@@ -4,7 +4,7 @@
 # as the lookup below matches " OPTION " (a newline would hide the word before it).
 # (--timeout: the deprecated name of --io-timeout, known but not offered.)
 _nxlock_global_value_opts='-u --url --password-file --io-timeout --timeout --prefix --json-fd --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas'
-_nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock --slots'
+_nxlock_lock_value_opts='-t --ttl -w --wait -E --conflict-exit-code --clock --slots --jitter --max-waiters'
 _nxlock_run_value_opts="$_nxlock_lock_value_opts -c --command --on-lost --kill-after --hold --max-runtime --metrics-dir"
 _nxlock_run_value_opts="$_nxlock_run_value_opts --ping --ping-file --ping-cacert --ping-timeout"
 
@@ -139,7 +139,7 @@ _nxlock()
             _nxlock_filedir -d
             return
             ;;
-        --io-timeout | --timeout | --prefix | --json-fd | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime | --slots | -c | --command)
+        --io-timeout | --timeout | --prefix | --json-fd | --sni | --replicas | -t | --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --hold | --max-runtime | --slots | --jitter | --max-waiters | -c | --command)
             return # a number or free text: nothing to offer
             ;;
     esac
@@ -157,9 +157,9 @@ _nxlock()
     if [[ $cur == -* && -z $ended ]]; then
         local opts=''
         case $command in
-            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots --syslog' ;;
+            lock) opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --jitter --max-waiters --clock --slots --syslog' ;;
             run-locked)
-                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --clock --slots
+                opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --jitter --max-waiters --clock --slots
                     -c --command --no-renew --inherit-credentials --on-lost --kill-after --hold
                     --ping --ping-file --ping-cacert --ping-timeout --ping-on-busy
                     --max-runtime --metrics-dir --syslog --'

@@ -5,7 +5,7 @@
 set -g __fish_nxlock_value_opts -u --url --password-file --io-timeout --timeout --prefix --json-fd \
     --cacert --cacertdir --cert --key --sni --sentinel-password-file --replicas \
     -t --ttl -w --wait -E --conflict-exit-code --clock --slots -c --command --on-lost --kill-after \
-    --hold --max-runtime --metrics-dir \
+    --hold --max-runtime --metrics-dir --jitter --max-waiters \
     --ping --ping-file --ping-cacert --ping-timeout
 
 # Prints the words of run-locked's child command line typed so far (those after
@@ -131,6 +131,8 @@ complete -c nxlock -n $locking -s w -l wait -x -d 'Give up after SECONDS'
 complete -c nxlock -n $locking -s E -l conflict-exit-code -x -d 'Exit status when busy (default 75)'
 complete -c nxlock -n $locking -s s -l shared -d 'Hold the lock shared, as flock -s'
 complete -c nxlock -n $locking -s x -l exclusive -d 'Hold the lock exclusive, as flock -x (the default)'
+complete -c nxlock -n $locking -l jitter -x -d 'Wait a random 0..SECONDS before the first try'
+complete -c nxlock -n $locking -l max-waiters -x -d 'Do not wait if N or more live waiters are ahead'
 
 # --clock: every lock command.
 complete -c nxlock -n '__fish_nxlock_using lock unlock renew status run-locked' -l clock -x \

@@ -11,7 +11,9 @@
 #include "cli/slots_report.hpp"
 #include "lock/lease_lock.hpp"
 #include "util/escape.hpp"
+#include "util/poll.hpp"
 #include "util/process.hpp"
+#include "util/random.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::cli {
@@ -76,6 +78,7 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, lock::SlotLock* s
     policy.wait_for = util::Micros(static_cast<std::int64_t>(args.wait * 1e6));
   }
   policy.interrupt_fd = signals.fd();
+  policy.max_waiters = args.max_waiters;
   WaitStatusLine status_line(ctx, lock);
   if (status_line.enabled()) {
     policy.on_wait = [&status_line](const lock::WaitProgress& p) { status_line.show(p); };
@@ -94,6 +97,16 @@ CliAcquire acquire_for_cli(Context& ctx, lock::Lockable& lock, lock::SlotLock* s
       ctx.out.field("acquired", false);
       ctx.out.field("interrupted_by", util::signal_name(signo));
       return {std::nullopt, 128 + signo, {}, 0, {}};
+    }
+    case lock::AcquireResult::Outcome::crowded: {
+      const auto ahead = result.waiters_ahead;
+      ctx.out.note("lock '" + util::escape(lock.key()) + "': not waiting: " +
+                   std::to_string(ahead) + (ahead == 1 ? " run already waits" : " runs already wait") +
+                   " (--max-waiters " + std::to_string(args.max_waiters) + ")");
+      ctx.out.bytes_field("key", lock.key());
+      ctx.out.field("acquired", false);
+      ctx.out.field("waiters_ahead", ahead);
+      return {std::nullopt, args.conflict_exit, {}, 0, {}};
     }
     case lock::AcquireResult::Outcome::busy:
       break;
@@ -169,9 +182,35 @@ CliLock::CliLock(Context& ctx, const std::string& key, const LockArgs& args)
     m_lock = ctx.locks().lock(*m_clock, ctx.key(key),
                               args.shared ? lock::LockKind::shared : lock::LockKind::exclusive);
   }
+  // -n never joins the line: --max-waiters has nothing to count then.
+  if (args.max_waiters > 0 && !args.nonblock) {
+    if (const std::string why = m_lock->waiters_uncounted(); !why.empty()) {
+      throw util::Error(util::ErrorKind::usage, "--max-waiters", "not available " + why);
+    }
+  }
 }
 
 bool CliLock::acquire() {
+  if (m_args.jitter > 0) {
+    // Before the first try, and outside the wait: -w counts from that try.
+    const auto most = util::Micros(static_cast<std::int64_t>(m_args.jitter * 1e6));
+    m_jitter = util::random_between(util::Micros(0), most);
+    const util::Micros began = util::mono_now();
+    const bool signalled = util::readable_before(m_signals.fd(), began + m_jitter);
+    // The delay drawn, in seconds (microseconds' precision).
+    m_ctx.out.field("jitter_seconds", static_cast<double>(m_jitter.count()) / 1e6);
+    if (signalled) {
+      m_jitter = util::mono_now() - began;  // what was slept of it
+      const int signo = m_signals.take().value_or(SIGTERM);
+      m_ctx.out.note("lock '" + util::escape(m_lock->key()) + "': interrupted by " +
+                     util::signal_name(signo) + " during --jitter; nothing was taken");
+      m_ctx.out.bytes_field("key", m_lock->key());
+      m_ctx.out.field("acquired", false);
+      m_ctx.out.field("interrupted_by", util::signal_name(signo));
+      m_acquired = {std::nullopt, 128 + signo, {}, 0, {}};
+      return false;
+    }
+  }
   m_acquired = acquire_for_cli(m_ctx, *m_lock, m_slots, m_args, m_signals);
   return m_acquired.value.has_value();
 }

@@ -37,8 +37,12 @@ class CliLock {
   // stderr until when and by whom the lock is held; false when busy, timed
   // out or interrupted (a signal: nothing taken), and then exit_status() says
   // what to exit with (-E's status, or 128+N).
+  // With --jitter, first sleeps a random 0..SECONDS (jitter()); a signal
+  // during it ends there, as one during the wait does.
   bool acquire();
   int exit_status() const { return m_acquired.exit_status; }
+  // The --jitter delay slept before the first try (zero without --jitter).
+  util::Micros jitter() const { return m_jitter; }
   const std::optional<std::string>& value() const { return m_acquired.value; }
   util::Micros valid_from() const { return m_acquired.valid_from; }
   std::int64_t fence() const { return m_acquired.fence; }
@@ -56,6 +60,7 @@ class CliLock {
   lock::SlotLock* m_slots = nullptr;  // m_lock, when it is a slot lock (--slots)
   run::SignalChannel m_signals;
   CliAcquire m_acquired;
+  util::Micros m_jitter{0};
 };
 
 }  // namespace nxlock::cli

@@ -348,6 +348,8 @@ void add_lock_options(CLI::App& sub, std::string_view command, LockArgs& args) {
   add_table_option(sub, command, "--clock", args.clock);
   add_table_option(sub, command, "--slots", args.slots);
   add_table_option(sub, command, "--syslog", args.syslog);
+  add_table_option(sub, command, "--jitter", args.jitter);
+  add_table_option(sub, command, "--max-waiters", args.max_waiters);
 }
 
 void add_global_options(CLI::App& app, GlobalOptions& g) {

@@ -26,6 +26,8 @@ struct LockArgs {
   bool exclusive = false;  // -x, --exclusive: the default, accepted as flock's
   int slots = 0;        // --slots N: a counting semaphore of N slots; zero: a plain lock
   bool syslog = false;  // --syslog (NXLOCK_SYSLOG): events to the system log (cli/event_log.hpp)
+  double jitter = 0;    // --jitter SECONDS: a random 0..SECONDS before the first try
+  int max_waiters = 0;  // --max-waiters N: do not wait behind N live waiters; zero: no bound
 };
 
 // setnx, get, getset: KEY and (setnx, getset) VALUE.

@@ -110,6 +110,17 @@ void count_in_metrics(Context& ctx, const RunLockedArgs& args, std::string_view 
   }
 }
 
+// With --hold, the lock spans one tick of a fleet only if the jitter spreads
+// the takers within it (man page, "A fleet of hosts"): said, not refused.
+void warn_jitter_against_hold(Context& ctx, const RunLockedArgs& args) {
+  if (args.hold > 0 && args.lock.jitter > 0 && args.lock.jitter >= args.hold) {
+    ctx.out.warn("--jitter " + util::seconds_text(ceil_micros(args.lock.jitter)) +
+                 " is not shorter than --hold " + util::seconds_text(ceil_micros(args.hold)) +
+                 ": a host whose delay outlasts the hold may take the lock again for the same "
+                 "tick");
+  }
+}
+
 // The end ping, within --ping-timeout; --json says where it went (scheme and
 // host alone) and whether the checker answered.
 void ping_end(Context& ctx, run::Pinger& pinger, int status) {
@@ -166,7 +177,8 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     EventLog events(args->lock.syslog);
     bool metrics_warned = false;
     CliLock cli_lock(ctx, args->key, args->lock);
-    const util::Micros wait_began = util::mono_now();
+    warn_jitter_against_hold(ctx, *args);
+    util::Micros wait_began = util::mono_now();
     if (!cli_lock.acquire()) {
       // Busy (or given up waiting), as opposed to interrupted while waiting.
       if (cli_lock.exit_status() == args->lock.conflict_exit) {
@@ -182,6 +194,8 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     }
     lock::Lockable& lock = cli_lock.lock();
     const util::Micros taken_at = util::mono_now();
+    // The wait counts from the first try, after --jitter's delay (as -w does).
+    wait_began += cli_lock.jitter();
     util::trace("lock '" + util::escape(lock.key()) + "' taken after " +
                 util::seconds_text(taken_at - wait_began) + " of waiting");
     events.taken(lock.key(), lock.slot(), cli_lock.fence(), taken_at - wait_began, command.front());
@@ -232,6 +246,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     };
     run::MetricsEvent event;
     event.waited = taken_at - wait_began;
+    event.jitter = cli_lock.jitter();
     event.started = util::wall_now();
     const util::Micros started_mono = util::mono_now();
     const auto ran = [&] {

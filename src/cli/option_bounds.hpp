@@ -16,6 +16,9 @@ inline constexpr int k_max_replicas = 1000;
 // Below a millisecond a socket timeout rounds to zero, which means "none".
 inline constexpr double k_min_timeout_seconds = 0.001;
 
+// --max-waiters: far more waiters than any line holds.
+inline constexpr int k_max_waiters = 1'000'000;
+
 // --json-fd: a descriptor number (the kernel's own bound is far lower).
 inline constexpr int k_max_descriptor = 1'000'000;
 

@@ -77,6 +77,14 @@ constexpr OptionSpec k_options[] = {
      "Hold the lock shared, as flock -s: any number of shared holders, or one "
      "exclusive holder"},
     {k_locking, "-x,--exclusive", K::flag, "", "Hold the lock exclusive, as flock -x (the default)"},
+    {k_locking, "--jitter", K::seconds, "SECONDS",
+     "Wait a random 0..SECONDS before the first try, so that a fleet's same tick spreads "
+     "out (-w counts from the first try)",
+     {}, {}, 0, k_max_duration_seconds},
+    {k_locking, "--max-waiters", K::whole, "N",
+     "Do not wait if N or more live waiters are ahead in line: exit 75 at once (1: missed "
+     "ticks fold into one catch-up run)",
+     {}, {}, 1, k_max_waiters},
     // Every command that names a lock.
     {k_lock_commands, "--clock", K::choice, "TEXT",
      "Whose clock decides expiry: server (Redis TIME) or local (this host)", {}, "server local", 0,

@@ -118,6 +118,16 @@ std::optional<EtcdMutex::Owner> EtcdMutex::predecessor() {
   return Owner{std::move(answer.kvs.front()), answer.header.revision};
 }
 
+std::int64_t EtcdMutex::waiters_ahead(std::int64_t most) {
+  RangeRequest range = RangeRequest::prefix(m_prefix);
+  range.max_create_revision = m_rev - 1;
+  range.sort = RangeRequest::Sort::create_ascending;
+  range.keys_only = true;
+  range.limit = most + 1;  // the holder, and enough to tell
+  const auto keys = static_cast<std::int64_t>(m_kv.range(range).kvs.size());
+  return std::max<std::int64_t>(0, keys - 1);
+}
+
 bool EtcdMutex::revoke(std::int64_t lease, bool quietly) {
   try {
     return m_kv.revoke(lease);
@@ -209,9 +219,21 @@ AcquireResult EtcdMutex::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     } else if (joined.first) {
       holding = take_turn();
     }
+    const bool waits = !policy.wait_for || *policy.wait_for > Micros(0);
+    if (!holding && waits && policy.max_waiters > 0) {
+      // Counted after our key's put: arrival order is create revision, and
+      // every key before ours is there already (or gone for good).
+      const std::int64_t ahead = waiters_ahead(policy.max_waiters);
+      if (ahead >= policy.max_waiters) {
+        result.outcome = AcquireResult::Outcome::crowded;
+        result.waiters_ahead = ahead;
+        give_up_place();
+        return result;
+      }
+    }
     if (!holding) {
       WaitEnd end = WaitEnd::gave_up;
-      if (!policy.wait_for || *policy.wait_for > Micros(0)) {
+      if (waits) {
         end = wait_turn(ttl, policy, began);
       }
       if (end != WaitEnd::first) {

@@ -106,6 +106,8 @@ class EtcdMutex final : public Lockable, private HeldNews {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
+  // The keys before ours, by create revision (waiters_ahead()).
+  std::string waiters_uncounted() const override { return ""; }
   // ETCD_LOCK_KEY and ETCD_LOCK_REV, as `etcdctl lock` gives its command.
   std::vector<std::pair<std::string, std::string>> job_environment() const override;
   // The watch on the holder's key, and its details sent once the job settled.
@@ -129,6 +131,10 @@ class EtcdMutex final : public Lockable, private HeldNews {
   std::optional<Owner> owner();
   // The key just before ours (highest create revision below ours), if any.
   std::optional<Owner> predecessor();
+  // The waiters with keys before ours (the first of them is the holder, or on
+  // its way to hold), counted up to `most`; a dead waiter's key is gone with
+  // its lease.
+  std::int64_t waiters_ahead(std::int64_t most);
   // KEY/<lease in hex>
   std::string key_of(std::int64_t lease) const;
   std::string value_of(std::int64_t lease, std::int64_t ttl_left) const;

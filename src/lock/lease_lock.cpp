@@ -216,6 +216,7 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
                    m_slots > 0 ? WaiterKind::slots : WaiterKind::shared);
   }
   std::unique_ptr<store::Watcher> watcher;
+  bool joining = ticket && waiting && policy.max_waiters > 0;  // see Lock::acquire
 
   WaitSteps steps;
   steps.look = [&] {
@@ -254,6 +255,10 @@ AcquireResult LeaseLock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
     }
     look.found = Look::Found::busy;
     look.behind = step.outcome == store::SharedLeases::Take::Outcome::behind;
+    if (std::exchange(joining, false) && look.behind && step.ahead >= policy.max_waiters) {
+      look.found = Look::Found::crowded;  // the wait ends at once (held_until still said)
+      look.ahead = step.ahead;
+    }
     if (step.current) {
       const auto held_until = store::parse_lock_timestamp(*step.current);
       if (!held_until) {

@@ -128,6 +128,10 @@ class LeaseLock final : public SlotLock {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
+  // Counted by the take that queues the taker (SharedLeases::Take::ahead).
+  std::string waiters_uncounted() const override {
+    return m_store.queue() != nullptr ? "" : "this backend keeps no line of waiters";
+  }
 
  private:
   // The lease a value names: its id, and the expiry it must still have (a

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "store/keys.hpp"
 #include "lock/pacing.hpp"
@@ -215,6 +216,10 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
   // Waiters ahead of ours at the last look: the lease of the next one covers
   // the wait that many call for (queue_lease_for).
   std::int64_t ahead = 0;
+  // --max-waiters is decided by the step that joined the line: the live
+  // waiters it found ahead, counted in the same atomic step as our entry.
+  // Later steps only see the line move forward.
+  bool joining = waiting && policy.max_waiters > 0;
 
   WaitSteps steps;
   steps.look = [&] {
@@ -246,6 +251,15 @@ AcquireResult Lock::acquire(std::int64_t ttl, const WaitPolicy& policy) {
         look.found = Look::Found::again;
         break;
       case Attempt::Outcome::busy:
+        if (std::exchange(joining, false) && attempt.behind &&
+            attempt.ahead >= policy.max_waiters) {
+          // Our entry leaves with the ticket; a taker after us that counted it
+          // had as many live waiters ahead of it without it.
+          look.found = Look::Found::crowded;
+          look.now_seconds = attempt.now_seconds;
+          look.ahead = attempt.ahead;
+          break;
+        }
         look.found = Look::Found::busy;
         look.now_seconds = attempt.now_seconds;
         // Not ours to try when behind: the first waiter is woken by the

@@ -148,6 +148,10 @@ class Lock final : public Lockable {
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_store.set_deadline(monotonic_deadline);
   }
+  // Counted by the step that queues the taker, where the backend keeps a queue.
+  std::string waiters_uncounted() const override {
+    return m_store.queue() != nullptr ? "" : "this backend keeps no line of waiters";
+  }
 
  private:
   std::int64_t now_seconds();

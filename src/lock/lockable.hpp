@@ -43,10 +43,14 @@ struct WaitPolicy {
   int interrupt_fd = -1;
   // Called before each wait, and at least once a second while waiting.
   std::function<void(const WaitProgress&)> on_wait;
+  // --max-waiters: above zero, a taker that would wait leaves at once
+  // (crowded) when this many live waiters, of any kind, are ahead of it in
+  // line as it joins. Only where waiters_uncounted() says nothing.
+  std::int64_t max_waiters = 0;
 };
 
 struct AcquireResult {
-  enum class Outcome { acquired, busy, interrupted };
+  enum class Outcome { acquired, busy, interrupted, crowded };
   Outcome outcome = Outcome::busy;
   std::string value;             // acquired
   std::int64_t held_until = 0;   // busy: until when the holder holds it
@@ -54,6 +58,7 @@ struct AcquireResult {
   std::int64_t now_seconds = 0;  // busy: the clock reading the last decision was made with
   util::Micros valid_from{0};    // acquired: see Attempt::valid_from
   std::int64_t fence = 0;        // acquired: see Attempt::fence
+  std::int64_t waiters_ahead = 0;  // crowded: the live waiters ahead as it joined
 };
 
 enum class Verdict {
@@ -207,6 +212,10 @@ class Lockable {
     (void)ttl;
     return util::Micros(0);
   }
+
+  // Why this lock cannot count the live waiters ahead of a taker
+  // (WaitPolicy::max_waiters), in a few words for the user; empty where it can.
+  virtual std::string waiters_uncounted() const { return "it keeps no line of waiters"; }
 
   // Variables the job gets besides NXLOCK_* (etcd: those `etcdctl lock` gives).
   virtual std::vector<std::pair<std::string, std::string>> job_environment() const { return {}; }

@@ -85,6 +85,12 @@ AcquireResult wait_for_lock(const WaitPolicy& policy, Clock& clock, const WaitSt
     if (look.found == Look::Found::again) {
       continue;
     }
+    if (look.found == Look::Found::crowded) {
+      AcquireResult crowded{AcquireResult::Outcome::crowded, {}, last_held_until, {},
+                            look.now_seconds};
+      crowded.waiters_ahead = look.ahead;
+      return crowded;
+    }
     const Micros now_mono = util::mono_now();
     const bool out_of_time = !forever && now_mono >= deadline;
     if (out_of_time && !(look.found == Look::Found::pause && look.pause_when_late)) {

@@ -25,6 +25,8 @@ struct Look {
     busy,      // held by another: wait for it, until the deadline
     pause,     // not held by anyone, not ours either (two takers split a quorum):
                // look again after `pause`, without a wake-up
+    crowded,   // WaitPolicy::max_waiters or more live waiters are ahead (`ahead`):
+               // the wait returns `crowded` at once
   };
   Found found = Found::busy;
   AcquireResult taken;  // acquired
@@ -36,7 +38,8 @@ struct Look {
   // whether another queued waiter goes first (a queue tick decides).
   std::optional<std::int64_t> wake_at;
   bool behind = false;
-  // behind: the waiters ahead to pace the next look by (pacing::jittered_queue_tick).
+  // behind: the waiters ahead to pace the next look by (pacing::jittered_queue_tick);
+  // crowded: the live waiters ahead.
   std::int64_t ahead = 0;
   // pause: how long, and whether it is taken even once the deadline passed.
   util::Micros pause{0};

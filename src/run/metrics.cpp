@@ -44,6 +44,8 @@ constexpr Metric k_metrics[] = {
     {"nxlock_last_duration_seconds", "gauge", "Seconds the last run's job ran."},
     {"nxlock_last_exit_status", "gauge", "Exit status of the last run of nxlock run-locked."},
     {"nxlock_last_wait_seconds", "gauge", "Seconds the last run waited for the lock."},
+    {"nxlock_last_jitter_seconds", "gauge",
+     "Seconds the last run slept for --jitter before its first try (0 without it)."},
 };
 
 bool kept_as_is(unsigned char byte) {
@@ -231,6 +233,7 @@ std::string updated_metrics(const std::optional<std::string>& old, std::string_v
     values["nxlock_last_duration_seconds"] = util::decimal_seconds(event.duration);
     values["nxlock_last_exit_status"] = std::to_string(event.exit_status);
     values["nxlock_last_wait_seconds"] = util::decimal_seconds(event.waited);
+    values["nxlock_last_jitter_seconds"] = util::decimal_seconds(event.jitter);
   }
 
   const std::string label = "{key=\"" + metrics_label_value(key) + "\"} ";

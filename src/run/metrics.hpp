@@ -24,7 +24,8 @@ struct MetricsEvent {
   util::Micros started{0};   // Unix time the job started
   util::Micros ended{0};     // Unix time it ended
   util::Micros duration{0};  // how long it ran (monotonic)
-  util::Micros waited{0};    // how long nxlock waited for the lock
+  util::Micros waited{0};    // how long nxlock waited for the lock (--jitter's delay not included)
+  util::Micros jitter{0};    // the --jitter delay slept before the first try
 };
 
 // `key` as a label value: backslash, double quote and newline escaped, as the

@@ -234,8 +234,9 @@ class WaitersQueue {
     Outcome outcome = Outcome::behind;
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
-    // behind: how many waiters are ahead of the ticket, live or not (0 where
-    // the store does not say), so that one far back may look less often.
+    // behind: how many live waiters are ahead of the ticket, counted in the
+    // step that queued it (0 where the store does not say), so that one far
+    // back may look less often, and --max-waiters may refuse to wait.
     std::int64_t ahead = 0;
   };
   // A waiter handed its turn (by a release, or a leave, or a dropped dead
@@ -328,6 +329,7 @@ class SharedLeases {
     std::optional<std::int64_t> fence;
     std::optional<std::string> current;
     std::string id;  // taken: the lease's id (a slot's, as the store chose it)
+    std::int64_t ahead = 0;  // behind: the live waiters ahead, as QueuedSet::ahead
   };
   struct TakeRequest {
     std::string_view id;   // a shared holder's id; empty for a slot ("#N", chosen by the store)

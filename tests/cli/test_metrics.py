@@ -24,6 +24,7 @@ EXPECTED_TYPES = {
     "nxlock_last_duration_seconds": "gauge",
     "nxlock_last_exit_status": "gauge",
     "nxlock_last_wait_seconds": "gauge",
+    "nxlock_last_jitter_seconds": "gauge",
     "nxlock_running": "gauge",
     "nxlock_failures_total": "counter",
     "nxlock_max_runtime_stops_total": "counter",

@@ -112,6 +112,11 @@ class QuorumLock final : public Lockable {
   Status status() override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override;
   util::Micros validity_margin(std::int64_t ttl) const override { return drift_margin(ttl); }
+  // Its takers do not queue: each server's own line would hold a different
+  // set of them, and no majority's count is an arrival order.
+  std::string waiters_uncounted() const override {
+    return "with a quorum of servers: its takers keep no line of waiters; use one server or etcd";
+  }
 
   // One round: the steps on every server at once; undone everywhere unless held.
   QuorumRound try_round(std::int64_t ttl);

@@ -93,10 +93,12 @@ SharedLeases::Take FileLeases::take(const Keys& keys, const TakeRequest& request
     }
   }
   bool pruned = false;
-  const std::string head =
-      m_queue.keep_in_line(keys.queue, request.ticket, request.waiting, request.lease, pruned);
+  std::int64_t ahead = 0;
+  const std::string head = m_queue.keep_in_line(keys.queue, request.ticket, request.waiting,
+                                                request.lease, pruned, ahead);
   if (!head.empty() && head != request.ticket) {
     Take behind;
+    behind.ahead = ahead;
     behind.current = m_steps.get(keys.lock);
     if (pruned && !behind.current) {
       m_queue.wake_first(keys.queue);  // the one we dropped may have taken its wake-up with it

@@ -259,7 +259,7 @@ bool FileQueue::may_go_first(std::string_view queue, std::string_view ticket, bo
 }
 
 std::string FileQueue::keep_in_line(std::string_view queue, std::string_view ticket, bool waiting,
-                                    util::Micros lease, bool& pruned) {
+                                    util::Micros lease, bool& pruned, std::int64_t& ahead) {
   std::string first;
   std::string encoded;
   std::vector<std::string> lapsed;
@@ -292,6 +292,9 @@ std::string FileQueue::keep_in_line(std::string_view queue, std::string_view tic
     if (!waiters.empty()) {
       first = waiters.front().ticket;
     }
+    ahead = std::find_if(waiters.begin(), waiters.end(),  // live ones: the lapsed are gone
+                         [&](const QueuedWaiter& w) { return w.ticket == ticket; }) -
+            waiters.begin();
     if (!changed) {
       return Change{};
     }
@@ -342,7 +345,7 @@ WaitersQueue::QueuedSet FileQueue::take_or_queue(std::string_view key, std::stri
   }
 
   bool pruned = false;
-  const std::string first = keep_in_line(queue, ticket, waiting, lease, pruned);
+  const std::string first = keep_in_line(queue, ticket, waiting, lease, pruned, result.ahead);
   if (!first.empty() && first != ticket) {
     result.outcome = QueuedSet::Outcome::behind;
     result.current = m_steps.get(key);

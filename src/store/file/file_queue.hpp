@@ -49,9 +49,10 @@ class FileQueue final : public WaitersQueue {
   bool may_go_first(std::string_view queue, std::string_view ticket, bool& in_line);
   // The queue's upkeep for a waiter that did not take: drops lapsed entries
   // (`pruned`), and with `waiting` joins `ticket` or renews its lease. Returns
-  // the first ticket in line (empty: none).
+  // the first ticket in line (empty: none), and in `ahead` the live waiters
+  // before `ticket` (all of them, if it is not in line), in the same transaction.
   std::string keep_in_line(std::string_view queue, std::string_view ticket, bool waiting,
-                           util::Micros lease, bool& pruned);
+                           util::Micros lease, bool& pruned, std::int64_t& ahead);
   // Wakes the first live waiter of `queue`, dropping the dead ones it meets.
   void wake_first(std::string_view queue);
   void drop_from_queue(std::string_view queue, const std::vector<std::string>& tickets);

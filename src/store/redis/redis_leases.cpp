@@ -57,13 +57,17 @@ SharedLeases::Take RedisLeases::take(const Keys& keys, const TakeRequest& reques
     result.id = string_of(*reply->element[2], m_core.name()).value_or("");
     return result;
   }
-  if (!is_pair(*reply)) {
+  // {outcome, value}, and for a waiter behind, the live waiters ahead of it.
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 || reply->elements > 3) {
     throw_unexpected(*reply, m_core.name());
   }
   Take result;
   const auto outcome = integer_of(*reply->element[0], m_core.name());
   result.outcome = outcome == 1 ? Take::Outcome::held : Take::Outcome::behind;
   result.current = string_of(*reply->element[1], m_core.name());
+  if (outcome == 0 && reply->elements > 2) {
+    result.ahead = integer_of(*reply->element[2], m_core.name());
+  }
   return result;
 }
 

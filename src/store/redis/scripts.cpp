@@ -159,16 +159,27 @@ const std::string_view k_compare_and_delete_fenced_script =
       "if lease and tonumber(lease) >= now then return first end "               \
       "redis.call('ZREM', q, first) redis.call('ZREM', l, first) pruned = true " \
       "end end "
+// live_ahead(q, l, t): how many live waiters are ahead of ticket t in queue q
+// (leases l): its rank, less the lapsed places before it (found by their
+// lease, so a long line costs only its dead); none is removed: a lapsed place
+// is dropped when it is first (head()), as ever.
+#define NXLOCK_LIVE_AHEAD                                                          \
+  "local function live_ahead(q, l, t) "                                            \
+  "local r = redis.call('ZRANK', q, t) if not r then return 0 end local n = r "    \
+  "for _, w in ipairs(redis.call('ZRANGEBYSCORE', l, '-inf', '(' .. now_text)) do " \
+  "local rw = redis.call('ZRANK', q, w) if rw and rw < r then n = n - 1 end end "  \
+  "return n end "
 // KEYS: lock, counter, queue, lease. ARGV: value, ticket, waiting, lease (us),
 // queue keep (ms), lock keep (ms), counter keep (ms). A waiter behind a live
 // head tries nothing; one that may go first does the SETNX (and token) of
 // k_set_if_absent_fenced_script, and leaves the queue when it sets. A waiter
 // that did not set joins (ZADD NX keeps its place) and renews its lease, and
-// one behind learns how many waiters are ahead of it; one that sets never
+// one behind learns how many live waiters are ahead of it (live_ahead: what
+// --max-waiters counts, in the step that queued it); one that sets never
 // writes the queue it leaves. If it dropped a dead head while
 // the lock is free, the new head (when it is another) is woken: it may be
 // waiting for a wake-up that the dead one took with it.
-const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE
+const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE NXLOCK_LIVE_AHEAD
     "local ticket = ARGV[2] "
     "local function join() if ARGV[3] == '1' then "
     "redis.call('ZADD', KEYS[3], 'NX', now, ticket) "
@@ -180,7 +191,7 @@ const std::string_view k_set_if_absent_queued_script = NXLOCK_QUEUE_PRELUDE
     "join() "
     "local current = redis.call('GET', KEYS[1]) "
     "if pruned and not current then turn(h) end "
-    "return {0, current, redis.call('ZRANK', KEYS[3], ticket) or 0} end "
+    "return {0, current, live_ahead(KEYS[3], KEYS[4], ticket)} end "
     "if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then "
     "join() return {1, redis.call('GET', KEYS[1])} end "
     "local token = issue(KEYS[2], ARGV[7]) "
@@ -255,7 +266,7 @@ const std::string_view k_leave_queue_script = NXLOCK_QUEUE_PRELUDE
 // that holds the key, if it is of the same kind (shared, or slots: "#N" ids)
 // and has a free slot; a key held by no live set is an exclusive holder's. A
 // lease taken leaves the queue and wakes the next waiter, which may be one too.
-const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE
+const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED_PRELUDE NXLOCK_LIVE_AHEAD
     "local ticket = ARGV[3] local slots = tonumber(ARGV[9]) "
     "local function join() if ARGV[4] == '1' then "
     "redis.call('ZADD', KEYS[4], 'NX', now, ticket) "
@@ -264,7 +275,7 @@ const std::string_view k_take_shared_script = NXLOCK_QUEUE_PRELUDE NXLOCK_SHARED
     "end end "
     "local current = redis.call('GET', KEYS[1]) "
     "local h = head(KEYS[4], KEYS[5]) "
-    "if h and h ~= ticket then join() return {0, current} end "
+    "if h and h ~= ticket then join() return {0, current, live_ahead(KEYS[4], KEYS[5], ticket)} end "
     "prune(KEYS[3], KEYS[6]) "
     "local fresh = true "
     "if current then "
