@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <string_view>
 
 #include "store/file/posix.hpp"
 #include "util/error.hpp"
 #include "util/escape.hpp"
+#include "util/random.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::store {
@@ -253,11 +255,16 @@ bool StoreDirectory::directory_is_empty() {
 }
 
 void StoreDirectory::write_marker() {
-  // Unique per process (the pid alone may repeat across pid namespaces sharing a
-  // volume): two processes may initialize the same directory at once, and both
-  // renames install the same content.
-  const std::string temp = ".nxlock-store." + std::to_string(::getpid()) + "-" +
-                           std::to_string(util::mono_now().count()) + ".tmp";
+  // Unique per call: two processes, or two threads of one (a quorum's), may
+  // initialize the same directory at once, and both renames install the same
+  // content. The pid and the time were not enough: two threads in the same
+  // microsecond chose one name, and the second removed the first's file as a
+  // dead writer's (create_exclusive), whose rename then failed.
+  char random_part[17];
+  std::snprintf(random_part, sizeof random_part, "%016llx",
+                static_cast<unsigned long long>(util::random_u64()));
+  const std::string temp =
+      ".nxlock-store." + std::to_string(::getpid()) + "-" + random_part + ".tmp";
   const std::string temp_path = m_path + "/" + temp;
   util::UniqueFd file = posix::create_exclusive(m_root.get(), temp, temp_path, m_file_mode);
   posix::write_all(file.get(), k_marker_content, temp_path);
