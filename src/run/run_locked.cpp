@@ -11,7 +11,7 @@ namespace nxlock::run {
 
 RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
                             SignalChannel& signals, const Reporter& reporter,
-                            JobWatchdog& watchdog) {
+                            JobWatchdog& watchdog, lock::ReplaceRequests* requests) {
   LockedRun run{lock,
                 held,
                 options,
@@ -19,7 +19,8 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
                               options.kill_after, options.ttl),
                 signals,
                 reporter,
-                watchdog};
+                watchdog,
+                requests};
   Supervised supervised;
   std::exception_ptr failure;
   try {
@@ -43,7 +44,8 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
   if (failure || !supervised.job.lost) {
     // --hold keeps the lock of a job that ran; one that never started (126,
     // 127), or our own failure, did nothing worth holding for: it goes at once.
-    release(run, !failure && supervised.job.ran(), outcome);
+    // A replaced job's lock goes at once: its replacer waits for it.
+    release(run, !failure && supervised.job.ran() && !supervised.job.replaced, outcome);
   }
   // After the release: the next holder need not wait for our watchdog.
   collect_exit_status(supervised, watchdog);
