@@ -57,8 +57,10 @@ bool Replacer::ask() {
             ? "its job has ended and --hold keeps the lock"
             : "it is not a run-locked that renews (a `lock`, --no-renew, a page client or an "
               "older nxlock)";
-    m_ctx.out.warn(what + ": --replace cannot ask its holder (" + who + ") to stop: " + why +
-                   "; waiting for it (up to " + util::seconds_text(util::Micros(static_cast<std::int64_t>(m_args.lock.wait * 1e6))) + ")");
+    // A note, as a busy lock's: -q (cron) keeps it out of the mail.
+    const auto bound = util::Micros(static_cast<std::int64_t>(m_args.lock.wait * 1e6));
+    m_ctx.out.note(what + ": --replace cannot ask its holder (" + who + ") to stop: " + why +
+                   "; waiting for it (up to " + util::seconds_text(bound) + ")");
     m_ctx.out.field("replace_asked", false);
     return true;
   }
