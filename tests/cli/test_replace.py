@@ -14,8 +14,8 @@ INTERVAL = TTL / 3  # the holder looks for a request at each renewal, at the lat
 MARGIN = 1.0  # slack for a loaded machine on every timing bound
 
 # The old job: says when it starts and ends, on SIGTERM exits (trap), and while
-# it runs stamps LOG every 50 ms (monotonic-free: date's wall clock, as the new
-# job's stamp, on the same host).
+# it runs stamps LOG every 50 ms (date's wall clock, as the new job's stamp: one
+# host, one clock).
 STAMP = 'echo "$1 $(date +%s.%N)" >> "$LOG"'
 EXITS_ON_TERM = ("stamp() { %s; }; trap 'stamp old-end; exit 0' TERM; stamp old-start; "
                  "while :; do sleep 0.05 & wait $!; stamp old; done") % STAMP.replace("$1", "$*")
@@ -165,7 +165,8 @@ class Replace(NxlockTestCase):
                 status, _, err = self.ended(holder)
                 self.assertEqual(status, 79, err)
                 if "redis" in backend.offers:
-                    self.assertEqual(backend.redis_cli("EXISTS", side_key("rgive", "replace")).strip(), b"0")
+                    request = side_key("rgive", "replace")
+                    self.assertEqual(backend.redis_cli("EXISTS", request).strip(), b"0")
 
     def test_a_lock_holder_is_waited_for_and_said_so(self):
         for backend in self.backends():
