@@ -161,7 +161,7 @@ _nxlock()
             run-locked)
                 opts='-t --ttl -n --nonblock -w --wait -E --conflict-exit-code -s --shared -x --exclusive --jitter --max-waiters --clock --slots
                     -c --command --no-renew --inherit-credentials --on-lost --kill-after --hold
-                    --ping --ping-file --ping-cacert --ping-timeout --ping-on-busy
+                    --ping --ping-file --ping-cacert --ping-timeout --ping-on-busy --replace
                     --max-runtime --metrics-dir --syslog --'
                 ;;
             unlock) opts='-f --force --clock --slots --syslog' ;;

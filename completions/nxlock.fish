@@ -172,3 +172,4 @@ complete -c nxlock -n $run -l ping-file -r -F -d "Read --ping's URL from FILE"
 complete -c nxlock -n $run -l ping-cacert -r -F -d 'Verify an https checker with the CAs in FILE'
 complete -c nxlock -n $run -l ping-timeout -x -d "The most a ping may delay nxlock's exit (default 2)"
 complete -c nxlock -n $run -l ping-on-busy -d 'A run skipped on a busy lock pings success (per-host checks)'
+complete -c nxlock -n $run -l replace -d 'Ask the run-locked holding KEY to stop its job, then take the lock'

@@ -55,6 +55,7 @@ struct RunLockedArgs {
   std::string ping_cacert;
   double ping_timeout = 2;
   bool ping_on_busy = false;
+  bool replace = false;  // --replace: ask the holder to stop, then take the lock
 };
 
 // lock: KEY and the options shared with run-locked.

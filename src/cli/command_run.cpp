@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "cli/acquire.hpp"
@@ -14,6 +15,7 @@
 #include "cli/event_log.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/ping_options.hpp"
+#include "cli/replace.hpp"
 #include "run/metrics.hpp"
 #include "run/run_locked.hpp"
 #include "util/escape.hpp"
@@ -179,7 +181,20 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     CliLock cli_lock(ctx, args->key, args->lock);
     warn_jitter_against_hold(ctx, *args);
     util::Micros wait_began = util::mono_now();
-    if (!cli_lock.acquire()) {
+    // --replace: asks the holder to stop before the wait (and bounds it), and
+    // takes the request away once the wait ends, before our job starts.
+    std::optional<Replacer> replacer;
+    if (args->replace) {
+      replacer.emplace(ctx, cli_lock, *args);
+      if (!replacer->ask()) {
+        return replacer->exit_status();
+      }
+    }
+    const bool acquired = cli_lock.acquire();
+    if (replacer) {
+      replacer->withdraw();
+    }
+    if (!acquired) {
       // Busy (or given up waiting), as opposed to interrupted while waiting.
       if (cli_lock.exit_status() == args->lock.conflict_exit) {
         events.busy(cli_lock.lock().key(), cli_lock.busy_holder());
@@ -225,7 +240,15 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
                   loss.detail);
       say_lost(ctx, lock, loss, action);
     };
-    // --replace (to come) tells events.replaced() here, as it stops this run.
+    reporter.replaced = [&ctx, &lock, &events, &command](const std::string& by,
+                                                        util::Micros grace) {
+      events.replaced(lock.key(), command.front());
+      ctx.out.warn(lock_words(lock) + ": replaced by " + by + " (run-locked --replace): " +
+                   (grace > util::Micros(0)
+                        ? "stopping the job (SIGTERM, SIGKILL after " + util::seconds_text(grace) +
+                              ")"
+                        : "stopping the job (SIGKILL)"));
+    };
     reporter.timed_out = [&ctx, &lock, &options, &events, &command](util::Micros grace) {
       events.stopped(lock.key(), *options.max_runtime, command.front());
       ctx.out.warn(lock_words(lock) + ": the job ran past --max-runtime " +
@@ -244,6 +267,16 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
         count_in_metrics(ctx, *args, lock.key(), started, metrics_warned);
       }
     };
+    // Where a --replace would ask us to stop; none where the backend keeps no
+    // requests (the holder record then says we cannot be asked).
+    std::unique_ptr<lock::ReplaceRequests> requests;
+    if (options.renew) {
+      try {
+        requests = ctx.locks().replace_requests(cli_lock.clock(), lock.key());
+      } catch (const util::Error&) {
+        // Not offered here (a quorum, etcd): this run cannot be asked.
+      }
+    }
     run::MetricsEvent event;
     event.waited = taken_at - wait_began;
     event.jitter = cli_lock.jitter();
@@ -251,7 +284,8 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     const util::Micros started_mono = util::mono_now();
     const auto ran = [&] {
       try {
-        return run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog);
+        return run::run_locked(lock, held, options, cli_lock.signals(), reporter, watchdog,
+                               requests.get());
       } catch (const util::Error& e) {
         if (pinger) {
           ping_end(ctx, *pinger, exit_status_for(e.kind()));
@@ -266,6 +300,7 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     const run::RunOutcome& outcome = ran.job;
     event.lost = outcome.lost;
     event.timed_out = outcome.timed_out;
+    event.replaced = outcome.replaced;
     if (!ran.release_error.empty()) {
       ctx.out.note(lock_words(lock) + ": not released at exit: " + ran.release_error);
     } else if (ran.released && *ran.released != lock::Verdict::done) {
@@ -286,6 +321,11 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
     if (options.max_runtime) {
       ctx.out.field("timed_out", outcome.timed_out);
     }
+    if (outcome.replaced) {
+      ctx.out.field("replaced", true);
+      ctx.out.field("reason", "replaced");
+      ctx.out.field("replaced_by", outcome.replaced_by);
+    }
     event.exit_status = outcome.status;
     switch (outcome.ending) {
       case run::RunOutcome::Ending::not_found:
@@ -297,8 +337,8 @@ Runner run_locked_runner(std::shared_ptr<RunLockedArgs> args) {
       case run::RunOutcome::Ending::exited:
       case run::RunOutcome::Ending::signaled:
         ctx.out.field("child_status", outcome.status);
-        if (outcome.lost && options.on_lost != run::OnLost::ignore) {
-          event.exit_status = k_exit_lock_lost;
+        if ((outcome.lost && options.on_lost != run::OnLost::ignore) || outcome.replaced) {
+          event.exit_status = k_exit_lock_lost;  // replaced: the lock went to the replacer
         } else if (outcome.timed_out) {
           event.exit_status = k_exit_timed_out;
         }

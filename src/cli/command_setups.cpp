@@ -56,6 +56,7 @@ Runner setup_run_locked(CLI::App& sub) {
   add_table_option(sub, command, "--ping-cacert", args->ping_cacert);
   add_table_option(sub, command, "--ping-timeout", args->ping_timeout);
   add_table_option(sub, command, "--ping-on-busy", args->ping_on_busy);
+  add_table_option(sub, command, "--replace", args->replace);
   sub.add_option("KEY", args->key, "The lock's key; options end here")->required();
   // COMMAND [ARGS...] is split off argv before CLI11 parses
   // (split_child_command()), so that nothing after KEY is ever taken for an

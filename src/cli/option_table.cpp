@@ -134,6 +134,9 @@ constexpr OptionSpec k_options[] = {
     {"run-locked", "--ping-timeout", K::seconds, "SECONDS",
      "The most a ping may delay nxlock's exit, name resolution included", {}, {},
      k_min_timeout_seconds, 3600, true},
+    {"run-locked", "--replace", K::flag, "",
+     "Ask the run-locked holding KEY to stop its job (as on a lost lock; it exits 79), then "
+     "take the lock once it is released: a stuck run gives way to this one"},
     {"run-locked", "--ping-on-busy", K::flag, "",
      "A run skipped because the lock is busy pings success (per-host checks)"},
 

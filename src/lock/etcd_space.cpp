@@ -35,6 +35,13 @@ class EtcdSpace final : public LockSpace {
            "exclusive to it); use the exclusive lock";
   }
 
+  // The request must be a key the Mutex never waits on (not under KEY/), and
+  // the holder's wake-up a watch of its own: not built yet.
+  std::string replace_refusal() const override {
+    return "not available on etcd yet (the request beside the lock, outside the KEY/ prefix "
+           "etcd's Mutex waits on, is left to build); stop the holder and use -w";
+  }
+
   std::unique_ptr<Lockable> make_lock(Clock&, std::string key, LockKind) override {
     return std::make_unique<EtcdMutex>(*m_store, std::move(key));
   }

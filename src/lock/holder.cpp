@@ -32,6 +32,9 @@ std::string Holder::to_json() const {
     j["watchdog"] = watchdog_pid;
     j["watchdog_start"] = watchdog_start;
   }
+  if (replaceable) {
+    j["replaceable"] = true;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -47,6 +50,8 @@ std::optional<Holder> Holder::from_json(std::string_view text) {
   h.command = j.value("command", "");
   h.acquired_at = j.value("acquired_at", std::int64_t{0});
   h.finished_at = j.value("finished_at", std::int64_t{0});
+  h.replaceable = j.contains("replaceable") && j["replaceable"].is_boolean() &&
+                  j["replaceable"].get<bool>();
   if (j.contains("fence") && j["fence"].is_number_integer()) {
     h.fence = j["fence"].get<std::int64_t>();
   }

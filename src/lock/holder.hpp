@@ -37,6 +37,10 @@ struct Holder {
   // releases the lock once the job is gone if the holder dies; 0: none.
   std::int64_t watchdog_pid = 0;
   std::uint64_t watchdog_start = 0;
+  // A run-locked that looks for a --replace request while it renews
+  // (replace_request.hpp): it can be asked to stop its job. False for a
+  // `lock`, a --no-renew run, an older nxlock.
+  bool replaceable = false;
 
   // True when the holder process is known not to run: it ran on this host, and
   // either this host has booted since or that process no longer runs (or is

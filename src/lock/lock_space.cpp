@@ -42,6 +42,22 @@ std::unique_ptr<SlotLock> LockSpace::make_slots(Clock&, std::string, int) {
   throw Error(ErrorKind::internal, "--slots", "offered, but not made");
 }
 
+std::string LockSpace::replace_refusal() const {
+  return "not available with this backend";
+}
+
+std::unique_ptr<ReplaceRequests> LockSpace::make_replace_requests(Clock&, std::string) {
+  throw Error(ErrorKind::internal, "--replace", "offered, but not made");
+}
+
+std::unique_ptr<ReplaceRequests> LockSpace::replace_requests(Clock& clock, std::string key) {
+  const std::string why = replace_refusal();
+  if (!why.empty()) {
+    throw Error(ErrorKind::usage, "--replace", why);
+  }
+  return make_replace_requests(clock, std::move(key));
+}
+
 ValueHold LockSpace::lock_for_value(Clock& clock, std::string key, int slots,
                                     const std::string& printed) {
   const ValueForm form = value_form(printed);

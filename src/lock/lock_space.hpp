@@ -16,6 +16,7 @@
 #include "lock/clock.hpp"
 #include "lock/list_locks.hpp"
 #include "lock/lockable.hpp"
+#include "lock/replace_request.hpp"
 #include "store/connect_options.hpp"
 #include "store/url.hpp"
 
@@ -64,6 +65,11 @@ class LockSpace {
   // value of no form, or against --slots.
   ValueHold lock_for_value(Clock& clock, std::string key, int slots, const std::string& printed);
 
+  // run-locked --replace's requests beside the lock KEY (the full key), read
+  // by `clock` (replace_request.hpp). Throws util::Error(usage) naming
+  // --replace where this space does not offer them (replace_refusal()).
+  std::unique_ptr<ReplaceRequests> replace_requests(Clock& clock, std::string key);
+
   // The locks whose keys (prefix included) match the glob `pattern`, with the
   // expired ones when `with_expired`.
   virtual LockList list(std::string_view pattern, bool with_expired) = 0;
@@ -76,6 +82,10 @@ class LockSpace {
   virtual std::unique_ptr<Lockable> make_lock(Clock& clock, std::string key, LockKind kind) = 0;
   // A slot lock, where slots are offered (a space that refuses them need not say how).
   virtual std::unique_ptr<SlotLock> make_slots(Clock& clock, std::string key, int slots);
+  // Why this space does not offer --replace, and what is left to build for
+  // it; empty if it does (then make_replace_requests() makes them).
+  virtual std::string replace_refusal() const;
+  virtual std::unique_ptr<ReplaceRequests> make_replace_requests(Clock& clock, std::string key);
 
  private:
   // Throws util::Error(usage) naming the option of `kind` when refusal() says why.

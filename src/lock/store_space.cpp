@@ -39,6 +39,12 @@ class StoreSpace final : public LockSpace {
     return std::make_unique<LeaseLock>(*m_store, clock, std::move(key), slots);
   }
 
+  // --replace: the request beside the lock, on this store.
+  std::string replace_refusal() const override { return {}; }
+  std::unique_ptr<ReplaceRequests> make_replace_requests(Clock& clock, std::string key) override {
+    return std::make_unique<ReplaceRequests>(*m_store, clock, std::move(key));
+  }
+
  private:
   std::unique_ptr<store::Store> m_store;
 };

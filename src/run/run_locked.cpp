@@ -12,7 +12,7 @@ namespace nxlock::run {
 
 RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
                             SignalChannel& signals, const Reporter& reporter,
-                            JobWatchdog& watchdog) {
+                            JobWatchdog& watchdog, lock::ReplaceRequests* requests) {
   LockedRun run{lock,
                 held,
                 options,
@@ -20,7 +20,8 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
                               options.kill_after, options.ttl),
                 signals,
                 reporter,
-                watchdog};
+                watchdog,
+                requests};
   Supervised supervised;
   std::exception_ptr failure;
   try {
@@ -44,7 +45,9 @@ RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptio
   if (failure || !supervised.job.lost) {
     // --hold keeps the lock of a job that ran; one that never started (126,
     // 127), or our own failure, did nothing worth holding for: it goes at once.
-    Released released = release(run, !failure && supervised.job.ran());
+    // A replaced job's lock goes at once: its replacer waits for it.
+    Released released =
+        release(run, !failure && supervised.job.ran() && !supervised.job.replaced);
     outcome.released = released.verdict;
     outcome.release_error = std::move(released.error);
     outcome.kept_value = std::move(released.kept_value);

@@ -19,6 +19,6 @@ namespace nxlock::run {
 // released before the error propagates.
 RunLockedOutcome run_locked(lock::Lockable& lock, HeldLock& held, const RunOptions& options,
                             SignalChannel& signals, const Reporter& reporter,
-                            JobWatchdog& watchdog);
+                            JobWatchdog& watchdog, lock::ReplaceRequests* requests = nullptr);
 
 }  // namespace nxlock::run

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lock/lockable.hpp"
+#include "lock/replace_request.hpp"
 #include "util/time.hpp"
 
 namespace nxlock::run {
@@ -57,6 +58,8 @@ struct RunOutcome {
   int status = 0;
   bool lost = false;       // the lock was lost while the child ran
   bool timed_out = false;  // it ran past --max-runtime and was stopped
+  bool replaced = false;   // a run-locked --replace asked for the lock: it was stopped
+  std::string replaced_by;  // replaced: who asked ("pid 123 on host")
   std::string detail;      // strerror for not_found / not_executable
 
   // The job's process ran (exited or was killed), as opposed to never starting.
@@ -88,6 +91,9 @@ struct Reporter {
   // what runs beside the job, never before it (--ping's start, the metrics'
   // gauge of runs now).
   std::function<void()> started;
+  // A run-locked --replace asked for the lock (`by`: who): told before the
+  // job is stopped, with the grace SIGTERM gets (zero: SIGKILL at once).
+  std::function<void(const std::string& by, util::Micros grace)> replaced;
 };
 
 struct RunLockedOutcome {

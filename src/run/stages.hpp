@@ -28,6 +28,12 @@ struct LockedRun {
   SignalChannel& signals;
   const Reporter& reporter;
   JobWatchdog& watchdog;
+  // Where a --replace request for this lock would stand; nullptr where the
+  // backend keeps none (the holder then cannot be asked).
+  lock::ReplaceRequests* requests = nullptr;
+
+  // Whether this run looks for a --replace request (its holder record says so).
+  bool askable() const { return requests != nullptr && options.renew; }
 
   // The job must be stopping by then, unless a renewal moves it on.
   util::Micros act_by() const { return held.valid_until - schedule.lead(); }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lock/holder.hpp"
@@ -87,9 +88,11 @@ Job start_job(LockedRun& run) {
   // time goes"). A job whose exec fails is released at once, and they with it.
   const auto record_holder = [&run]() noexcept {
     try {
-      run.lock.record_holder(lock::describe_holder(
+      lock::Holder holder = lock::describe_holder(
           run.held.value, getpid(), run.options.holder_command,
-          util::whole_seconds(run.options.acquired_at), run.watchdog.pid()));
+          util::whole_seconds(run.options.acquired_at), run.watchdog.pid());
+      holder.replaceable = run.askable();
+      run.lock.record_holder(std::move(holder));
     } catch (...) {
       // Advisory: a job running without its details beats one stopped for them.
     }

@@ -8,7 +8,9 @@
 
 #include "run/renewal.hpp"
 #include "run/stages.hpp"
+#include "util/error.hpp"
 #include "util/poll.hpp"
+#include "util/trace.hpp"
 
 namespace nxlock::run {
 
@@ -72,7 +74,40 @@ Supervised supervise(LockedRun& run, const Job& job) {
   const Micros time_up =
       options.max_runtime ? util::mono_now() + *options.max_runtime : Micros::max();
   const auto stopping = [&] {
-    return outcome.timed_out || (outcome.lost && options.on_lost != OnLost::ignore);
+    return outcome.timed_out || outcome.replaced ||
+           (outcome.lost && options.on_lost != OnLost::ignore);
+  };
+  // A --replace request (docs/DESIGN.md, "Replacing a run"): the job is
+  // stopped as at --max-runtime (--on-lost kill: at once), the lock renewed
+  // until it is gone, then released for the replacer.
+  const auto replace = [&](const lock::ReplaceRequest& request) {
+    outcome.replaced = true;
+    outcome.replaced_by = request.who();
+    const Micros now = util::mono_now();
+    const Micros kill_at =
+        options.on_lost == OnLost::kill
+            ? now
+            : std::min(now + options.kill_after, schedule.kill_at(run.held.valid_until));
+    if (run.reporter.replaced) {
+      run.reporter.replaced(outcome.replaced_by, std::max(kill_at - now, Micros(0)));
+    }
+    watchdog.stop(kill_at > now ? SIGTERM : SIGKILL, kill_at);
+  };
+  // The request is looked for at each renewal, and when the watch on it wakes
+  // (made once the job has settled: a job that ends at once never pays for it).
+  std::unique_ptr<store::Watcher> request_watch;
+  bool request_watched = !run.askable();
+  const auto look_for_request = [&] {
+    if (stopping() || outcome.lost) {
+      return;
+    }
+    try {
+      if (const auto request = run.requests->pending()) {
+        replace(*request);
+      }
+    } catch (const util::Error& e) {
+      util::trace(std::string("--replace: request not read: ") + e.what());
+    }
   };
 
   lock::HeldNews* const news = run.lock.held_news();
@@ -94,7 +129,8 @@ Supervised supervise(LockedRun& run, const Job& job) {
     // scheduled. A lost lock is not released, nor one whose job is being
     // stopped: its job's end waits for the report, which decides what is left
     // to stop.
-    const int exit_fd = outcome.lost || outcome.timed_out ? -1 : watchdog.exit_fd();
+    const int exit_fd =
+        outcome.lost || outcome.timed_out || outcome.replaced ? -1 : watchdog.exit_fd();
     if (!settled && !outcome.lost && util::mono_now() >= settled_at) {
       settled = true;
       news->job_settled();
@@ -105,14 +141,33 @@ Supervised supervise(LockedRun& run, const Job& job) {
     } else if (news != nullptr && options.renew && !outcome.lost) {
       loss_fd = news->loss_fd();
     }
-    pollfd fds[4] = {{run.signals.fd(), POLLIN, 0},
+    if (!request_watched && !stopping()) {
+      if (util::mono_now() >= settled_at) {
+        request_watched = true;
+        try {
+          request_watch = run.requests->watch();
+        } catch (const util::Error& e) {
+          util::trace(std::string("--replace: no watch on the request: ") + e.what());
+        }
+        look_for_request();  // one posted before the watch was armed
+      } else {
+        wake_at = std::min(wake_at, settled_at);
+      }
+    }
+    const int request_fd = request_watch && !stopping() ? request_watch->fd() : -1;
+    pollfd fds[5] = {{run.signals.fd(), POLLIN, 0},
                      {watchdog.status_fd(), POLLIN, 0},
                      {exit_fd, POLLIN, 0},
-                     {loss_fd, POLLIN, 0}};
+                     {loss_fd, POLLIN, 0},
+                     {request_fd, POLLIN, 0}};
     // Signals to pass on come as data on signals.fd(), not as EINTR.
-    util::poll_until(fds, 4, wake_at);
+    util::poll_until(fds, 5, wake_at);
     if (fds[3].revents != 0 && news->lost()) {
       renewal.hurry();  // the lock may be gone: its renewal's verdict says
+    }
+    if (fds[4].revents != 0 &&
+        request_watch->wait(Micros(0), -1) == store::WaitResult::changed) {
+      look_for_request();
     }
 
     while (const auto signo = run.signals.take()) {
@@ -140,7 +195,7 @@ Supervised supervise(LockedRun& run, const Job& job) {
       outcome = with_exit_status(std::move(outcome), *wait_status);
       return supervised;
     }
-    if (fds[2].revents != 0 && !outcome.lost && !outcome.timed_out) {
+    if (fds[2].revents != 0 && !outcome.lost && !outcome.timed_out && !outcome.replaced) {
       outcome.ending = RunOutcome::Ending::exited;  // it ran; collect_exit_status says how it ended
       supervised.status_pending = true;
       return supervised;
@@ -173,6 +228,9 @@ Supervised supervise(LockedRun& run, const Job& job) {
         lose(*lost);
       } else if (run.held.valid_until != before) {
         watchdog.update(run.held.valid_until, release_values(run.lock, run.held));
+        if (run.askable()) {
+          look_for_request();  // at each renewal, whether a watch woke us or not
+        }
       }
     }
   }

@@ -14,8 +14,8 @@ namespace nxlock::store {
 namespace {
 
 // Every suffix nxlock uses; "lease" is the Redis queue's own companion.
-constexpr std::array<std::string_view, 5> k_suffixes = {"fence", "holder", "queue", "lease",
-                                                        "shared"};
+constexpr std::array<std::string_view, 6> k_suffixes = {"fence", "holder", "queue",
+                                                        "lease", "shared", "replace"};
 // A semaphore's slots (slot_key()): this prefix and the slot's number.
 constexpr std::string_view k_slot_prefix = "slot";
 
@@ -104,6 +104,10 @@ std::string fence_key(std::string_view key) {
   return companion_key(key, "fence");
 }
 
+std::string replace_key(std::string_view key) {
+  return companion_key(key, "replace");
+}
+
 std::string shared_key(std::string_view key) {
   return companion_key(key, "shared");
 }
@@ -156,7 +160,8 @@ void check_lock_key(std::string_view key) {
   if (is_companion_key(key)) {
     throw util::Error(util::ErrorKind::usage, "lock '" + util::escape(key) + "'",
                       "this name is another lock's companion key (its fencing counter, holder "
-                      "details, queue, shared leases or --slots slot); name the lock "
+                      "details, queue, shared leases, --replace request or --slots slot); "
+                      "name the lock "
                       "otherwise");
   }
 }

@@ -41,6 +41,10 @@ std::string queue_key(std::string_view key);
 // backend keeps them apart from the queue's order (Redis).
 std::string queue_lease_key(std::string_view queue);
 
+// A run-locked --replace's request that the holder of `key` stop its job:
+// companion_key(key, "replace") (lock/replace_request.hpp writes and reads it).
+std::string replace_key(std::string_view key);
+
 // The shared holders' leases of `key` (--shared): companion_key(key, "shared").
 std::string shared_key(std::string_view key);
 
@@ -66,7 +70,7 @@ std::optional<SlotOf> slot_of(std::string_view name);
 // or for a slot (slot_key()) its semaphore's, shared by all its slots.
 std::string waiters_queue_of(std::string_view key);
 
-// Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared",
+// Whether `name` is the companion ("fence", "holder", "queue", "lease", "shared", "replace",
 // "slot<digits>") of some key, or of a companion: a lock must not be named so,
 // or taking it would write another lock's counter, details, queue or slot.
 bool is_companion_key(std::string_view name);

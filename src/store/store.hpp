@@ -40,6 +40,12 @@ class Watcher {
   // Whether the queued waiter is first now (WaitersQueue::watch_turn): a waiter behind another
   // need not see the key's changes at all, only the wake-up addressed to it.
   virtual void first(bool) {}
+
+  // A descriptor that turns readable when wait(0, -1) may report `changed`,
+  // for a caller that polls it beside others (run-locked's holder, on its
+  // --replace request); -1 where there is none (the caller then looks on a
+  // timer of its own).
+  virtual int fd() const { return -1; }
 };
 
 // A fenced step's guard: the counter beside the lock (on a Redis Cluster, in the
@@ -201,6 +207,12 @@ class Store {
 
   // Starts watching key for changes (see Watcher).
   virtual std::unique_ptr<Watcher> watch(std::string_view key) = 0;
+
+  // Wakes the watchers of `key` after a write that is not a deletion, on a
+  // backend whose watchers see deletions alone (Redis PUBLISHes the key's
+  // channel); best effort, never throws. The default does nothing: the
+  // backend's watchers see every change.
+  virtual void wake(std::string_view key) { (void)key; }
 
   // ---- A bound on every exchange (optional; the default does nothing) ----
 

@@ -33,6 +33,7 @@ class TracingStore final : public Store {
   LockListing* listing() override { return m_listing.get(); }
   util::Micros now() override;
   std::unique_ptr<Watcher> watch(std::string_view key) override { return m_inner->watch(key); }
+  void wake(std::string_view key) override { m_inner->wake(key); }
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_inner->set_deadline(monotonic_deadline);
   }

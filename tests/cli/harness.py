@@ -230,7 +230,9 @@ BACKENDS_ENV = "NXLOCK_TEST_BACKENDS"
 #   timestamp  an exclusive lock's value is the bare Unix second it expires at, as
 #           the SETNX page has it (etcd's is EXPIRY@LEASE: ETCD)
 #   redis   the keys in Redis, read with redis-cli (Backend.redis_cli)
-EVERYTHING = frozenset({"lock", "shared", "slots", "queue", "kv", "timestamp", "redis"})
+#   replace run-locked --replace (a quorum and etcd refuse it with 64, for now)
+EVERYTHING = frozenset({"lock", "shared", "slots", "queue", "kv", "timestamp", "redis",
+                        "replace"})
 OFFERS = {
     "file": EVERYTHING - {"redis"},
     "redis": EVERYTHING,

@@ -17,16 +17,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import harness
 from etcd_steps import EtcdSteps
-from model import (ETCD, LONG, SHARED, SLOT, TS, Hold, Job, KeyModel, bare, expiry_of, form,
-                   lease_of, now)
+from model import (ETCD, JOB_TTL, KEYS, LONG, SHARED, SLOT, TS, Hold, Job, KeyModel, bare,
+                   expiry_of, form, lease_of, now)
 from observed import StatusChecks
 from quorum_steps import QuorumSteps
 from recording import pick, recorded
+from replace_steps import ReplaceSteps
 from script import Script
 
-KEYS = ["k1", "k2"]
 SHORT = 1          # a hold let to expire: its value is now+2, held 2 s at least
-JOB_TTL = 2        # run-locked renews every ttl/3
 GARBAGE = ["garbage", "12abc", "0x10", "s:1"]
 # How many steps a short hold may live before the expiry wait must come (it lives 2 s
 # at least; a step costs well under a tenth of that).
@@ -56,7 +55,8 @@ def predicted(statuses):
     return set([statuses] if isinstance(statuses, int) else statuses)
 
 
-class LockModelMachine(StatusChecks, EtcdSteps, QuorumSteps, RuleBasedStateMachine):
+class LockModelMachine(StatusChecks, EtcdSteps, QuorumSteps, ReplaceSteps,
+                       RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.backend = Config.backend

@@ -57,6 +57,10 @@ def bare(value):
     return None if found is None else str(found)
 
 
+KEYS = ["k1", "k2"]  # the machine's pool of keys
+JOB_TTL = 2          # its run-locked jobs' ttl: they renew every ttl/3
+
+
 class Hold:
     """One hold. `value` is None for a run-locked job's (its renewals change it)."""
 

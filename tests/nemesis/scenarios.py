@@ -1,4 +1,4 @@
-"""The fifteen scenarios: each one fault, made with real parts, against a workload of clients
+"""The sixteen scenarios: each one fault, made with real parts, against a workload of clients
 that share one lock (clock-skew: one on Redis, one on the embedded store; the four on
 etcd are in etcd_scenarios.py).
 
@@ -382,11 +382,42 @@ class KillNxlock(Scenario):
         return True
 
 
+class Replace(Scenario):
+    name = "replace"
+    how = ("run-locked --replace of the holder, 0.3 s into its job, in a loop, beside plain "
+           "waiters: the jobs of clients A and B ignore SIGTERM (SIGKILL after --kill-after "
+           "1), C's exit on it; the replacer R's job runs only once the old one is gone")
+
+    def setup(self):
+        self.redis = RedisServer()
+        self.servers.append(self.redis)
+        url = ["-u", self.redis.url]
+        self.clients = [
+            Client(self, "A", "x", url, ttl=self.ttl, seconds=(2, 4), ignore_term=True,
+                   extra_args=["--kill-after", "1"]),
+            Client(self, "B", "x", url, ttl=self.ttl, seconds=(2, 4), ignore_term=True,
+                   extra_args=["--kill-after", "1"]),
+            Client(self, "C", "x", url, ttl=self.ttl, seconds=(2, 4))]
+        # Not started as a thread: fault() runs it once a round, while another holds.
+        self.replacer = Client(self, "R", "x", url, ttl=self.ttl, seconds=(0.3, 0.6),
+                               extra_args=["--replace"])
+
+    def fault(self, round_number):
+        owner, _ = self.wait_section(planned=1.0)
+        if owner is None:
+            return False
+        self.let_run(0.3)
+        self.note_fault("replace", client=owner.client)
+        self.replacer.run_once()
+        self.let_run(0.5)
+        return True
+
+
 # The etcd scenarios (etcd_scenarios.py) imported here, after what they build on.
 from etcd_scenarios import (EtcdBlindDelete, EtcdLeaderKill, EtcdQuorumLoss,  # noqa: E402
                             EtcdWaitersFailover)
 
 ALL = [Partition, PauseNxlock, PauseJob, RestartNopersist, RestartAof, Eviction, Failover,
-       QuorumRestart, ClockSkew, TermIgnored, KillNxlock, EtcdLeaderKill, EtcdQuorumLoss,
-       EtcdBlindDelete, EtcdWaitersFailover]
+       QuorumRestart, ClockSkew, TermIgnored, KillNxlock, Replace, EtcdLeaderKill,
+       EtcdQuorumLoss, EtcdBlindDelete, EtcdWaitersFailover]
 BY_NAME = {s.name: s for s in ALL}

@@ -108,7 +108,7 @@ class RenewalTest : public ::testing::Test {
  protected:
   ScriptedLock lock;
   run::HeldLock held;
-  run::Reporter reporter{[this](std::string_view) { ++warnings; }, {}, {}, {}};
+  run::Reporter reporter{[this](std::string_view) { ++warnings; }, {}, {}, {}, {}};
   int warnings = 0;
 };
 

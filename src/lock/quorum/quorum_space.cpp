@@ -98,6 +98,13 @@ class QuorumSpace final : public LockSpace {
   }
 
  protected:
+  // The request would have to stand on a majority, and the holder look on
+  // each server: not built yet.
+  std::string replace_refusal() const override {
+    return "not available with a quorum of servers yet (a request kept by a majority is left "
+           "to build); use one server, or stop the holder and use -w";
+  }
+
   std::string refusal(LockKind kind) const override {
     switch (kind) {
       case LockKind::exclusive:

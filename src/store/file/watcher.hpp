@@ -39,6 +39,7 @@ class FileWatcher final : public Watcher {
   // Queued for `ticket` (WaitersQueue::watch): woken through its FIFO.
   void only_for(std::string ticket);
   void first(bool yes) override { m_first = yes; }
+  int fd() const override { return watching() ? m_inotify : -1; }
 
  private:
   // Reads every pending event; true if one concerns our bucket (or we may have

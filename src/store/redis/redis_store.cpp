@@ -301,4 +301,16 @@ std::unique_ptr<Watcher> RedisStore::watch(std::string_view key) {
   return m_core.subscribe(key, {});
 }
 
+void RedisStore::wake(std::string_view key) {
+  try {
+    // Routed by the key, so that on a Cluster it goes to the node of its slot.
+    m_core.run({{"PUBLISH", redis::wake_channel(key), "1"}, key});
+  } catch (const util::Error& e) {
+    // Best effort, as a DEL's wake-up: the watcher's owner looks on its timer too.
+    if (util::tracing()) {
+      util::trace("redis: wake-up not sent: " + e.reason());
+    }
+  }
+}
+
 }  // namespace nxlock::store

@@ -46,6 +46,7 @@ class RedisStore final : public Store {
   LockListing* listing() override { return &m_listing; }
   util::Micros now() override;  // the server's TIME
   std::unique_ptr<Watcher> watch(std::string_view key) override;
+  void wake(std::string_view key) override;
   void set_deadline(std::optional<util::Micros> monotonic_deadline) override {
     m_core.set_deadline(monotonic_deadline);
   }

@@ -26,6 +26,7 @@ class RedisWatcher final : public Watcher {
         m_ticket(std::move(ticket)) {}
 
   WaitResult wait(util::Micros timeout, int interrupt_fd) override;
+  int fd() const override { return m_connection->fd(); }
 
  private:
   static std::unique_ptr<redis::Connection> connect(const net::Endpoint& endpoint,
