@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
@@ -45,6 +46,20 @@ def filesystem(path):
     """"ext4 /dev/vda": the file system `path` is on, and its device."""
     return " ".join(subprocess.run(["findmnt", "-n", "-o", "FSTYPE,SOURCE", "--target", path],
                                    capture_output=True, text=True, timeout=10).stdout.split())
+
+
+def fsync_ms(directory, count=200):
+    """The disk's own cost: the median of `count` 4 KiB appends each followed by fdatasync."""
+    path = os.path.join(directory, "fsync-probe")
+    took = []
+    with open(path, "wb", buffering=0) as f:
+        for _ in range(count):
+            started = time.monotonic()
+            f.write(b"x" * 4096)
+            os.fdatasync(f.fileno())
+            took.append(time.monotonic() - started)
+    os.unlink(path)
+    return percentile(took, 50) * 1000
 
 
 def start_etcd(tmp, servers):
@@ -65,6 +80,29 @@ def start_etcd(tmp, servers):
         log.close()
         servers.append((process, directory))
     return "etcd://" + ",".join("127.0.0.1:%d" % client for _, client, _ in members)
+
+
+def etcd_counters(url):
+    """Summed over the members: (WAL fsyncs, their seconds, proposals committed by the
+    leader), from each member's /metrics."""
+    fsyncs = seconds = committed = 0.0
+    for address in url[len("etcd://"):].split(","):
+        try:
+            with urllib.request.urlopen("http://%s/metrics" % address, timeout=5) as answer:
+                text = answer.read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "etcd_disk_wal_fsync_duration_seconds_count":
+                fsyncs += float(value)
+            elif name == "etcd_disk_wal_fsync_duration_seconds_sum":
+                seconds += float(value)
+            elif name == "etcd_server_is_leader" and float(value) == 1:
+                for other in text.splitlines():
+                    if other.startswith("etcd_server_proposals_committed_total "):
+                        committed = float(other.split()[1])
+    return fsyncs, seconds, committed
 
 
 def start_redis(tmp, servers):
@@ -120,10 +158,11 @@ def client(nxlock, url, key, begin, end, out):
         json.dump({"latencies": latencies, "failures": failures, "end": time.monotonic()}, f)
 
 
-def measure(nxlock, url, clients, seconds, tag, tmp):
+def measure(nxlock, url, clients, seconds, tag, tmp, pids):
     """C client loops for `seconds`, each a process of its own (threads would share one
     interpreter lock, which caps the spawns a second); (locks/s, latencies of the
-    successful runs, failures by status)."""
+    successful runs, failures by status, and the CPU seconds (the servers `pids`, the
+    machine busy, the machine in all) from `begin` to `end`)."""
     begin = time.monotonic() + 0.5 + clients * 0.01  # every client forked by then
     end = begin + seconds
     children = {}
@@ -139,6 +178,10 @@ def measure(nxlock, url, clients, seconds, tag, tmp):
             finally:
                 os._exit(code)
         children[pid] = out
+    time.sleep(max(0.0, begin - time.monotonic()))
+    cpu_begin = cpu_seconds(pids)
+    time.sleep(max(0.0, end - time.monotonic()))
+    cpu = [y - x for x, y in zip(cpu_begin, cpu_seconds(pids))]
     latencies, failures, ends = [], {}, []
     deadline = end + RUN_TIMEOUT + 10
     for pid, out in children.items():
@@ -158,7 +201,22 @@ def measure(nxlock, url, clients, seconds, tag, tmp):
             failures[k] = failures.get(k, 0) + n
         ends.append(result["end"])
     # Runs started before the deadline finish after it: the window is to the last end.
-    return len(latencies) / (max(ends) - begin), latencies, failures
+    return len(latencies) / (max(ends) - begin), latencies, failures, cpu
+
+
+def cpu_seconds(pids):
+    """User + system CPU seconds the processes `pids` have used, and the machine's busy
+    and total CPU seconds (/proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        used += int(fields[11]) + int(fields[12])  # utime, stime
+    with open("/proc/stat") as f:
+        cpu = [int(x) for x in f.readline().split()[1:9]]  # guest time is in user's already
+    idle = cpu[3] + cpu[4]  # idle, iowait
+    return used / tick, (sum(cpu) - idle) / tick, sum(cpu) / tick
 
 
 def percentile(values, p):
@@ -205,19 +263,40 @@ def main():
             if not wait_for(lambda: one_lock(nxlock, url, "sizing-warm")[0] == 0,
                             timeout=30, interval=0.2):
                 raise SystemExit("sizing.py: no lock on %s within 30 s (logs in %s)" % (b, tmp))
-        print("nxlock %s; %d CPUs; load average %s; data on %s (%s); %g s per row"
+        print("nxlock %s; %d CPUs; load average %s; data on %s (%s, a 4 KiB append + "
+              "fdatasync: %.2f ms); %g s per row"
               % (nxlock, os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3]),
-                 tmp, fs, args.seconds), flush=True)
-        print("| backend | clients | locks/s | median | p99 | locks | failed |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+                 tmp, fs, fsync_ms(tmp), args.seconds), flush=True)
+        notes = []
+        print("| backend | clients | locks/s | median | p99 | locks | failed "
+              "| server CPU per lock | CPUs busy |")
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
         for b in backends:
+            before = etcd_counters(urls[b]) if b == "etcd3" else None
+            pids = [p.pid for p, _ in servers if b in ("etcd3", "redis") and
+                    os.path.basename(p.args[4]) == ("etcd" if b == "etcd3" else "redis-server")]
+            done = 0
             for c in counts:
-                rate, lat, failures = measure(nxlock, urls[b], c, args.seconds, b, tmp)
-                print("| %s | %d | %.0f | %.1f ms | %.1f ms | %d | %s |"
+                rate, lat, failures, (server, busy, total) = measure(
+                    nxlock, urls[b], c, args.seconds, b, tmp, pids)
+                done += len(lat)
+                print("| %s | %d | %.0f | %.1f ms | %.1f ms | %d | %s | %s | %.2f of %d |"
                       % (b, c, rate, percentile(lat, 50) * 1000, percentile(lat, 99) * 1000,
                          len(lat), " ".join("%s:%d" % kv for kv in sorted(failures.items(),
-                                                                         key=str)) or "0"),
+                                                                         key=str)) or "0",
+                         "%.2f ms" % (server / (rate * args.seconds) * 1000) if pids and lat
+                         else "—",
+                         busy / total * os.cpu_count(), os.cpu_count()),
                       flush=True)
+            if before and done:
+                after = etcd_counters(urls[b])
+                fsyncs, secs, committed = (y - x for x, y in zip(before, after))
+                notes.append("etcd3: per lock, %.1f proposals committed and %.1f WAL fsyncs "
+                             "per member; a WAL fsync took %.2f ms on average"
+                             % (committed / done, fsyncs / 3 / done,
+                                secs / fsyncs * 1000 if fsyncs else float("nan")))
+        if notes:
+            print("\n".join(notes))
         print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     finally:
         for process, directory in reversed(servers):
