@@ -2,12 +2,14 @@
 """Locks per second for distinct keys: the figure a fleet's owner sizes a cluster by.
 
 usage: bench/sizing.py [--nxlock BIN] [--seconds S] [--clients 1,10,50]
-                       [--backends etcd3,redis,file] [--dir DIR]
+                       [--backends floor,etcd3,redis,file] [--dir DIR (/var/tmp)]
 
 For each backend and each concurrency C, C client loops run for S seconds, each
 doing `nxlock -q -u URL run-locked -n KEY_i true` again and again on its own key
 (distinct keys: nothing contends), and the locks completed (exit status 0) are
-counted. Prints locks per second and each run's latency (median, p99).
+counted. Prints locks per second, each run's latency (median, p99), the servers' CPU
+per lock and the machine's CPUs busy over the row; then etcd's proposals and WAL
+fsyncs per lock, and the disk's own fdatasync time.
 
 Backends, all started here on 127.0.0.1 and free ports, with their data under one
 private temp dir on this machine's disk (--dir; tmpfs is refused, since the figure
@@ -34,7 +36,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
-from servers import die_with_parent, free_port, start_server, stop_server, wait_answering, wait_for  # noqa: E402
+from servers import (die_with_parent, free_port, start_server, stop_server,  # noqa: E402
+                     wait_answering, wait_for)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -131,16 +134,37 @@ def one_lock(nxlock, url, key):
     command = [nxlock, "-q", "-u", url, "run-locked", "-n", key, "true"] if url else [TRUE]
     started = time.monotonic()
     pid = os.posix_spawn(command[0], command, os.environ, file_actions=_QUIET)
-    pidfd = os.pidfd_open(pid)
+    status = None
     try:
-        if not select.select([pidfd], [], [], RUN_TIMEOUT)[0]:
+        pidfd = os.pidfd_open(pid)
+        try:
+            ready = select.select([pidfd], [], [], RUN_TIMEOUT)[0]
+        finally:
+            os.close(pidfd)
+        if ready:
+            status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        if status is None:  # a timeout, or this client interrupted: the run goes too
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return "timeout", time.monotonic() - started
-    finally:
+    return ("timeout" if status is None else status), time.monotonic() - started
+
+
+CLIENTS = set()  # the client processes running (stopped by pid if we are interrupted)
+
+
+def stop_clients():
+    """SIGTERM to each client (it kills its run and exits), SIGKILL after 5 s."""
+    for pid in list(CLIENTS):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for pid in list(CLIENTS):
+        pidfd = os.pidfd_open(pid)
+        if not select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            os.kill(pid, signal.SIGKILL)
         os.close(pidfd)
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    return status, time.monotonic() - started
+        os.waitpid(pid, 0)
+        CLIENTS.discard(pid)
 
 
 def client(nxlock, url, key, begin, end, out):
@@ -178,6 +202,7 @@ def measure(nxlock, url, clients, seconds, tag, tmp, pids):
             finally:
                 os._exit(code)
         children[pid] = out
+        CLIENTS.add(pid)
     time.sleep(max(0.0, begin - time.monotonic()))
     cpu_begin = cpu_seconds(pids)
     time.sleep(max(0.0, end - time.monotonic()))
@@ -191,6 +216,7 @@ def measure(nxlock, url, clients, seconds, tag, tmp, pids):
         if not ready:
             os.kill(pid, signal.SIGKILL)
         status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        CLIENTS.discard(pid)
         if status != 0:
             raise SystemExit("sizing.py: a client loop failed (%d)" % status)
         with open(out) as f:
@@ -221,7 +247,9 @@ def cpu_seconds(pids):
 
 def percentile(values, p):
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100.0 * len(ordered)))] if ordered else float("nan")
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(p / 100.0 * len(ordered)))]
 
 
 def main():
@@ -245,6 +273,12 @@ def main():
         if b not in ("floor", "etcd3", "redis", "file"):
             raise SystemExit("sizing.py: unknown backend " + b)
 
+    # SIGINT and SIGTERM unwind to the cleanup below (SIGINT too when the shell that ran
+    # us in the background had it ignored); a client process ends its loop on either.
+    def interrupted(signo, frame):
+        raise KeyboardInterrupt
+    for signo in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signo, interrupted)
     tmp = tempfile.mkdtemp(prefix="nxlock-sizing-", dir=args.dir)
     servers = []
     try:
@@ -299,6 +333,7 @@ def main():
             print("\n".join(notes))
         print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     finally:
+        stop_clients()
         for process, directory in reversed(servers):
             stop_server(process, directory)
         shutil.rmtree(tmp, ignore_errors=True)
