@@ -532,13 +532,10 @@ class LockModelMachine(StatusChecks, EtcdSteps, QuorumSteps, ReplaceSteps,
 
     # --- run-locked jobs -------------------------------------------------------------------
 
-    @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]))
-    @recorded
-    def start_job(self, key, kind):
-        if sum(1 for j in self.jobs if j.expect is None) >= 3:
-            return  # three at a time at most
-        self.before_step(key)
-        k = self.key(key)
+    def launch_job(self, key, kind, options):
+        """Starts `run-locked OPTIONS KEY` on a job that writes its NXLOCK_FENCE and
+        NXLOCK_SLOT to its info file and runs until its end file appears, in the
+        test and in the replayable script alike; the job, not yet awaited."""
         self.job_count += 1
         number = self.job_count
         end_file = os.path.join(self.tmp, "end%d" % number)
@@ -548,8 +545,7 @@ class LockModelMachine(StatusChecks, EtcdSteps, QuorumSteps, ReplaceSteps,
                 os.unlink(path)
         inner = ('echo "$NXLOCK_FENCE ${NXLOCK_SLOT:-0}" > %s.tmp && mv %s.tmp %s; '
                  'while [ ! -e %s ]; do sleep 0.1; done') % (info_file, info_file, info_file, end_file)
-        args = ["run-locked", "-n", "-t", str(JOB_TTL)] + self.kind_args(k, kind) + \
-               [key, "sh", "-c", inner]
+        args = ["run-locked", *options, key, "sh", "-c", inner]
         shell_inner = inner.replace(self.tmp, "$T")
         self.script.raw("nx %s sh -c %s >/dev/null 2>$T/job%d.err & j%d=$!" % (
             " ".join(shlex.quote(a) for a in args[:-3]), shlex.quote(shell_inner), number, number))
@@ -559,6 +555,17 @@ class LockModelMachine(StatusChecks, EtcdSteps, QuorumSteps, ReplaceSteps,
                                    env=self.backend.env())
         job = Job(number, key, kind, process, end_file, info_file)
         self.jobs.append(job)
+        return job
+
+    @rule(key=st.sampled_from(KEYS), kind=st.sampled_from(["exclusive", "shared", "slots"]))
+    @recorded
+    def start_job(self, key, kind):
+        if sum(1 for j in self.jobs if j.expect is None) >= 3:
+            return  # three at a time at most
+        self.before_step(key)
+        k = self.key(key)
+        job = self.launch_job(key, kind, ["-n", "-t", str(JOB_TTL)] + self.kind_args(k, kind))
+        number, end_file, info_file, process = job.number, job.end_file, job.info_file, job.process
         outcome = predicted(self.predict_take(k, kind))
         tag = "lock:%s:%s" % (kind, self.kind_of(k))
         if 0 not in outcome:

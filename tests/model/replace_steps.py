@@ -1,13 +1,11 @@
 """The model's run-locked --replace step (man page, run-locked). A mixin of LockModelMachine."""
 import os
-import shlex
-import subprocess
 
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 import harness
-from model import JOB_TTL, KEYS, Hold, Job
+from model import JOB_TTL, KEYS, Hold
 from recording import recorded
 
 
@@ -32,25 +30,8 @@ class ReplaceSteps:
             return
         old = holding[0]
         self.before_step(key)
-        self.job_count += 1
-        number = self.job_count
-        end_file = os.path.join(self.tmp, "end%d" % number)
-        info_file = os.path.join(self.tmp, "info%d" % number)
-        for path in (end_file, info_file):
-            if os.path.exists(path):
-                os.unlink(path)
-        inner = ('echo "$NXLOCK_FENCE ${NXLOCK_SLOT:-0}" > %s.tmp && mv %s.tmp %s; '
-                 'while [ ! -e %s ]; do sleep 0.1; done') % (info_file, info_file, info_file, end_file)
-        args = ["run-locked", "--replace", "-w", "10", "-t", str(JOB_TTL), key, "sh", "-c", inner]
-        self.script.raw("nx %s sh -c %s >/dev/null 2>$T/job%d.err & j%d=$!" % (
-            " ".join(shlex.quote(a) for a in args[:-3]), shlex.quote(inner.replace(self.tmp, "$T")),
-            number, number))
-        self.script.jobs.append(number)
-        process = subprocess.Popen(harness.dying_with_parent([harness.BIN, *self.backend.args(), *args]),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   env=self.backend.env())
-        job = Job(number, key, "exclusive", process, end_file, info_file)
-        self.jobs.append(job)
+        job = self.launch_job(key, "exclusive", ["--replace", "-w", "10", "-t", str(JOB_TTL)])
+        number, info_file, process = job.number, job.info_file, job.process
         # The holder stops its job (SIGTERM ends the job's sh) and exits 79, replaced.
         old.expect = {79}
         status = self.wait_exit(old, 10)
